@@ -1,0 +1,110 @@
+// Every FORGE_* setting, parsed in one place (config.cc holds the table of names, defaults,
+// types and help). Nothing else in StarForge reads FORGE_* variables from the environment.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "starforge/common/field_error.h"
+#include "starforge/config/secret.h"
+
+namespace starforge::config {
+
+enum class FleetKind { kLocal, kKuberay };
+enum class SubmissionMode { kK8sJobMode, kHTTPMode };
+enum class S3Addressing { kPath, kVirtual };
+
+std::string ToString(FleetKind kind);       // "local" | "kuberay"
+std::string ToString(SubmissionMode mode);  // "K8sJobMode" | "HTTPMode"
+std::string ToString(S3Addressing mode);    // "path" | "virtual"
+std::optional<FleetKind> ParseFleetKind(const std::string& text);
+
+struct Config {
+  // Fleet and recipes.
+  FleetKind default_fleet_kind = FleetKind::kLocal;  // FORGE_DEFAULT_FLEET_KIND
+  std::string image_nemo_rl;                         // FORGE_IMAGE_NEMO_RL ("" = unset)
+  std::string nemo_rl_dir = "/opt/nemo-rl";          // FORGE_NEMO_RL_DIR
+
+  // Kubernetes connection.
+  std::string k8s_api_server;               // FORGE_K8S_API_SERVER ("" = kubeconfig/in-cluster)
+  Secret k8s_token;                         // FORGE_K8S_TOKEN
+  std::string k8s_ca_file;                  // FORGE_K8S_CA_FILE
+  bool k8s_insecure_skip_tls_verify = false;  // FORGE_K8S_INSECURE_SKIP_TLS_VERIFY (tests only)
+  std::string k8s_context;                  // FORGE_K8S_CONTEXT (kubeconfig context)
+
+  // What StarForge creates in the cluster.
+  std::string k8s_namespace = "starforge";                 // FORGE_K8S_NAMESPACE
+  std::string k8s_gpu_node_label = "starforge/gpu-series";  // FORGE_K8S_GPU_NODE_LABEL
+  std::string k8s_shm_size = "64Gi";                       // FORGE_K8S_SHM_SIZE (quantity)
+  std::string k8s_storage_pvc;        // FORGE_K8S_STORAGE_PVC ("" = no storage volume)
+  bool k8s_storage_shared = true;     // FORGE_K8S_STORAGE_SHARED
+  std::string k8s_corpus_pvc;         // FORGE_K8S_CORPUS_PVC ("" = none)
+  std::string k8s_storage_mount;      // FORGE_K8S_STORAGE_MOUNT ("" = storage_root)
+  bool k8s_gpu_passthrough = true;    // FORGE_K8S_GPU_PASSTHROUGH
+  std::string k8s_fetch_image;        // FORGE_K8S_FETCH_IMAGE ("" = the job's image)
+
+  // KubeRay.
+  std::string kuberay_ray_version = "2.55.1";                       // FORGE_KUBERAY_RAY_VERSION
+  int64_t kuberay_ttl_seconds = 600;                               // FORGE_KUBERAY_TTL_SECONDS
+  int64_t kuberay_prerunning_deadline_s = 1800;  // FORGE_KUBERAY_PRERUNNING_DEADLINE_S
+  SubmissionMode kuberay_submission_mode = SubmissionMode::kK8sJobMode;
+  int64_t kueue_max_worker_groups = 17;  // FORGE_KUEUE_MAX_WORKER_GROUPS
+
+  // Storage.
+  std::string storage_root = "/starforge";  // FORGE_STORAGE_ROOT (absolute path)
+  int64_t capsule_max_bytes = 512LL << 20;  // FORGE_CAPSULE_MAX_BYTES
+
+  // Object storage.
+  std::string s3_endpoint;  // FORGE_S3_ENDPOINT ("" = filesystem store under storage_root)
+  std::string s3_bucket;    // FORGE_S3_BUCKET
+  Secret s3_access_key;     // FORGE_S3_ACCESS_KEY
+  Secret s3_secret_key;     // FORGE_S3_SECRET_KEY
+  std::string s3_region = "us-east-1";            // FORGE_S3_REGION
+  S3Addressing s3_addressing = S3Addressing::kPath;  // FORGE_S3_ADDRESSING
+
+  // Control plane.
+  std::string listen = "127.0.0.1:8080";  // FORGE_LISTEN
+
+  // The mount path of the storage root inside Ray pods.
+  const std::string& PodStorageMount() const {
+    return k8s_storage_mount.empty() ? storage_root : k8s_storage_mount;
+  }
+};
+
+// One setting as documented: name, default ("" when none), meaning, and whether it is a secret.
+struct SettingInfo {
+  std::string name;
+  std::string default_value;
+  std::string type;  // e.g. "local|kuberay", "non-negative integer", "quantity", "path", "secret"
+  std::string help;
+  bool secret = false;
+};
+
+// Every FORGE_* setting, in documentation order.
+const std::vector<SettingInfo>& Settings();
+
+struct LoadResult {
+  Config config;
+  FieldErrors errors;                 // one per bad value, path = the variable name
+  std::vector<std::string> warnings;  // e.g. an unknown FORGE_* name, with a "did you mean"
+  bool ok() const { return errors.empty(); }
+};
+
+// Builds the configuration from an environment (name -> value). Pure: tests pass a map.
+// An empty value counts as unset. Every bad value is reported, e.g.
+// `FORGE_KUBERAY_TTL_SECONDS: expected a non-negative integer, got "ten"`; error messages never
+// contain a secret's value.
+LoadResult Load(const std::map<std::string, std::string>& env);
+
+// The process environment as a map (only FORGE_* variables).
+std::map<std::string, std::string> ProcessEnvironment();
+
+// The effective configuration as JSON keyed by setting name; secrets appear as "***".
+nlohmann::json Dump(const Config& config);
+
+}  // namespace starforge::config

@@ -1,0 +1,53 @@
+// Every label key, annotation key and name format StarForge uses on KubeRay objects, defined once.
+#pragma once
+
+namespace starforge::kuberay {
+
+// Labels StarForge puts on what it creates.
+inline constexpr const char* kLabelJobId = "starforge/job-id";
+inline constexpr const char* kLabelJobName = "starforge/job-name";
+inline constexpr const char* kLabelPool = "starforge/pool";
+inline constexpr const char* kLabelManagedBy = "app.kubernetes.io/managed-by";
+inline constexpr const char* kManagedByValue = "starforge";
+inline constexpr const char* kLabelKueueQueue = "kueue.x-k8s.io/queue-name";
+
+// Annotations.
+inline constexpr const char* kAnnotationCapsuleSha256 = "starforge/capsule-sha256";
+
+// RayJob names: "sf-" + the job id, ≤ 47 characters (the operator's limit, so that the derived
+// `<rayjob>-<rand5>-head-svc` stays a 63-character DNS label).
+inline constexpr const char* kRayJobNamePrefix = "sf-";
+inline constexpr size_t kMaxRayJobNameLength = 47;
+
+// Pod template pieces.
+inline constexpr const char* kHeadContainerName = "ray-head";
+inline constexpr const char* kWorkerContainerName = "ray-worker";
+inline constexpr const char* kFetchContainerName = "fetch-capsule";
+inline constexpr const char* kShmVolume = "shared-mem";
+inline constexpr const char* kStorageVolume = "starforge-storage";
+inline constexpr const char* kCorpusVolume = "starforge-corpus";
+inline constexpr const char* kCapsuleVolume = "starforge-capsule";
+inline constexpr const char* kCapsuleDir = "/starforge-capsule";  // same path in every pod
+inline constexpr const char* kCorpusSubdir = "corpus";            // <storage mount>/corpus
+inline constexpr const char* kGpuResource = "nvidia.com/gpu";
+inline constexpr const char* kPoolResourcePrefix = "pool_";  // Ray custom resource per pool
+
+// Ray head ports (named, so that KubeRay's head service exposes them and finds the dashboard).
+inline constexpr int kGcsPort = 6379;
+inline constexpr int kDashboardPort = 8265;
+inline constexpr int kClientPort = 10001;
+
+// The capsule's runner, relative to Ray's working directory (the unpacked capsule). Ray's unzip
+// drops mode bits, so it is always started through the interpreter.
+inline constexpr const char* kRunnerInterpreter = "python3";
+inline constexpr const char* kRunnerPath = ".starforge/runner.pyz";
+
+// Environment variables StarForge sets for the job (runtimeEnvYAML.env_vars). Users' `env` may
+// not set them.
+inline constexpr const char* kEnvJobId = "FORGE_JOB_ID";
+inline constexpr const char* kEnvStorageRoot = "FORGE_STORAGE_ROOT";
+inline constexpr const char* kEnvCapsuleSha256 = "FORGE_CAPSULE_SHA256";
+inline constexpr const char* kEnvCorpusDir = "FORGE_CORPUS_DIR";
+inline constexpr const char* kEnvNemoRlDir = "FORGE_NEMO_RL_DIR";
+
+}  // namespace starforge::kuberay

@@ -1,0 +1,48 @@
+// Rendering a JobSpec into the one RayJob that runs it. Pure and deterministic.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "starforge/common/field_error.h"
+#include "starforge/config/config.h"
+#include "starforge/jobspec/jobspec.h"
+
+namespace starforge::kuberay {
+
+// Where the job's capsule is and what its bytes hash to.
+struct CapsuleRef {
+  std::string url;     // https:// (handed to Ray) or http:// (fetched by an init container)
+  std::string sha256;  // 64 lower-case hex digits
+};
+
+struct RenderResult {
+  nlohmann::json rayjob;  // set iff errors is empty
+  FieldErrors errors;     // why the job cannot run on this cluster configuration
+  bool ok() const { return errors.empty(); }
+};
+
+// The RayJob name for a job id: "sf-<id>", lower-cased, with characters outside [a-z0-9-]
+// replaced by '-'; when that changes the id or exceeds 47 characters, a hash of the id keeps
+// distinct ids distinct. Always a DNS-1035 label of ≤ 47 characters.
+std::string RayJobName(const std::string& job_id);
+
+// Checks a job id: a valid label value (1-63 chars of [A-Za-z0-9_.-], alphanumeric ends).
+// Returns "" when valid, else a reason.
+std::string CheckJobId(const std::string& job_id);
+
+// Renders the RayJob for `spec` (already validated by jobspec::Parse) with the cluster settings
+// in `config`. Refuses, with errors naming the setting or field to change, what the cluster
+// could not run: multi-machine jobs on RWO storage, corpus without a corpus PVC, too many worker
+// groups for Kueue, values KubeRay's submitter shell would mangle, and anything the operator's
+// own validation (CheckRayJob) would reject.
+RenderResult Render(const jobspec::JobSpec& spec, const std::string& job_id,
+                    const CapsuleRef& capsule, const config::Config& config);
+
+// The RayJob controller's own validation (KubeRay utils/validation.go, FACTS §1.2) applied to a
+// RayJob object, with the operator's wording; the RayJob fields StarForge may render are covered.
+// Empty = the operator would accept it.
+FieldErrors CheckRayJob(const nlohmann::json& rayjob);
+
+}  // namespace starforge::kuberay
