@@ -13,6 +13,8 @@ inline constexpr const char* kLabelKueueQueue = "kueue.x-k8s.io/queue-name";
 
 // Annotations.
 inline constexpr const char* kAnnotationCapsuleSha256 = "starforge/capsule-sha256";
+// The user's command, shell-quoted, for people reading the RayJob (the runner does not use it).
+inline constexpr const char* kAnnotationEntrypoint = "starforge/entrypoint";
 
 // RayJob names: "sf-" + the job id, ≤ 47 characters (the operator's limit, so that the derived
 // `<rayjob>-<rand5>-head-svc` stays a 63-character DNS label).
@@ -41,6 +43,10 @@ inline constexpr int kClientPort = 10001;
 // drops mode bits, so it is always started through the interpreter.
 inline constexpr const char* kRunnerInterpreter = "python3";
 inline constexpr const char* kRunnerPath = ".starforge/runner.pyz";
+// `python3 .starforge/runner.pyz run` runs the argv of the capsule's .starforge/jobspec.json.
+inline constexpr const char* kRunnerCommand = "run";
+// The capsule's authoritative JobSpec, relative to the capsule root.
+inline constexpr const char* kCapsuleJobSpecPath = ".starforge/jobspec.json";
 
 // Environment variables StarForge sets for the job (runtimeEnvYAML.env_vars). Users' `env` may
 // not set them.

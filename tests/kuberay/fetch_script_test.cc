@@ -1,0 +1,154 @@
+// The capsule init container's program, run for real with python3 against a local HTTP server:
+// a verified download succeeds, a digest mismatch fails (so the pod never starts) and leaves no
+// file behind, and the URL (a bearer credential) is never printed.
+#include "starforge/kuberay/fetch_script.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <openssl/evp.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "starforge/kuberay/shell.h"
+#include "test_support.h"
+
+namespace starforge::kuberay {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using testing::ReadFile;
+using testing::TempDir;
+using testing::WriteFile;
+
+std::string Sha256Hex(const std::string& data) {
+  std::array<unsigned char, EVP_MAX_MD_SIZE> d{};
+  unsigned int n = 0;
+  EVP_Digest(data.data(), data.size(), d.data(), &n, EVP_sha256(), nullptr);
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (unsigned int i = 0; i < n; ++i) {
+    out += hex[d[i] >> 4];
+    out += hex[d[i] & 15];
+  }
+  return out;
+}
+
+// `python3 -m http.server` on an ephemeral port, serving `root`.
+class HttpServer {
+ public:
+  explicit HttpServer(const fs::path& root) {
+    const fs::path port_file = root / ".port";
+    pid_ = fork();
+    if (pid_ == 0) {
+      chdir(root.c_str());
+      const std::string code =
+          "import http.server, socketserver\n"
+          "s = socketserver.TCPServer(('127.0.0.1', 0), http.server.SimpleHTTPRequestHandler)\n"
+          "open('.port.tmp', 'w').write(str(s.server_address[1]))\n"
+          "import os; os.rename('.port.tmp', '.port')\n"
+          "s.serve_forever()\n";
+      execlp("python3", "python3", "-c", code.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    for (int i = 0; i < 200 && !fs::exists(port_file); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    port_ = ReadFile(port_file);
+  }
+  ~HttpServer() {
+    kill(pid_, SIGTERM);
+    waitpid(pid_, nullptr, 0);
+  }
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+  std::string Url(const std::string& name) const {
+    return "http://127.0.0.1:" + port_ + "/" + name + "?X-Amz-Signature=topsecretsignature";
+  }
+
+ private:
+  pid_t pid_ = -1;
+  std::string port_;
+};
+
+struct Result {
+  int code;
+  std::string output;
+};
+
+Result Fetch(const fs::path& dir, const std::string& url, const std::string& sha,
+             const fs::path& dest) {
+  const fs::path log = dir / "fetch.log";
+  const std::string cmd = "python3 -c " + ShellQuote(kFetchCapsuleScript) + " fetch-capsule " +
+                          ShellQuote(url) + " " + ShellQuote(sha) + " " +
+                          ShellQuote(dest.string()) + " >" + ShellQuote(log.string()) + " 2>&1";
+  const int status = std::system(cmd.c_str());
+  return {WEXITSTATUS(status), ReadFile(log)};
+}
+
+class FetchScript : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    fs::create_directories(tmp_.path() / "srv");
+    fs::create_directories(tmp_.path() / "pod");
+    WriteFile(tmp_.path() / "srv/capsule.zip", payload_);
+    server_ = std::make_unique<HttpServer>(tmp_.path() / "srv");
+  }
+  TempDir tmp_;
+  std::string payload_ = std::string(3 << 20, 'x') + "end";  // spans several read blocks
+  std::unique_ptr<HttpServer> server_;
+};
+
+TEST_F(FetchScript, DownloadsAndVerifies) {
+  const fs::path dest = tmp_.path() / "pod" / (Sha256Hex(payload_) + ".zip");
+  Result r = Fetch(tmp_.path(), server_->Url("capsule.zip"), Sha256Hex(payload_), dest);
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(ReadFile(dest), payload_);
+  EXPECT_FALSE(fs::exists(dest.string() + ".part"));
+  EXPECT_THAT(r.output, Not(HasSubstr("topsecretsignature")));
+
+  // A restarted init container reuses the verified file.
+  fs::remove(tmp_.path() / "srv/capsule.zip");
+  r = Fetch(tmp_.path(), server_->Url("capsule.zip"), Sha256Hex(payload_), dest);
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("already present and verified"));
+}
+
+TEST_F(FetchScript, DigestMismatchFailsAndLeavesNothing) {
+  const std::string wrong(64, '0');
+  const fs::path dest = tmp_.path() / "pod" / (wrong + ".zip");
+  Result r = Fetch(tmp_.path(), server_->Url("capsule.zip"), wrong, dest);
+  EXPECT_EQ(r.code, 3);
+  EXPECT_THAT(r.output,
+              HasSubstr("SHA-256 mismatch: expected " + wrong + ", got " + Sha256Hex(payload_)));
+  EXPECT_FALSE(fs::exists(dest));
+  EXPECT_FALSE(fs::exists(dest.string() + ".part"));
+}
+
+TEST_F(FetchScript, MissingObjectFailsWithoutPrintingTheUrl) {
+  const fs::path dest = tmp_.path() / "pod" / "x.zip";
+  // 5 attempts with 2+4+6+8 s of backoff would make this test slow; the first failure's message
+  // is what matters, so the test stops the script after it.
+  const fs::path log = tmp_.path() / "fetch.log";
+  const std::string cmd = "timeout 1 python3 -c " + ShellQuote(kFetchCapsuleScript) +
+                          " fetch-capsule " + ShellQuote(server_->Url("missing.zip")) + " " +
+                          std::string(64, 'a') + " " + ShellQuote(dest.string()) + " >" +
+                          ShellQuote(log.string()) + " 2>&1";
+  const int status = std::system(cmd.c_str());
+  EXPECT_NE(WEXITSTATUS(status), 0);
+  const std::string out = ReadFile(log);
+  EXPECT_THAT(out, HasSubstr("download from 127.0.0.1 failed (attempt 1 of 5)"));
+  EXPECT_THAT(out, Not(HasSubstr("topsecretsignature")));
+  EXPECT_FALSE(fs::exists(dest));
+}
+
+}  // namespace
+}  // namespace starforge::kuberay
