@@ -2,7 +2,9 @@
 
 namespace starforge {
 
-std::string FieldError::ToString() const { return path.empty() ? message : path + ": " + message; }
+std::string FieldError::ToString() const {
+  return path.empty() ? message : path + ": " + message;
+}
 
 std::string JoinErrors(const FieldErrors& errors) {
   std::string out;

@@ -7,7 +7,7 @@ namespace starforge::kuberay {
 // digest is reused.
 const char* const kFetchCapsuleScript =
     R"PY(import hashlib, os, sys, time, urllib.parse, urllib.request
-url, want, dest = sys.argv[1:4]
+url, want, dest = sys.argv[2:5]  # argv[0] is "-c", argv[1] names the program in ps
 host = urllib.parse.urlsplit(url).hostname
 def digest(path):
     h = hashlib.sha256()
@@ -26,9 +26,10 @@ for attempt in range(1, 6):
                 f.write(block)
         break
     except Exception as e:
-        print("fetch-capsule: download from %s failed (attempt %d of 5): %s" % (host, attempt, getattr(e, "reason", type(e).__name__)), file=sys.stderr)
-        if attempt == 5:
-            sys.exit(2)
+        why = "HTTP %s %s" % (e.code, e.reason) if hasattr(e, "code") else str(getattr(e, "reason", type(e).__name__))
+        print("fetch-capsule: download from %s failed (attempt %d of 5): %s" % (host, attempt, why), file=sys.stderr)
+        if attempt == 5 or getattr(e, "code", 0) in range(400, 500) and e.code not in (408, 429):
+            sys.exit(2)  # a client error (expired URL, missing object) will not heal by retrying
         time.sleep(2 * attempt)
 got = digest(part)
 if got != want:

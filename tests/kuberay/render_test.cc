@@ -242,7 +242,7 @@ TEST(Render, HttpsCapsuleGoesToRayDirectly) {
 TEST(Render, HttpCapsuleIsFetchedAndVerifiedInEveryPod) {
   json rj = MustRender(kTwoPool,
                        {{"FORGE_S3_ENDPOINT", "http://minio:9000"},
-                        {"FORGE_S3_BUCKET", "b"},
+                        {"FORGE_S3_BUCKET", "starforge"},
                         {"FORGE_S3_ACCESS_KEY", "AKIDEXAMPLE"},
                         {"FORGE_S3_SECRET_KEY", "wJalrXUtnFEMI/K7MDENG"}},
                        kHttp);
@@ -324,7 +324,7 @@ TEST(Render, NoSecretEverAppearsInTheOutput) {
       {"FORGE_K8S_API_SERVER", "https://k8s:6443"},
       {"FORGE_K8S_TOKEN", "eyJhbGciOiJSUzI1NiJ9.SECRET-TOKEN"},
       {"FORGE_S3_ENDPOINT", "http://minio:9000"},
-      {"FORGE_S3_BUCKET", "b"},
+      {"FORGE_S3_BUCKET", "starforge"},
       {"FORGE_S3_ACCESS_KEY", "AKIASECRETACCESS"},
       {"FORGE_S3_SECRET_KEY", "SECRETKEYSECRETKEY"}};
   for (const CapsuleRef& capsule : {kHttps, kHttp}) {

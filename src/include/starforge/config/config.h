@@ -31,26 +31,26 @@ struct Config {
   std::string nemo_rl_dir = "/opt/nemo-rl";          // FORGE_NEMO_RL_DIR
 
   // Kubernetes connection.
-  std::string k8s_api_server;               // FORGE_K8S_API_SERVER ("" = kubeconfig/in-cluster)
-  Secret k8s_token;                         // FORGE_K8S_TOKEN
-  std::string k8s_ca_file;                  // FORGE_K8S_CA_FILE
+  std::string k8s_api_server;                 // FORGE_K8S_API_SERVER ("" = kubeconfig/in-cluster)
+  Secret k8s_token;                           // FORGE_K8S_TOKEN
+  std::string k8s_ca_file;                    // FORGE_K8S_CA_FILE
   bool k8s_insecure_skip_tls_verify = false;  // FORGE_K8S_INSECURE_SKIP_TLS_VERIFY (tests only)
-  std::string k8s_context;                  // FORGE_K8S_CONTEXT (kubeconfig context)
+  std::string k8s_context;                    // FORGE_K8S_CONTEXT (kubeconfig context)
 
   // What StarForge creates in the cluster.
-  std::string k8s_namespace = "starforge";                 // FORGE_K8S_NAMESPACE
+  std::string k8s_namespace = "starforge";                  // FORGE_K8S_NAMESPACE
   std::string k8s_gpu_node_label = "starforge/gpu-series";  // FORGE_K8S_GPU_NODE_LABEL
-  std::string k8s_shm_size = "64Gi";                       // FORGE_K8S_SHM_SIZE (quantity)
-  std::string k8s_storage_pvc;        // FORGE_K8S_STORAGE_PVC ("" = no storage volume)
-  bool k8s_storage_shared = true;     // FORGE_K8S_STORAGE_SHARED
-  std::string k8s_corpus_pvc;         // FORGE_K8S_CORPUS_PVC ("" = none)
-  std::string k8s_storage_mount;      // FORGE_K8S_STORAGE_MOUNT ("" = storage_root)
-  bool k8s_gpu_passthrough = true;    // FORGE_K8S_GPU_PASSTHROUGH
-  std::string k8s_fetch_image;        // FORGE_K8S_FETCH_IMAGE ("" = the job's image)
+  std::string k8s_shm_size = "64Gi";                        // FORGE_K8S_SHM_SIZE (quantity)
+  std::string k8s_storage_pvc;      // FORGE_K8S_STORAGE_PVC ("" = no storage volume)
+  bool k8s_storage_shared = true;   // FORGE_K8S_STORAGE_SHARED
+  std::string k8s_corpus_pvc;       // FORGE_K8S_CORPUS_PVC ("" = none)
+  std::string k8s_storage_mount;    // FORGE_K8S_STORAGE_MOUNT ("" = storage_root)
+  bool k8s_gpu_passthrough = true;  // FORGE_K8S_GPU_PASSTHROUGH
+  std::string k8s_fetch_image;      // FORGE_K8S_FETCH_IMAGE ("" = the job's image)
 
   // KubeRay.
-  std::string kuberay_ray_version = "2.55.1";                       // FORGE_KUBERAY_RAY_VERSION
-  int64_t kuberay_ttl_seconds = 600;                               // FORGE_KUBERAY_TTL_SECONDS
+  std::string kuberay_ray_version = "2.55.1";    // FORGE_KUBERAY_RAY_VERSION
+  int64_t kuberay_ttl_seconds = 600;             // FORGE_KUBERAY_TTL_SECONDS
   int64_t kuberay_prerunning_deadline_s = 1800;  // FORGE_KUBERAY_PRERUNNING_DEADLINE_S
   SubmissionMode kuberay_submission_mode = SubmissionMode::kK8sJobMode;
   int64_t kueue_max_worker_groups = 17;  // FORGE_KUEUE_MAX_WORKER_GROUPS
@@ -64,7 +64,7 @@ struct Config {
   std::string s3_bucket;    // FORGE_S3_BUCKET
   Secret s3_access_key;     // FORGE_S3_ACCESS_KEY
   Secret s3_secret_key;     // FORGE_S3_SECRET_KEY
-  std::string s3_region = "us-east-1";            // FORGE_S3_REGION
+  std::string s3_region = "us-east-1";               // FORGE_S3_REGION
   S3Addressing s3_addressing = S3Addressing::kPath;  // FORGE_S3_ADDRESSING
 
   // Control plane.

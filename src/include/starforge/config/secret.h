@@ -24,9 +24,13 @@ class Secret {
   std::string value_;
 };
 
-inline std::ostream& operator<<(std::ostream& os, const Secret&) { return os << Secret::kMask; }
+inline std::ostream& operator<<(std::ostream& os, const Secret&) {
+  return os << Secret::kMask;
+}
 // Serialises as "***" (or "" when unset), so dumping a config cannot leak it.
-inline void to_json(nlohmann::json& j, const Secret& s) { j = s.empty() ? "" : Secret::kMask; }
+inline void to_json(nlohmann::json& j, const Secret& s) {
+  j = s.empty() ? "" : Secret::kMask;
+}
 
 }  // namespace starforge
 

@@ -16,11 +16,11 @@ inline constexpr size_t kMaxPoolNameLength = 15;
 
 // A group of identical machines. The first pool of a job is its primary pool.
 struct Pool {
-  std::string name;                     // DNS label ≤ 15 chars, unique within the job
-  std::string gpu_series;               // node label value; "" = any node (CPU-only pools)
-  int64_t machines = 1;                 // ≥ 1
-  int64_t gpus_per_machine = 0;         // ≥ 0
-  std::optional<std::string> cpus_per_machine;    // Kubernetes quantity, > 0
+  std::string name;                             // DNS label ≤ 15 chars, unique within the job
+  std::string gpu_series;                       // node label value; "" = any node (CPU-only pools)
+  int64_t machines = 1;                         // ≥ 1
+  int64_t gpus_per_machine = 0;                 // ≥ 0
+  std::optional<std::string> cpus_per_machine;  // Kubernetes quantity, > 0
   std::optional<std::string> memory_per_machine;  // Kubernetes quantity, > 0
   friend bool operator==(const Pool&, const Pool&) = default;
 };
@@ -28,9 +28,9 @@ struct Pool {
 // A validated JobSpec with every default filled in (see Canonicalize / ToCanonicalJson).
 struct JobSpec {
   std::string name;
-  std::string fleet;    // "local" | "kuberay"
-  std::string recipe;   // "none" | "nemo-rl"
-  std::string image;    // resolved: the recipe's image when the spec gave none
+  std::string fleet;                    // "local" | "kuberay"
+  std::string recipe;                   // "none" | "nemo-rl"
+  std::string image;                    // resolved: the recipe's image when the spec gave none
   std::vector<std::string> entrypoint;  // argv; a string entrypoint is split into shell words
   std::map<std::string, std::string> env;
   std::optional<std::string> code;  // client-side only: never part of the canonical form

@@ -15,9 +15,9 @@ namespace starforge::jobspec {
 // Settings that supply JobSpec defaults (taken from the FORGE_* configuration by the caller, so
 // that this module stays independent of it).
 struct Defaults {
-  std::string fleet = "local";           // FORGE_DEFAULT_FLEET_KIND
-  std::string nemo_rl_image;             // FORGE_IMAGE_NEMO_RL ("" = unset)
-  int64_t pre_running_seconds = 1800;    // FORGE_KUBERAY_PRERUNNING_DEADLINE_S
+  std::string fleet = "local";         // FORGE_DEFAULT_FLEET_KIND
+  std::string nemo_rl_image;           // FORGE_IMAGE_NEMO_RL ("" = unset)
+  int64_t pre_running_seconds = 1800;  // FORGE_KUBERAY_PRERUNNING_DEADLINE_S
 };
 
 struct ParseResult {
