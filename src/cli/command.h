@@ -1,0 +1,65 @@
+// How `forge` subcommands plug in: each cli/*_cmd.cc file registers its subcommands on the CLI11
+// app with a function that runs when that subcommand was parsed. Private to src/cli.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <iosfwd>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "starforge/common/field_error.h"
+#include "starforge/config/config.h"
+#include "starforge/jobspec/jobspec.h"
+
+namespace starforge::cli {
+
+// What a command may touch: its environment and standard streams.
+struct Context {
+  const std::map<std::string, std::string>& env;
+  std::istream& in;
+  std::ostream& out;
+  std::ostream& err;
+};
+
+using Action = std::function<int(Context&)>;
+
+// Collects subcommands and their actions.
+class Registry {
+ public:
+  explicit Registry(CLI::App& app) : app_(app) {}
+  // Adds `name` to the app; `action` runs when it is the parsed subcommand.
+  CLI::App* Add(const std::string& name, const std::string& description, Action action);
+  // Adds a nested subcommand (`forge capsule build`) under `parent` (from app().add_subcommand,
+  // with require_subcommand(1) so a bare `forge capsule` prints its usage).
+  CLI::App* Add(CLI::App* parent, const std::string& name, const std::string& description,
+                Action action);
+  CLI::App& app() { return app_; }
+  // The action of the parsed subcommand (searching nested subcommands), if any.
+  const Action* Parsed() const;
+
+ private:
+  CLI::App& app_;
+  std::vector<std::pair<CLI::App*, Action>> commands_;
+};
+
+// Every file's registration function (one per *_cmd.cc).
+void RegisterJobCommands(Registry& registry);
+
+// Shared helpers for commands.
+// Loads FORGE_* settings; prints warnings, and errors (returning false) when unusable.
+bool LoadConfig(Context& ctx, config::Config* cfg);
+// Reads FILE, or standard input for "-"; prints why not and returns false when it cannot.
+bool ReadInput(Context& ctx, const std::string& path, std::string* text);
+// Parses a JobSpec file with the configuration's defaults; prints every error when invalid.
+std::optional<jobspec::JobSpec> LoadJob(Context& ctx, const std::string& path,
+                                        const config::Config& cfg);
+// "<source>: <path>: <message>" per error, on standard error.
+void PrintErrors(Context& ctx, const std::string& source, const FieldErrors& errors);
+// JSON pretty-printed, or YAML.
+std::string Format(const nlohmann::json& value, const std::string& output);
+
+}  // namespace starforge::cli
