@@ -1,0 +1,1 @@
+// Placeholder: the capsule component is being written.

@@ -1,0 +1,1 @@
+// Placeholder: the objstore component is being written.
