@@ -29,11 +29,20 @@
 #include <string_view>
 #include <utility>
 
+// GCC 12 at -O3 reports a false -Wrestrict inside std::string::replace as inlined from valijson's
+// json_pointer.hpp (GCC bug 105329); system-header suppression does not cover inlined code.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wrestrict"
+#endif
 #include <valijson/adapters/nlohmann_json_adapter.hpp>
 #include <valijson/schema.hpp>
 #include <valijson/schema_parser.hpp>
 #include <valijson/validation_results.hpp>
 #include <valijson/validator.hpp>
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 #include "starforge/common/did_you_mean.h"
 #include "starforge/common/yaml_json.h"
@@ -433,10 +442,16 @@ std::string JsonTypeName(const json& v) {
   }
 }
 
+// A value as JSON, cut short so that a pasted script in a string field cannot flood the message.
 std::string Scalar(const json& v) {
   std::string text = v.dump();
   constexpr size_t kMax = 60;
-  if (text.size() > kMax) text = text.substr(0, kMax) + "...";
+  if (text.size() > kMax) {
+    size_t cut = kMax;
+    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80)
+      --cut;  // UTF-8
+    text = text.substr(0, cut) + "...";
+  }
   return text;
 }
 
@@ -566,7 +581,9 @@ std::vector<LocatedError> ExplainNode(const json& schema, const json* original, 
     std::string message = "expected " + JoinOr(types) + ", got " + Describe(value);
     const bool wants_int = std::find(types.begin(), types.end(), "integer") != types.end();
     const bool wants_string = std::find(types.begin(), types.end(), "string") != types.end();
-    if (wants_int && wants_string && value.is_number_float()) {
+    if (wants_int && value.is_number_float() && std::abs(value.get<double>()) >= 9.2e18) {
+      message += " (too large for a 64-bit integer)";
+    } else if (wants_int && wants_string && value.is_number_float()) {
       // The classic int-or-string trap (`cpu: 0.5`): only a quoted quantity is accepted.
       message += "; quote it: \"" + Scalar(value) + "\"";
     }
@@ -761,6 +778,11 @@ void Normalize(json& value, const json* schema) {
     for (auto& item : value) {
       Normalize(item, items);
     }
+  } else if (value.is_number_unsigned() &&
+             value.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    // valijson reads integers as int64_t, so 2^64-1 would wrap to -1 and slip under any maximum.
+    // No Kubernetes integer can hold it; as a float it fails the integer type check instead.
+    value = value.get<double>();
   } else if (value.is_number_float() && schema != nullptr &&
              (SchemaTypeIs(schema, "integer") || Flag(*schema, kIntOrString))) {
     const double d = value.get<double>();
