@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "starforge/kube/crd_schema.h"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -101,7 +103,14 @@ TEST(ForgeCli, RenderTwoPoolExample) {
                    "https://s3.example.com/b/" +
                    sha + ".zip --capsule-sha256 " + sha + " -o json");
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_THAT(r.out, HasSubstr("\"kind\": \"RayJob\""));
+  const nlohmann::json rayjob = nlohmann::json::parse(r.out);
+  EXPECT_EQ(rayjob["kind"], "RayJob");
+  // The acceptance check: the example's RayJob is valid for the oldest and newest operator.
+  for (const char* version : {"v1.4.0", "v1.7.0"}) {
+    auto validator = starforge::kube::CrdValidator::FromFile(
+        std::string(STARFORGE_CRD_DIR) + "/" + version + "/ray.io_rayjobs.yaml", "v1");
+    EXPECT_EQ(starforge::JoinErrors(validator->Validate(rayjob)), "") << version;
+  }
 }
 
 TEST(ForgeCli, UsageErrorsExitTwo) {
