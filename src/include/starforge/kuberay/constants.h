@@ -55,5 +55,9 @@ inline constexpr const char* kEnvStorageRoot = "FORGE_STORAGE_ROOT";
 inline constexpr const char* kEnvCapsuleSha256 = "FORGE_CAPSULE_SHA256";
 inline constexpr const char* kEnvCorpusDir = "FORGE_CORPUS_DIR";
 inline constexpr const char* kEnvNemoRlDir = "FORGE_NEMO_RL_DIR";
+// Ray's job supervisor SIGKILLs a stopped job's processes after this many seconds (default 3);
+// the runner needs longer to forward SIGTERM, wait its grace period and record the end.
+inline constexpr const char* kEnvRayJobStopWait = "RAY_JOB_STOP_WAIT_TIME_S";
+inline constexpr const char* kRayJobStopWaitSeconds = "45";
 
 }  // namespace starforge::kuberay
