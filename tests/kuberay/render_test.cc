@@ -284,6 +284,18 @@ pools: [{name: main}]
   EXPECT_EQ(env["QUOTE"], "a \"b\" 'c'\nline2");
   EXPECT_EQ(env["FORGE_JOB_ID"], "job-7");
   EXPECT_EQ(env["FORGE_CAPSULE_SHA256"], kSha);
+  EXPECT_EQ(env["RAY_JOB_STOP_WAIT_TIME_S"], "45");  // Ray's 3 s would cut the runner's grace
+}
+
+TEST(Render, UserMayChooseRaysStopWait) {
+  const char* job = R"(
+name: x
+image: img:1
+entrypoint: [python]
+env: {RAY_JOB_STOP_WAIT_TIME_S: "120"}
+pools: [{name: main}]
+)";
+  EXPECT_EQ(RuntimeEnv(MustRender(job))["env_vars"]["RAY_JOB_STOP_WAIT_TIME_S"], "120");
 }
 
 TEST(Render, RwoStorageRefusesMultiMachineJobsNamingTheSetting) {
