@@ -48,6 +48,8 @@ class Registry {
 
 // Every file's registration function (one per *_cmd.cc).
 void RegisterJobCommands(Registry& registry);
+void RegisterStorageCommands(Registry& registry);
+void RegisterCapsuleCommands(Registry& registry);
 
 // Shared helpers for commands.
 // Loads FORGE_* settings; prints warnings, and errors (returning false) when unusable.

@@ -103,6 +103,7 @@ int Run(const std::vector<std::string>& args, const std::map<std::string, std::s
     return kExitOk;
   });
   RegisterJobCommands(registry);
+  RegisterStorageCommands(registry);
 
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 consumes from the back
   try {

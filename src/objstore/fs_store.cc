@@ -1,0 +1,234 @@
+#include "starforge/objstore/fs_store.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+namespace starforge::objstore {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+Error IoError(const std::string& what, const std::string& path, int err) {
+  return {ErrorKind::kInvalid, fmt::format("cannot {} {}: {}", what, path, std::strerror(err))};
+}
+
+// Closes a descriptor on every path out of a function.
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+  int release() { return std::exchange(fd_, -1); }
+
+ private:
+  int fd_;
+};
+
+// A unique name beside `target`: same directory, so rename() is atomic; hidden, so a listing
+// of the store never shows a half-written object as a key.
+std::string TempPathFor(const fs::path& target) {
+  static std::atomic<uint64_t> counter{0};
+  return (target.parent_path() /
+          fmt::format(".{}.tmp-{}-{}", target.filename().string(), ::getpid(), counter++))
+      .string();
+}
+
+bool WriteAll(int fd, const char* data, size_t size) {
+  while (size > 0) {
+    const ssize_t n = ::write(fd, data, size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// Streams `src` (a descriptor or bytes) into `dest` via a temporary file and rename, fsyncing
+// first so a crash cannot leave a renamed but empty object behind.
+Result<int64_t> AtomicWrite(const fs::path& dest, int src_fd, std::string_view bytes, int64_t total,
+                            const Progress& progress) {
+  std::error_code ec;
+  fs::create_directories(dest.parent_path(), ec);
+  if (ec) {
+    return Error{ErrorKind::kInvalid,
+                 fmt::format("cannot create {}: {}", dest.parent_path().string(), ec.message())};
+  }
+  const std::string tmp = TempPathFor(dest);
+  Fd out(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+  if (out.get() < 0) return IoError("create", tmp, errno);
+  auto fail = [&](const std::string& what, const std::string& path, int err) {
+    ::unlink(tmp.c_str());
+    return IoError(what, path, err);
+  };
+  int64_t done = 0;
+  if (src_fd < 0) {
+    constexpr size_t kChunk = size_t{1} << 20;
+    while (done < total) {
+      const size_t n = std::min(kChunk, static_cast<size_t>(total - done));
+      if (!WriteAll(out.get(), bytes.data() + done, n)) return fail("write", tmp, errno);
+      done += static_cast<int64_t>(n);
+      if (progress) progress(done, total);
+    }
+  } else {
+    std::vector<char> buf(size_t{1} << 20);
+    for (;;) {
+      const ssize_t n = ::read(src_fd, buf.data(), buf.size());
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return fail("read", "the source", errno);
+      }
+      if (n == 0) break;
+      if (!WriteAll(out.get(), buf.data(), static_cast<size_t>(n))) {
+        return fail("write", tmp, errno);
+      }
+      done += n;
+      if (progress) progress(done, total);
+    }
+  }
+  if (::fsync(out.get()) != 0) return fail("sync", tmp, errno);
+  if (::close(out.release()) != 0) return fail("close", tmp, errno);
+  if (::rename(tmp.c_str(), dest.c_str()) != 0) return fail("rename into", dest.string(), errno);
+  return done;
+}
+
+class FilesystemStore : public ObjectStore {
+ public:
+  explicit FilesystemStore(fs::path root) : root_(std::move(root)) {}
+
+  Result<PutOutcome> PutFile(const std::string& key, const std::string& path,
+                             const Progress& progress) override {
+    if (std::string why = CheckKey(key); !why.empty()) return Error{ErrorKind::kInvalid, why};
+    Fd in(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (in.get() < 0) return IoError("read", path, errno);
+    struct stat st {};
+    if (::fstat(in.get(), &st) != 0) return IoError("read", path, errno);
+    if (!S_ISREG(st.st_mode)) {
+      return Error{ErrorKind::kInvalid, fmt::format("{} is not a regular file", path)};
+    }
+    return Put(key, in.get(), {}, st.st_size, progress);
+  }
+
+  Result<PutOutcome> PutBytes(const std::string& key, std::string_view bytes,
+                              const Progress& progress) override {
+    if (std::string why = CheckKey(key); !why.empty()) return Error{ErrorKind::kInvalid, why};
+    return Put(key, -1, bytes, static_cast<int64_t>(bytes.size()), progress);
+  }
+
+  Result<std::optional<ObjectInfo>> Head(const std::string& key) override {
+    if (std::string why = CheckKey(key); !why.empty()) return Error{ErrorKind::kInvalid, why};
+    const std::string path = PathOf(key);
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) {
+      if (errno == ENOENT || errno == ENOTDIR) return std::optional<ObjectInfo>();
+      return IoError("stat", path, errno);
+    }
+    if (!S_ISREG(st.st_mode)) {
+      return Error{ErrorKind::kInvalid,
+                   fmt::format("{} is in the way of object \"{}\": not a regular file", path, key)};
+    }
+    return std::optional<ObjectInfo>(ObjectInfo{st.st_size, ""});
+  }
+
+  Result<int64_t> GetFile(const std::string& key, const std::string& path,
+                          const Progress& progress) override {
+    if (std::string why = CheckKey(key); !why.empty()) return Error{ErrorKind::kInvalid, why};
+    const std::string src = PathOf(key);
+    Fd in(::open(src.c_str(), O_RDONLY | O_CLOEXEC));
+    if (in.get() < 0) return OpenError(key, src, errno);
+    struct stat st {};
+    if (::fstat(in.get(), &st) != 0) return IoError("read", src, errno);
+    return AtomicWrite(fs::absolute(path), in.get(), {}, st.st_size, progress);
+  }
+
+  Result<std::string> GetBytes(const std::string& key) override {
+    if (std::string why = CheckKey(key); !why.empty()) return Error{ErrorKind::kInvalid, why};
+    const std::string src = PathOf(key);
+    Fd in(::open(src.c_str(), O_RDONLY | O_CLOEXEC));
+    if (in.get() < 0) return OpenError(key, src, errno);
+    std::string out;
+    std::vector<char> buf(size_t{1} << 16);
+    for (;;) {
+      const ssize_t n = ::read(in.get(), buf.data(), buf.size());
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return IoError("read", src, errno);
+      }
+      if (n == 0) break;
+      out.append(buf.data(), static_cast<size_t>(n));
+    }
+    return out;
+  }
+
+  Result<std::string> PresignGet(const std::string& key, int64_t expires_seconds,
+                                 std::time_t /*now*/) override {
+    if (std::string why = CheckKey(key); !why.empty()) return Error{ErrorKind::kInvalid, why};
+    if (std::string why = CheckPresignExpiry(expires_seconds); !why.empty()) {
+      return Error{ErrorKind::kInvalid, why};
+    }
+    // Not percent-encoded: Ray strips "file://" and opens the rest as a path.
+    return "file://" + PathOf(key);
+  }
+
+  std::string Describe() const override {
+    return fmt::format("filesystem store at {}", root_.string());
+  }
+
+ private:
+  std::string PathOf(const std::string& key) const { return (root_ / key).string(); }
+
+  Error OpenError(const std::string& key, const std::string& path, int err) const {
+    if (err == ENOENT || err == ENOTDIR) {
+      return {ErrorKind::kNotFound,
+              fmt::format("object \"{}\" does not exist in {}", key, Describe())};
+    }
+    return IoError("read", path, err);
+  }
+
+  Result<PutOutcome> Put(const std::string& key, int src_fd, std::string_view bytes, int64_t size,
+                         const Progress& progress) {
+    Result<std::optional<ObjectInfo>> existing = Head(key);
+    if (!existing) return existing.error();
+    if (existing.value()) {
+      if (existing.value()->size != size) return SizeMismatch(key, existing.value()->size, size);
+      return PutOutcome{size, 0, true};
+    }
+    Result<int64_t> written = AtomicWrite(PathOf(key), src_fd, bytes, size, progress);
+    if (!written) return written.error();
+    return PutOutcome{written.value(), written.value(), false};
+  }
+
+  Error SizeMismatch(const std::string& key, int64_t stored, int64_t local) const {
+    return {ErrorKind::kInvalid,
+            fmt::format("object \"{}\" already exists in {} with {} bytes, but the new content "
+                        "has {}: keys are content-addressed, so this is a different object under "
+                        "the same key",
+                        key, Describe(), stored, local)};
+  }
+
+  fs::path root_;
+};
+
+}  // namespace
+
+std::unique_ptr<ObjectStore> OpenFilesystem(const std::string& root) {
+  return std::make_unique<FilesystemStore>(fs::absolute(root).lexically_normal());
+}
+
+}  // namespace starforge::objstore

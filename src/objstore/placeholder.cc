@@ -1,1 +1,0 @@
-// Placeholder: the objstore component is being written.

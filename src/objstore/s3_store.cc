@@ -1,0 +1,734 @@
+#include "starforge/objstore/s3_store.h"
+
+#include <curl/curl.h>
+#include <openssl/evp.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "starforge/objstore/s3_wire.h"
+
+namespace starforge::objstore {
+
+namespace {
+
+namespace fs = std::filesystem;
+using sigv4::Params;
+
+struct FileCloser {
+  void operator()(FILE* f) const {
+    if (f) std::fclose(f);
+  }
+};
+using File = std::unique_ptr<FILE, FileCloser>;
+
+// A request body: bytes in memory or a byte range of a file (re-read on every attempt).
+struct Body {
+  bool present = false;
+  std::string_view memory;
+  std::string file;  // when non-empty, the body is [offset, offset + length) of this file
+  int64_t offset = 0;
+  int64_t length = 0;
+
+  Body Slice(int64_t from, int64_t len) const {
+    Body b = *this;
+    b.length = len;
+    if (file.empty()) {
+      b.memory = memory.substr(static_cast<size_t>(from), static_cast<size_t>(len));
+    } else {
+      b.offset = offset + from;
+    }
+    return b;
+  }
+};
+
+struct Call {
+  Call(std::string m, std::string k) : method(std::move(m)), key(std::move(k)) {}
+  std::string method;
+  std::string key;
+  Params query;
+  Params extra_headers;  // signed and sent
+  Body body;
+  FILE* sink = nullptr;  // a GET's 2xx body goes here instead of into Response::body
+  // CompleteMultipartUpload may answer 200 and still fail, with an <Error> document.
+  bool error_in_200 = false;
+  int max_attempts = 0;  // 0: the store's setting
+  std::function<void(int64_t up, int64_t down, int64_t down_total)> progress;
+};
+
+struct Response {
+  long status = 0;
+  std::map<std::string, std::string> headers;  // lower-case names
+  std::string body;
+  int attempts = 1;
+};
+
+struct Attempt {
+  CURLcode code = CURLE_OK;
+  std::string curl_error;
+  Response response;
+};
+
+// What the libcurl callbacks of one transfer share.
+struct Transfer {
+  CURL* curl = nullptr;
+  std::string_view memory;
+  FILE* in = nullptr;
+  int64_t in_left = 0;
+  FILE* sink = nullptr;
+  Response* response = nullptr;
+  const Call* call = nullptr;
+};
+
+// Error bodies are small XML documents; a proxy's HTML page is cut rather than kept whole.
+constexpr size_t kMaxErrorBody = size_t{1} << 20;
+
+bool Is2xx(long status) {
+  return status >= 200 && status < 300;
+}
+
+size_t ReadBody(char* buf, size_t size, size_t n, void* p) {
+  auto* t = static_cast<Transfer*>(p);
+  const size_t room = size * n;
+  if (t->in) {
+    const size_t want = std::min(room, static_cast<size_t>(t->in_left));
+    const size_t got = want ? std::fread(buf, 1, want, t->in) : 0;
+    if (got < want && std::ferror(t->in)) return CURL_READFUNC_ABORT;
+    t->in_left -= static_cast<int64_t>(got);
+    return got;
+  }
+  const size_t got = std::min(room, t->memory.size());
+  std::memcpy(buf, t->memory.data(), got);
+  t->memory.remove_prefix(got);
+  return got;
+}
+
+size_t WriteBody(char* data, size_t size, size_t n, void* p) {
+  auto* t = static_cast<Transfer*>(p);
+  const size_t len = size * n;
+  long status = 0;
+  curl_easy_getinfo(t->curl, CURLINFO_RESPONSE_CODE, &status);
+  if (Is2xx(status)) {
+    if (t->sink) return std::fwrite(data, 1, len, t->sink);
+    t->response->body.append(data, len);
+    return len;
+  }
+  if (t->response->body.size() < kMaxErrorBody) t->response->body.append(data, len);
+  return len;
+}
+
+size_t WriteHeader(char* data, size_t size, size_t n, void* p) {
+  auto* t = static_cast<Transfer*>(p);
+  const size_t len = size * n;
+  std::string_view line(data, len);
+  while (!line.empty() && (line.back() == '\r' || line.back() == '\n')) {
+    line.remove_suffix(1);
+  }
+  // Each status line (a "100 Continue" comes first) starts a new set of headers.
+  if (line.starts_with("HTTP/")) {
+    t->response->headers.clear();
+    return len;
+  }
+  const size_t colon = line.find(':');
+  if (colon == std::string_view::npos) return len;
+  std::string name(line.substr(0, colon));
+  for (char& c : name)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  std::string_view value = line.substr(colon + 1);
+  while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) {
+    value.remove_prefix(1);
+  }
+  t->response->headers[name] = std::string(value);
+  return len;
+}
+
+int OnProgress(void* p, curl_off_t dltotal, curl_off_t dlnow, curl_off_t /*ultotal*/,
+               curl_off_t ulnow) {
+  auto* t = static_cast<Transfer*>(p);
+  if (t->call->progress) t->call->progress(ulnow, dlnow, dltotal);
+  return 0;
+}
+
+struct Endpoint {
+  std::string scheme;
+  std::string authority;
+  std::string base_path;  // "" or "/prefix"
+};
+
+std::optional<Endpoint> ParseEndpoint(std::string url, std::string* why) {
+  while (!url.empty() && url.back() == '/') {
+    url.pop_back();
+  }
+  Endpoint e;
+  const size_t sep = url.find("://");
+  if (sep != std::string::npos) e.scheme = url.substr(0, sep);
+  if (e.scheme != "http" && e.scheme != "https") {
+    *why = "FORGE_S3_ENDPOINT must be an http:// or https:// URL";
+    return std::nullopt;
+  }
+  const std::string rest = url.substr(sep + 3);
+  // The value is never echoed: it might hold credentials or a signed query.
+  if (rest.find_first_of("?#") != std::string::npos) {
+    *why = "FORGE_S3_ENDPOINT must not have a query or fragment (the value is not shown)";
+    return std::nullopt;
+  }
+  const size_t slash = rest.find('/');
+  e.authority = rest.substr(0, slash);
+  if (slash != std::string::npos) e.base_path = rest.substr(slash);
+  if (e.authority.find('@') != std::string::npos) {
+    *why =
+        "FORGE_S3_ENDPOINT must not contain credentials (the value is not shown); put the keys "
+        "in FORGE_S3_ACCESS_KEY and FORGE_S3_SECRET_KEY";
+    return std::nullopt;
+  }
+  if (e.authority.empty() || e.authority.front() == ':') {
+    *why = "FORGE_S3_ENDPOINT has no host name";
+    return std::nullopt;
+  }
+  return e;
+}
+
+void EnsureCurlGlobalInit() {
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+class S3Store : public ObjectStore {
+ public:
+  S3Store(S3Options options, Endpoint endpoint)
+      : options_(std::move(options)),
+        endpoint_(std::move(endpoint)),
+        curl_(curl_easy_init()),
+        rng_(std::random_device{}()) {
+    if (!options_.clock) options_.clock = [] { return std::time(nullptr); };
+  }
+  ~S3Store() override { curl_easy_cleanup(curl_); }
+  S3Store(const S3Store&) = delete;
+  S3Store& operator=(const S3Store&) = delete;
+
+  Result<PutOutcome> PutFile(const std::string& key, const std::string& path,
+                             const Progress& progress) override {
+    if (std::string why = CheckKey(key); !why.empty()) return Error{ErrorKind::kInvalid, why};
+    std::error_code ec;
+    const auto status = fs::status(path, ec);
+    if (ec || !fs::is_regular_file(status)) {
+      return Error{ErrorKind::kInvalid,
+                   fmt::format("cannot read {}: {}", path,
+                               ec ? ec.message() : std::string("not a regular file"))};
+    }
+    const auto size = static_cast<int64_t>(fs::file_size(path, ec));
+    if (ec)
+      return Error{ErrorKind::kInvalid, fmt::format("cannot read {}: {}", path, ec.message())};
+    Body body;
+    body.present = true;
+    body.file = path;
+    body.length = size;
+    return Put(key, body, progress);
+  }
+
+  Result<PutOutcome> PutBytes(const std::string& key, std::string_view bytes,
+                              const Progress& progress) override {
+    if (std::string why = CheckKey(key); !why.empty()) return Error{ErrorKind::kInvalid, why};
+    Body body;
+    body.present = true;
+    body.memory = bytes;
+    body.length = static_cast<int64_t>(bytes.size());
+    return Put(key, body, progress);
+  }
+
+  Result<std::optional<ObjectInfo>> Head(const std::string& key) override {
+    if (std::string why = CheckKey(key); !why.empty()) return Error{ErrorKind::kInvalid, why};
+    Call head("HEAD", key);
+    Result<Response> r = Execute(head);
+    if (!r) return r.error();
+    if (Is2xx(r->status)) return std::optional<ObjectInfo>(Info(*r));
+    if (r->status >= 500) return Fail(key, *r);
+    // A HEAD reply has no body, hence no S3 error code: a one-byte GET tells a missing key from
+    // a missing bucket, and says why access was denied.
+    Call probe("GET", key);
+    probe.extra_headers = {{"range", "bytes=0-0"}};
+    r = Execute(probe);
+    if (!r) return r.error();
+    if (Is2xx(r->status)) return std::optional<ObjectInfo>(Info(*r));
+    const std::string code = s3wire::ExtractXmlTag(r->body, "Code").value_or("");
+    if (r->status == 416) return std::optional<ObjectInfo>(ObjectInfo{0, Etag(*r)});
+    if (r->status == 404 && code != "NoSuchBucket") return std::optional<ObjectInfo>();
+    return Fail(key, *r);
+  }
+
+  Result<int64_t> GetFile(const std::string& key, const std::string& path,
+                          const Progress& progress) override {
+    if (std::string why = CheckKey(key); !why.empty()) return Error{ErrorKind::kInvalid, why};
+    static std::atomic<uint64_t> counter{0};
+    const fs::path dest = fs::absolute(path);
+    const fs::path tmp = dest.parent_path() / fmt::format(".{}.tmp-{}-{}", dest.filename().string(),
+                                                          ::getpid(), counter++);
+    File sink(std::fopen(tmp.c_str(), "w+b"));
+    if (!sink) {
+      return Error{ErrorKind::kInvalid,
+                   fmt::format("cannot create {}: {}", tmp.string(), std::strerror(errno))};
+    }
+    Call get("GET", key);
+    get.sink = sink.get();
+    if (progress) {
+      get.progress = [&](int64_t, int64_t down, int64_t total) { progress(down, total); };
+    }
+    Result<Response> r = Run(get);
+    auto fail = [&](Error e) {
+      sink.reset();
+      ::unlink(tmp.c_str());
+      return e;
+    };
+    if (!r) return fail(r.error());
+    if (std::fflush(sink.get()) != 0 || ::fsync(::fileno(sink.get())) != 0) {
+      return fail({ErrorKind::kInvalid,
+                   fmt::format("cannot write {}: {}", tmp.string(), std::strerror(errno))});
+    }
+    const int64_t size = ::ftello(sink.get());
+    sink.reset();
+    if (::rename(tmp.c_str(), dest.c_str()) != 0) {
+      return fail({ErrorKind::kInvalid,
+                   fmt::format("cannot rename into {}: {}", dest.string(), std::strerror(errno))});
+    }
+    return size;
+  }
+
+  Result<std::string> GetBytes(const std::string& key) override {
+    if (std::string why = CheckKey(key); !why.empty()) return Error{ErrorKind::kInvalid, why};
+    Result<Response> r = Run(Call("GET", key));
+    if (!r) return r.error();
+    return std::move(r.value().body);
+  }
+
+  Result<std::string> PresignGet(const std::string& key, int64_t expires_seconds,
+                                 std::time_t now) override {
+    if (std::string why = CheckKey(key); !why.empty()) return Error{ErrorKind::kInvalid, why};
+    if (std::string why = CheckPresignExpiry(expires_seconds); !why.empty()) {
+      return Error{ErrorKind::kInvalid, why};
+    }
+    sigv4::Request req;
+    req.method = "GET";
+    req.path = ObjectPath(key);
+    req.headers = {{"host", Host()}};
+    req.payload_hash = std::string(sigv4::kUnsignedPayload);
+    const sigv4::Signed s = sigv4::Presign(req, options_.credentials, Scope(now), expires_seconds);
+    return endpoint_.scheme + "://" + Host() + sigv4::UriEncode(req.path, true) + "?" + s.query;
+  }
+
+  std::string Describe() const override {
+    return fmt::format("s3 bucket \"{}\" at {} (region {}, {}-style addressing)", options_.bucket,
+                       options_.endpoint, options_.region,
+                       options_.addressing == config::S3Addressing::kPath ? "path" : "virtual");
+  }
+
+ private:
+  std::string Host() const {
+    return options_.addressing == config::S3Addressing::kVirtual
+               ? options_.bucket + "." + endpoint_.authority
+               : endpoint_.authority;
+  }
+
+  std::string ObjectPath(const std::string& key) const {
+    return options_.addressing == config::S3Addressing::kVirtual
+               ? endpoint_.base_path + "/" + key
+               : endpoint_.base_path + "/" + options_.bucket + "/" + key;
+  }
+
+  sigv4::Scope Scope(std::time_t now) const {
+    return {.amz_date = sigv4::FormatAmzDate(now), .region = options_.region, .service = "s3"};
+  }
+
+  s3wire::Target Target(const std::string& key) const {
+    return {.endpoint = options_.endpoint, .bucket = options_.bucket, .key = key};
+  }
+
+  // Last line of defence: whatever a server or libcurl echoed, no credential leaves the store.
+  Error Redacted(Error e) const {
+    e.message =
+        s3wire::Redact(std::move(e.message), {options_.credentials.secret_access_key.Reveal(),
+                                              options_.credentials.access_key_id.Reveal()});
+    return e;
+  }
+
+  Error Fail(const std::string& key, const Response& r) const {
+    Error e = s3wire::ClassifyHttpError(Target(key), r.status, r.body);
+    if (r.attempts > 1) e.message += fmt::format(" after {} attempts", r.attempts);
+    return Redacted(std::move(e));
+  }
+
+  static std::string Etag(const Response& r) {
+    auto it = r.headers.find("etag");
+    if (it == r.headers.end()) return "";
+    std::string etag = it->second;
+    if (etag.size() >= 2 && etag.front() == '"' && etag.back() == '"') {
+      etag = etag.substr(1, etag.size() - 2);
+    }
+    return etag;
+  }
+
+  // Size from a HEAD (Content-Length) or a ranged GET (Content-Range: bytes 0-0/SIZE).
+  static ObjectInfo Info(const Response& r) {
+    ObjectInfo info{0, Etag(r)};
+    auto range = r.headers.find("content-range");
+    if (range != r.headers.end()) {
+      const size_t slash = range->second.rfind('/');
+      if (slash != std::string::npos) {
+        info.size = std::strtoll(range->second.c_str() + slash + 1, nullptr, 10);
+      }
+      return info;
+    }
+    auto len = r.headers.find("content-length");
+    if (len != r.headers.end()) info.size = std::strtoll(len->second.c_str(), nullptr, 10);
+    return info;
+  }
+
+  Result<PutOutcome> Put(const std::string& key, const Body& body, const Progress& progress) {
+    Result<std::optional<ObjectInfo>> existing = Head(key);
+    if (!existing) return existing.error();
+    const int64_t size = body.length;
+    if (existing.value()) {
+      if (existing.value()->size != size) {
+        return Error{ErrorKind::kInvalid,
+                     fmt::format("object \"{}\" already exists in {} with {} bytes, but the new "
+                                 "content has {}: keys are content-addressed, so this is a "
+                                 "different object under the same key",
+                                 key, Describe(), existing.value()->size, size)};
+      }
+      return PutOutcome{size, 0, true};
+    }
+    if (size > options_.multipart_threshold) return PutMultipart(key, body, progress);
+    Call put("PUT", key);
+    put.body = body;
+    if (progress) put.progress = [&](int64_t up, int64_t, int64_t) { progress(up, size); };
+    Result<Response> r = Run(put);
+    if (!r) return r.error();
+    return PutOutcome{size, size, false};
+  }
+
+  Result<PutOutcome> PutMultipart(const std::string& key, const Body& body,
+                                  const Progress& progress) {
+    const int64_t size = body.length;
+    Call start("POST", key);
+    start.query = {{"uploads", ""}};
+    Result<Response> r = Run(start);
+    if (!r) return r.error();
+    const std::optional<std::string> upload_id = s3wire::ExtractXmlTag(r->body, "UploadId");
+    if (!upload_id || upload_id->empty()) {
+      return Redacted({ErrorKind::kServer,
+                       fmt::format("S3 server at {} started a multipart upload of \"{}\" without "
+                                   "an UploadId in its reply",
+                                   options_.endpoint, key)});
+    }
+    // Parts of an unfinished upload are stored (and billed) until aborted.
+    auto abort = [&](Error e) {
+      Call cancel("DELETE", key);
+      cancel.query = {{"uploadId", *upload_id}};
+      cancel.max_attempts = 1;
+      Execute(cancel);
+      return e;
+    };
+    const int64_t part_size = s3wire::ChoosePartSize(size, options_.part_size);
+    std::vector<std::string> etags;
+    for (int64_t offset = 0; offset < size; offset += part_size) {
+      const int64_t len = std::min(part_size, size - offset);
+      Call part("PUT", key);
+      part.query = {{"partNumber", std::to_string(etags.size() + 1)}, {"uploadId", *upload_id}};
+      part.body = body.Slice(offset, len);
+      if (progress)
+        part.progress = [&](int64_t up, int64_t, int64_t) { progress(offset + up, size); };
+      r = Run(part);
+      if (!r) return abort(r.error());
+      auto etag = r->headers.find("etag");
+      if (etag == r->headers.end() || etag->second.empty()) {
+        return abort(Redacted(
+            {ErrorKind::kServer, fmt::format("S3 server at {} accepted part {} of \"{}\" without "
+                                             "an ETag",
+                                             options_.endpoint, etags.size() + 1, key)}));
+      }
+      etags.push_back(etag->second);
+    }
+    const std::string xml = s3wire::CompleteMultipartXml(etags);
+    Call complete("POST", key);
+    complete.query = {{"uploadId", *upload_id}};
+    complete.extra_headers = {{"content-type", "application/xml"}};
+    complete.error_in_200 = true;
+    complete.body.present = true;
+    complete.body.memory = xml;
+    complete.body.length = static_cast<int64_t>(xml.size());
+    r = Run(complete);
+    if (!r) return abort(r.error());
+    return PutOutcome{size, size, false};
+  }
+
+  // Execute, with every non-2xx reply turned into an Error.
+  Result<Response> Run(const Call& call) {
+    Result<Response> r = Execute(call);
+    if (!r) return r;
+    if (!Is2xx(r->status)) return Fail(call.key, *r);
+    return r;
+  }
+
+  // Sends `call`, retrying transport failures, timeouts, 5xx and throttling with backoff. An
+  // HTTP reply (any status) is a Response; only a failure to get one is an Error.
+  Result<Response> Execute(const Call& call) {
+    Result<std::string> payload_hash = HashBody(call.body);
+    if (!payload_hash) return payload_hash.error();
+    std::lock_guard<std::mutex> lock(mu_);
+    const int max_attempts =
+        std::max(1, call.max_attempts > 0 ? call.max_attempts : options_.max_attempts);
+    for (int attempt = 1;; ++attempt) {
+      if (call.sink) {
+        std::fflush(call.sink);
+        if (::ftruncate(::fileno(call.sink), 0) != 0) {
+          return Error{ErrorKind::kInvalid,
+                       fmt::format("cannot truncate the download file: {}", std::strerror(errno))};
+        }
+        std::rewind(call.sink);
+      }
+      Attempt a = PerformOnce(call, payload_hash.value());
+      if (a.code == CURLE_OK) {
+        Response& resp = a.response;
+        resp.attempts = attempt;
+        if (call.error_in_200 && Is2xx(resp.status) &&
+            resp.body.find("<Error>") != std::string::npos) {
+          resp.status = 500;  // so it is retried and reported like the server error it is
+        }
+        const std::string code = s3wire::ExtractXmlTag(resp.body, "Code").value_or("");
+        if (Is2xx(resp.status) || !s3wire::IsRetryableHttp(resp.status, code) ||
+            attempt >= max_attempts) {
+          return std::move(resp);
+        }
+      } else if (!IsRetryableCurl(a.code) || attempt >= max_attempts) {
+        return CurlFailure(call, a, attempt);
+      }
+      std::uniform_real_distribution<double> uniform(0.0, 1.0);
+      std::this_thread::sleep_for(s3wire::BackoffDelay(attempt, options_.backoff_base,
+                                                       options_.backoff_cap, uniform(rng_)));
+    }
+  }
+
+  static bool IsRetryableCurl(CURLcode code) {
+    switch (code) {
+      case CURLE_COULDNT_CONNECT:
+      case CURLE_COULDNT_RESOLVE_HOST:
+      case CURLE_OPERATION_TIMEDOUT:
+      case CURLE_SEND_ERROR:
+      case CURLE_RECV_ERROR:
+      case CURLE_GOT_NOTHING:
+      case CURLE_PARTIAL_FILE:
+      case CURLE_HTTP2:
+      case CURLE_HTTP2_STREAM:
+        return true;
+      default:
+        return false;
+    }
+  }
+
+  Error CurlFailure(const Call& call, const Attempt& a, int attempts) const {
+    const std::string after = attempts > 1 ? fmt::format(" (after {} attempts)", attempts) : "";
+    Error e;
+    switch (a.code) {
+      case CURLE_COULDNT_CONNECT:
+      case CURLE_COULDNT_RESOLVE_HOST:
+      case CURLE_COULDNT_RESOLVE_PROXY:
+      case CURLE_SSL_CONNECT_ERROR:
+      case CURLE_PEER_FAILED_VERIFICATION:
+      case CURLE_SEND_ERROR:
+      case CURLE_RECV_ERROR:
+      case CURLE_GOT_NOTHING:
+        e = {ErrorKind::kUnreachable,
+             fmt::format("cannot reach {}: {}{}", options_.endpoint, a.curl_error, after)};
+        break;
+      case CURLE_OPERATION_TIMEDOUT:
+        e = {ErrorKind::kTimeout,
+             fmt::format("timed out talking to {}: {}{}", options_.endpoint, a.curl_error, after)};
+        break;
+      case CURLE_READ_ERROR:
+      case CURLE_ABORTED_BY_CALLBACK:
+        e = {ErrorKind::kInvalid,
+             fmt::format("cannot read the data to upload to \"{}\": {}", call.key, a.curl_error)};
+        break;
+      case CURLE_WRITE_ERROR:
+        e = {ErrorKind::kInvalid,
+             fmt::format("cannot write the download of \"{}\": {}", call.key, a.curl_error)};
+        break;
+      default:
+        e = {ErrorKind::kUnreachable,
+             fmt::format("request to {} failed: {}{}", options_.endpoint, a.curl_error, after)};
+    }
+    return Redacted(std::move(e));
+  }
+
+  static Result<std::string> HashBody(const Body& body) {
+    if (!body.present) return std::string(sigv4::kEmptyPayloadHash);
+    if (body.file.empty()) return sigv4::Sha256Hex(body.memory);
+    File f(std::fopen(body.file.c_str(), "rb"));
+    if (!f || ::fseeko(f.get(), body.offset, SEEK_SET) != 0) {
+      return Error{ErrorKind::kInvalid,
+                   fmt::format("cannot read {}: {}", body.file, std::strerror(errno))};
+    }
+    std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
+    EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr);
+    std::vector<char> buf(size_t{1} << 20);
+    for (int64_t left = body.length; left > 0;) {
+      const size_t want = std::min(buf.size(), static_cast<size_t>(left));
+      const size_t got = std::fread(buf.data(), 1, want, f.get());
+      if (got != want) {
+        return Error{
+            ErrorKind::kInvalid,
+            fmt::format("cannot read {}: it ended early or changed while uploading", body.file)};
+      }
+      EVP_DigestUpdate(ctx.get(), buf.data(), got);
+      left -= static_cast<int64_t>(got);
+    }
+    std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
+    unsigned int len = 0;
+    EVP_DigestFinal_ex(ctx.get(), digest.data(), &len);
+    return sigv4::Hex(std::string_view(reinterpret_cast<const char*>(digest.data()), len));
+  }
+
+  Attempt PerformOnce(const Call& call, const std::string& payload_hash) {
+    Attempt a;
+    Transfer t;
+    t.curl = curl_;
+    t.response = &a.response;
+    t.call = &call;
+    File in;
+    if (call.body.present) {
+      if (call.body.file.empty()) {
+        t.memory = call.body.memory;
+      } else {
+        in.reset(std::fopen(call.body.file.c_str(), "rb"));
+        if (!in || ::fseeko(in.get(), call.body.offset, SEEK_SET) != 0) {
+          a.code = CURLE_READ_ERROR;
+          a.curl_error = fmt::format("{}: {}", call.body.file, std::strerror(errno));
+          return a;
+        }
+        t.in = in.get();
+        t.in_left = call.body.length;
+      }
+    }
+    t.sink = call.sink;
+
+    // One reading of the clock: the x-amz-date header and the credential scope must agree.
+    const std::time_t now = options_.clock();
+    const std::string amz_date = sigv4::FormatAmzDate(now);
+    sigv4::Request req;
+    req.method = call.method;
+    req.path = ObjectPath(call.key);
+    req.query = call.query;
+    req.headers = {
+        {"host", Host()}, {"x-amz-content-sha256", payload_hash}, {"x-amz-date", amz_date}};
+    req.headers.insert(req.headers.end(), call.extra_headers.begin(), call.extra_headers.end());
+    req.payload_hash = payload_hash;
+    const sigv4::Signed s = sigv4::SignHeaders(req, options_.credentials, Scope(now));
+
+    curl_slist* headers = nullptr;
+    for (const auto& [name, value] : req.headers)
+      headers = curl_slist_append(headers, (name + ": " + value).c_str());
+    headers = curl_slist_append(headers, ("authorization: " + s.authorization).c_str());
+    std::unique_ptr<curl_slist, decltype(&curl_slist_free_all)> header_list(headers,
+                                                                            &curl_slist_free_all);
+    std::string url = endpoint_.scheme + "://" + Host() + sigv4::UriEncode(req.path, true);
+    if (!req.query.empty()) url += "?" + sigv4::CanonicalQuery(req.query);
+
+    std::array<char, CURL_ERROR_SIZE> errbuf{};
+    curl_easy_reset(curl_);
+    curl_easy_setopt(curl_, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(curl_, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(curl_, CURLOPT_ERRORBUFFER, errbuf.data());
+    curl_easy_setopt(curl_, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(curl_, CURLOPT_USERAGENT, "starforge");
+    curl_easy_setopt(curl_, CURLOPT_CONNECTTIMEOUT_MS,
+                     static_cast<long>(options_.connect_timeout.count()));
+    curl_easy_setopt(curl_, CURLOPT_LOW_SPEED_LIMIT, static_cast<long>(options_.low_speed_bytes));
+    curl_easy_setopt(curl_, CURLOPT_LOW_SPEED_TIME,
+                     static_cast<long>(options_.low_speed_time.count()));
+    curl_easy_setopt(curl_, CURLOPT_HEADERFUNCTION, &WriteHeader);
+    curl_easy_setopt(curl_, CURLOPT_HEADERDATA, &t);
+    curl_easy_setopt(curl_, CURLOPT_WRITEFUNCTION, &WriteBody);
+    curl_easy_setopt(curl_, CURLOPT_WRITEDATA, &t);
+    curl_easy_setopt(curl_, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(curl_, CURLOPT_XFERINFOFUNCTION, &OnProgress);
+    curl_easy_setopt(curl_, CURLOPT_XFERINFODATA, &t);
+    if (call.method == "HEAD") {
+      curl_easy_setopt(curl_, CURLOPT_NOBODY, 1L);
+    } else if (call.method == "PUT") {
+      curl_easy_setopt(curl_, CURLOPT_UPLOAD, 1L);
+      curl_easy_setopt(curl_, CURLOPT_READFUNCTION, &ReadBody);
+      curl_easy_setopt(curl_, CURLOPT_READDATA, &t);
+      curl_easy_setopt(curl_, CURLOPT_INFILESIZE_LARGE,
+                       static_cast<curl_off_t>(call.body.present ? call.body.length : 0));
+    } else if (call.method == "POST") {
+      curl_easy_setopt(curl_, CURLOPT_POST, 1L);
+      curl_easy_setopt(curl_, CURLOPT_READFUNCTION, &ReadBody);
+      curl_easy_setopt(curl_, CURLOPT_READDATA, &t);
+      curl_easy_setopt(curl_, CURLOPT_POSTFIELDSIZE_LARGE,
+                       static_cast<curl_off_t>(call.body.present ? call.body.length : 0));
+    } else if (call.method != "GET") {
+      curl_easy_setopt(curl_, CURLOPT_CUSTOMREQUEST, call.method.c_str());
+    }
+    a.code = curl_easy_perform(curl_);
+    if (a.code != CURLE_OK) {
+      a.curl_error = errbuf[0] != '\0' ? errbuf.data() : curl_easy_strerror(a.code);
+      return a;
+    }
+    curl_easy_getinfo(curl_, CURLINFO_RESPONSE_CODE, &a.response.status);
+    return a;
+  }
+
+  S3Options options_;
+  Endpoint endpoint_;
+  CURL* curl_;
+  std::mutex mu_;  // guards curl_ and rng_
+  std::mt19937_64 rng_;
+};
+
+}  // namespace
+
+S3Options S3OptionsFromConfig(const config::Config& cfg) {
+  S3Options o;
+  o.endpoint = cfg.s3_endpoint;
+  o.bucket = cfg.s3_bucket;
+  o.credentials.access_key_id = cfg.s3_access_key;
+  o.credentials.secret_access_key = cfg.s3_secret_key;
+  o.region = cfg.s3_region.empty() ? "us-east-1" : cfg.s3_region;
+  o.addressing = cfg.s3_addressing;
+  return o;
+}
+
+Result<std::unique_ptr<ObjectStore>> OpenS3(S3Options options) {
+  std::string why;
+  std::optional<Endpoint> endpoint = ParseEndpoint(options.endpoint, &why);
+  if (!endpoint) return Error{ErrorKind::kInvalid, why};
+  while (!options.endpoint.empty() && options.endpoint.back() == '/') {
+    options.endpoint.pop_back();
+  }
+  if (options.bucket.empty()) {
+    return Error{ErrorKind::kInvalid, "FORGE_S3_BUCKET must be set with FORGE_S3_ENDPOINT"};
+  }
+  if (options.credentials.access_key_id.empty() || options.credentials.secret_access_key.empty()) {
+    return Error{ErrorKind::kInvalid,
+                 "FORGE_S3_ACCESS_KEY and FORGE_S3_SECRET_KEY must be set with FORGE_S3_ENDPOINT"};
+  }
+  if (options.region.empty()) options.region = "us-east-1";
+  if (options.multipart_threshold < 1 || options.part_size < 1) {
+    return Error{ErrorKind::kInvalid, "the multipart threshold and part size must be positive"};
+  }
+  EnsureCurlGlobalInit();
+  return std::unique_ptr<ObjectStore>(
+      std::make_unique<S3Store>(std::move(options), std::move(*endpoint)));
+}
+
+}  // namespace starforge::objstore
