@@ -1,0 +1,703 @@
+// API-level tests of kubesim: each test starts the real binary on an ephemeral port (via
+// --port-file) and talks to it with a raw HTTP client, checking what kube-apiserver would answer.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+class Kubesim {
+ public:
+  explicit Kubesim(std::vector<std::string> extra = {}) {
+    dir_ = fs::temp_directory_path() /
+           ("kubesim-test-" + std::to_string(getpid()) + "-" + std::to_string(counter_++));
+    fs::create_directories(dir_);
+    const std::string port_file = (dir_ / "port").string();
+    std::vector<std::string> args = {KUBESIM_BIN,   "--listen", "127.0.0.1:0",
+                                     "--port-file", port_file,  "--bookmark-interval-ms",
+                                     "200"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    pid_ = fork();
+    if (pid_ == 0) {
+      std::vector<char*> argv;
+      for (auto& a : args)
+        argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    for (int i = 0; i < 600 && port_ == 0; ++i) {
+      std::ifstream in(port_file);
+      if (in >> port_) break;
+      port_ = 0;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  ~Kubesim() {
+    if (pid_ > 0) {
+      kill(pid_, SIGTERM);
+      int status = 0;
+      waitpid(pid_, &status, 0);
+    }
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  int port() const { return port_; }
+  const fs::path& dir() const { return dir_; }
+  httplib::Client Client() const {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_read_timeout(20, 0);
+    return c;
+  }
+
+ private:
+  static inline int counter_ = 0;
+  fs::path dir_;
+  pid_t pid_ = -1;
+  int port_ = 0;
+};
+
+const char* kJson = "application/json";
+const std::string kRj = "/apis/ray.io/v1/namespaces/default/rayjobs";
+const std::string kPods = "/api/v1/namespaces/default/pods";
+
+json RayJob(const std::string& name) {
+  return {{"apiVersion", "ray.io/v1"},
+          {"kind", "RayJob"},
+          {"metadata", {{"name", name}}},
+          {"spec", {{"entrypoint", "python main.py"}}}};
+}
+
+json Pod(const std::string& name, json owner_refs = json()) {
+  json p = {{"apiVersion", "v1"},
+            {"kind", "Pod"},
+            {"metadata", {{"name", name}}},
+            {"spec", {{"containers", json::array({{{"name", "main"}, {"image", "busybox"}}})}}}};
+  if (!owner_refs.is_null()) p["metadata"]["ownerReferences"] = owner_refs;
+  return p;
+}
+
+json Body(const httplib::Result& r) {
+  EXPECT_TRUE(r) << "no response";
+  if (!r) return json();
+  return json::parse(r->body, nullptr, false);
+}
+
+json Post(httplib::Client& c, const std::string& path, const json& body, int want = 201) {
+  auto r = c.Post(path, body.dump(), kJson);
+  EXPECT_TRUE(r);
+  if (!r) return json();
+  EXPECT_EQ(r->status, want) << r->body;
+  return json::parse(r->body);
+}
+
+json OwnerRef(const json& owner, bool block = false) {
+  return json::array({{{"apiVersion", owner["apiVersion"]},
+                       {"kind", owner["kind"]},
+                       {"name", owner["metadata"]["name"]},
+                       {"uid", owner["metadata"]["uid"]},
+                       {"blockOwnerDeletion", block}}});
+}
+
+// Reads a watch stream until `stop` returns true for the events so far or the stream ends.
+std::vector<json> ReadWatch(httplib::Client& c, const std::string& path,
+                            std::function<bool(const std::vector<json>&)> stop,
+                            int* status = nullptr) {
+  std::vector<json> events;
+  std::string buf;
+  auto r = c.Get(path, [&](const char* data, size_t len) {
+    buf.append(data, len);
+    size_t nl;
+    while ((nl = buf.find('\n')) != std::string::npos) {
+      events.push_back(json::parse(buf.substr(0, nl)));
+      buf.erase(0, nl + 1);
+    }
+    return !stop(events);
+  });
+  if (status != nullptr && r) *status = r->status;
+  return events;
+}
+
+TEST(Kubesim, CrudAndSystemFields) {
+  Kubesim k;
+  ASSERT_GT(k.port(), 0);
+  auto c = k.Client();
+  json created = Post(c, kRj, RayJob("rj1"));
+  const json& md = created["metadata"];
+  EXPECT_FALSE(md["uid"].get<std::string>().empty());
+  EXPECT_FALSE(md["resourceVersion"].get<std::string>().empty());
+  EXPECT_EQ(md["generation"], 1);
+  EXPECT_EQ(md["namespace"], "default");
+  EXPECT_TRUE(md.contains("creationTimestamp"));
+  // CRD defaulting from the schema.
+  EXPECT_EQ(created["spec"]["submissionMode"], "K8sJobMode");
+  EXPECT_EQ(created["spec"]["backoffLimit"], 0);
+
+  auto got = c.Get(kRj + "/rj1");
+  ASSERT_EQ(got->status, 200);
+  EXPECT_EQ(Body(got)["metadata"]["uid"], md["uid"]);
+
+  Post(c, kRj, RayJob("rj1"), 409);
+  auto dup = c.Post(kRj, RayJob("rj1").dump(), kJson);
+  EXPECT_EQ(Body(dup)["reason"], "AlreadyExists");
+  EXPECT_EQ(Body(dup)["message"], "rayjobs.ray.io \"rj1\" already exists");
+
+  auto missing = c.Get(kRj + "/nope");
+  EXPECT_EQ(missing->status, 404);
+  EXPECT_EQ(Body(missing)["message"], "rayjobs.ray.io \"nope\" not found");
+  EXPECT_EQ(Body(missing)["details"]["kind"], "rayjobs");
+
+  // Update with the current rv bumps rv and generation.
+  json upd = Body(got);
+  upd["spec"]["entrypoint"] = "python other.py";
+  auto put = c.Put(kRj + "/rj1", upd.dump(), kJson);
+  ASSERT_EQ(put->status, 200) << put->body;
+  json after = Body(put);
+  EXPECT_EQ(after["metadata"]["generation"], 2);
+  EXPECT_NE(after["metadata"]["resourceVersion"], md["resourceVersion"]);
+
+  // Stale resourceVersion: 409 Conflict with the real message.
+  auto stale = c.Put(kRj + "/rj1", upd.dump(), kJson);
+  EXPECT_EQ(stale->status, 409);
+  EXPECT_EQ(Body(stale)["reason"], "Conflict");
+  EXPECT_EQ(Body(stale)["message"],
+            "Operation cannot be fulfilled on rayjobs.ray.io \"rj1\": the object has been "
+            "modified; please apply your changes to the latest version and try again");
+
+  // PUT without resourceVersion on a custom resource: 422.
+  json norv = after;
+  norv["metadata"].erase("resourceVersion");
+  auto bad = c.Put(kRj + "/rj1", norv.dump(), kJson);
+  EXPECT_EQ(bad->status, 422);
+  EXPECT_EQ(Body(bad)["message"],
+            "RayJob.ray.io \"rj1\" is invalid: metadata.resourceVersion: Invalid value: 0: must "
+            "be specified for an update");
+  // ... but allowed on a built-in kind (unconditional update).
+  Post(c, "/api/v1/namespaces/default/configmaps",
+       {{"apiVersion", "v1"},
+        {"kind", "ConfigMap"},
+        {"metadata", {{"name", "cm"}}},
+        {"data", {{"a", "1"}}}});
+  json cm = {{"apiVersion", "v1"},
+             {"kind", "ConfigMap"},
+             {"metadata", {{"name", "cm"}}},
+             {"data", {{"a", "2"}}}};
+  EXPECT_EQ(c.Put("/api/v1/namespaces/default/configmaps/cm", cm.dump(), kJson)->status, 200);
+
+  // Merge patch and JSON patch; rv in a patch is a precondition.
+  auto mp =
+      c.Patch(kRj + "/rj1", R"({"metadata":{"labels":{"a":"b"}}})", "application/merge-patch+json");
+  ASSERT_EQ(mp->status, 200) << mp->body;
+  EXPECT_EQ(Body(mp)["metadata"]["labels"]["a"], "b");
+  EXPECT_EQ(Body(mp)["metadata"]["generation"], 2);  // metadata-only change
+  auto jp = c.Patch(kRj + "/rj1", R"([{"op":"replace","path":"/spec/entrypoint","value":"x"}])",
+                    "application/json-patch+json");
+  ASSERT_EQ(jp->status, 200) << jp->body;
+  EXPECT_EQ(Body(jp)["spec"]["entrypoint"], "x");
+  auto pre = c.Patch(kRj + "/rj1", R"({"metadata":{"resourceVersion":"1"}})",
+                     "application/merge-patch+json");
+  EXPECT_EQ(pre->status, 409);
+  auto smp = c.Patch(kRj + "/rj1", "{}", "application/strategic-merge-patch+json");
+  EXPECT_EQ(smp->status, 415);
+
+  // Delete of a CR without finalizers: Status Success.
+  auto del = c.Delete(kRj + "/rj1");
+  ASSERT_EQ(del->status, 200);
+  EXPECT_EQ(Body(del)["kind"], "Status");
+  EXPECT_EQ(Body(del)["status"], "Success");
+  EXPECT_EQ(Body(del)["details"]["kind"], "rayjobs");
+  EXPECT_EQ(c.Get(kRj + "/rj1")->status, 404);
+  EXPECT_EQ(c.Delete(kRj + "/rj1")->status, 404);
+}
+
+TEST(Kubesim, GenerateNameAndNamespaces) {
+  Kubesim k;
+  auto c = k.Client();
+  json rj = RayJob("");
+  rj["metadata"] = {{"generateName", "job-"}};
+  json created = Post(c, kRj, rj);
+  const std::string name = created["metadata"]["name"];
+  ASSERT_EQ(name.size(), 9u);
+  EXPECT_EQ(name.substr(0, 4), "job-");
+  for (char ch : name.substr(4)) {
+    EXPECT_NE(std::string("bcdfghjklmnpqrstvwxz2456789").find(ch), std::string::npos);
+  }
+  json noname = RayJob("");
+  noname["metadata"] = json::object();
+  auto r = c.Post(kRj, noname.dump(), kJson);
+  EXPECT_EQ(r->status, 422);
+  EXPECT_EQ(Body(r)["details"]["causes"][0]["message"],
+            "Required value: name or generateName is required");
+  // Unknown namespace.
+  auto ns = c.Post("/apis/ray.io/v1/namespaces/nope/rayjobs", RayJob("x").dump(), kJson);
+  EXPECT_EQ(ns->status, 404);
+  EXPECT_EQ(Body(ns)["message"], "namespaces \"nope\" not found");
+}
+
+TEST(Kubesim, MetadataValidation) {
+  Kubesim k;
+  auto c = k.Client();
+  auto r = c.Post(kRj, RayJob("Bad_Name").dump(), kJson);
+  ASSERT_EQ(r->status, 422);
+  json st = Body(r);
+  EXPECT_EQ(st["reason"], "Invalid");
+  EXPECT_EQ(st["details"]["kind"], "RayJob");
+  EXPECT_EQ(st["details"]["group"], "ray.io");
+  EXPECT_EQ(st["details"]["causes"][0]["field"], "metadata.name");
+  EXPECT_EQ(st["details"]["causes"][0]["reason"], "FieldValueInvalid");
+  EXPECT_EQ(st["message"].get<std::string>().rfind(
+                "RayJob.ray.io \"Bad_Name\" is invalid: metadata.name: Invalid value: "
+                "\"Bad_Name\": a lowercase RFC 1123 subdomain",
+                0),
+            0u)
+      << st["message"];
+
+  json long_label = RayJob("ok");
+  long_label["metadata"]["labels"] = {{"app", std::string(64, 'a')}};
+  r = c.Post(kRj, long_label.dump(), kJson);
+  ASSERT_EQ(r->status, 422);
+  EXPECT_EQ(Body(r)["details"]["causes"][0]["field"], "metadata.labels");
+  EXPECT_NE(Body(r)["message"].get<std::string>().find("must be no more than 63 characters"),
+            std::string::npos);
+
+  json bad_key = RayJob("ok");
+  bad_key["metadata"]["labels"] = {{"-bad", "x"}};
+  EXPECT_EQ(c.Post(kRj, bad_key.dump(), kJson)->status, 422);
+
+  // Services need DNS-1035 names (cannot start with a digit).
+  json svc = {{"apiVersion", "v1"},
+              {"kind", "Service"},
+              {"metadata", {{"name", "1svc"}}},
+              {"spec", {{"ports", json::array({{{"port", 80}}})}}}};
+  EXPECT_EQ(c.Post("/api/v1/namespaces/default/services", svc.dump(), kJson)->status, 422);
+}
+
+TEST(Kubesim, SchemaValidationAndFieldValidation) {
+  Kubesim k;
+  auto c = k.Client();
+  json bad = RayJob("typed");
+  bad["spec"]["entrypoint"] = 5;
+  auto r = c.Post(kRj, bad.dump(), kJson);
+  ASSERT_EQ(r->status, 422) << r->body;
+  json st = Body(r);
+  EXPECT_EQ(st["details"]["causes"][0]["field"], "spec.entrypoint");
+  EXPECT_EQ(st["message"],
+            "RayJob.ray.io \"typed\" is invalid: spec.entrypoint: Invalid value: \"integer\": "
+            "spec.entrypoint in body must be of type string: \"integer\"");
+
+  json unknown = RayJob("unknown");
+  unknown["spec"]["bogus"] = true;
+  r = c.Post(kRj + "?fieldValidation=Strict", unknown.dump(), kJson);
+  ASSERT_EQ(r->status, 400);
+  EXPECT_EQ(Body(r)["message"],
+            "RayJob in version \"v1\" cannot be handled as a RayJob: strict decoding error: "
+            "unknown field \"spec.bogus\"");
+  r = c.Post(kRj, unknown.dump(), kJson);  // default: pruned silently
+  ASSERT_EQ(r->status, 201);
+  EXPECT_FALSE(Body(r)["spec"].contains("bogus"));
+  r = c.Post(kRj + "?fieldValidation=Warn", RayJob("w").dump(), kJson);
+  EXPECT_EQ(r->status, 201);
+
+  // CEL: deletionStrategy needs both legacy policies or deletionRules.
+  json cel = RayJob("cel");
+  cel["spec"]["deletionStrategy"] = {{"onSuccess", {{"policy", "DeleteCluster"}}}};
+  r = c.Post(kRj, cel.dump(), kJson);
+  EXPECT_EQ(r->status, 422) << r->body;
+  EXPECT_EQ(Body(r)["details"]["causes"][0]["field"], "spec.deletionStrategy");
+}
+
+TEST(Kubesim, StatusSubresource) {
+  Kubesim k;
+  auto c = k.Client();
+  json rj = RayJob("st");
+  rj["status"] = {{"jobStatus", "RUNNING"}};
+  json created = Post(c, kRj, rj);
+  EXPECT_FALSE(created.contains("status"));  // dropped on create
+  json s = created;
+  s["status"] = {{"jobStatus", "RUNNING"}};
+  s["spec"]["entrypoint"] = "ignored";
+  auto r = c.Put(kRj + "/st/status", s.dump(), kJson);
+  ASSERT_EQ(r->status, 200) << r->body;
+  json after = Body(r);
+  EXPECT_EQ(after["status"]["jobStatus"], "RUNNING");
+  EXPECT_EQ(after["spec"]["entrypoint"], "python main.py");
+  EXPECT_EQ(after["metadata"]["generation"], 1);
+  // The main resource ignores status.
+  after["status"]["jobStatus"] = "FAILED";
+  after["spec"]["entrypoint"] = "new";
+  r = c.Put(kRj + "/st", after.dump(), kJson);
+  ASSERT_EQ(r->status, 200);
+  EXPECT_EQ(Body(r)["status"]["jobStatus"], "RUNNING");
+  EXPECT_EQ(Body(r)["metadata"]["generation"], 2);
+  r = c.Patch(kRj + "/st/status", R"({"status":{"jobDeploymentStatus":"Complete"}})",
+              "application/merge-patch+json");
+  ASSERT_EQ(r->status, 200);
+  EXPECT_EQ(Body(r)["status"]["jobDeploymentStatus"], "Complete");
+  EXPECT_EQ(Body(r)["status"]["jobStatus"], "RUNNING");
+}
+
+TEST(Kubesim, FinalizersAndGarbageCollection) {
+  Kubesim k;
+  auto c = k.Client();
+  json rj = RayJob("fin");
+  rj["metadata"]["finalizers"] = {"ray.io/rayjob-finalizer"};
+  Post(c, kRj, rj);
+  auto d = c.Delete(kRj + "/fin");
+  ASSERT_EQ(d->status, 200);
+  json obj = Body(d);
+  EXPECT_EQ(obj["kind"], "RayJob");  // still there: the object, not a Status
+  EXPECT_TRUE(obj["metadata"].contains("deletionTimestamp"));
+  // No new finalizers once deleting.
+  auto add =
+      c.Patch(kRj + "/fin", R"({"metadata":{"finalizers":["ray.io/rayjob-finalizer","x.io/y"]}})",
+              "application/merge-patch+json");
+  EXPECT_EQ(add->status, 422);
+  auto rm =
+      c.Patch(kRj + "/fin", R"({"metadata":{"finalizers":null}})", "application/merge-patch+json");
+  EXPECT_EQ(rm->status, 200);
+  EXPECT_EQ(c.Get(kRj + "/fin")->status, 404);
+
+  // Background: dependents go after the owner.
+  json owner = Post(c, kRj, RayJob("owner"));
+  Post(c, kPods, Pod("dep1", OwnerRef(owner)));
+  EXPECT_EQ(c.Delete(kRj + "/owner")->status, 200);
+  EXPECT_EQ(c.Get(kPods + "/dep1")->status, 404);
+
+  // Orphan: dependents stay, without the ownerReference.
+  owner = Post(c, kRj, RayJob("owner2"));
+  Post(c, kPods, Pod("dep2", OwnerRef(owner)));
+  EXPECT_EQ(c.Delete(kRj + "/owner2", R"({"propagationPolicy":"Orphan"})", kJson)->status, 200);
+  EXPECT_EQ(c.Get(kRj + "/owner2")->status, 404);
+  auto dep = c.Get(kPods + "/dep2");
+  ASSERT_EQ(dep->status, 200);
+  EXPECT_TRUE(Body(dep)["metadata"]["ownerReferences"].empty());
+
+  // Foreground: the owner waits (foregroundDeletion) while a dependent has a finalizer.
+  owner = Post(c, kRj, RayJob("owner3"));
+  json p = Pod("dep3", OwnerRef(owner, true));
+  p["metadata"]["finalizers"] = {"example.com/hold"};
+  Post(c, kPods, p);
+  auto fd = c.Delete(kRj + "/owner3?propagationPolicy=Foreground");
+  ASSERT_EQ(fd->status, 200);
+  auto o3 = Body(c.Get(kRj + "/owner3"));
+  EXPECT_TRUE(o3["metadata"].contains("deletionTimestamp"));
+  EXPECT_EQ(o3["metadata"]["finalizers"], json::array({"foregroundDeletion"}));
+  EXPECT_TRUE(Body(c.Get(kPods + "/dep3"))["metadata"].contains("deletionTimestamp"));
+  c.Patch(kPods + "/dep3", R"({"metadata":{"finalizers":null}})", "application/merge-patch+json");
+  EXPECT_EQ(c.Get(kPods + "/dep3")->status, 404);
+  EXPECT_EQ(c.Get(kRj + "/owner3")->status, 404);
+}
+
+TEST(Kubesim, SelectorsAndPaging) {
+  Kubesim k;
+  auto c = k.Client();
+  for (int i = 0; i < 5; ++i) {
+    json p = Pod("p" + std::to_string(i));
+    p["metadata"]["labels"] = {{"app", i % 2 ? "odd" : "even"}, {"idx", std::to_string(i)}};
+    if (i == 4) p["metadata"]["labels"].erase("app");
+    Post(c, kPods, p);
+  }
+  auto count = [&](const std::string& q) {
+    auto r = c.Get(kPods + "?" + q);
+    EXPECT_EQ(r->status, 200) << r->body;
+    return Body(r)["items"].size();
+  };
+  EXPECT_EQ(count("labelSelector=app%3Deven"), 2u);
+  EXPECT_EQ(count("labelSelector=app%3D%3Dodd"), 2u);
+  EXPECT_EQ(count("labelSelector=app%21%3Deven"), 3u);  // includes the unlabelled p4
+  EXPECT_EQ(count("labelSelector=idx%20in%20(1,2,3)"), 3u);
+  EXPECT_EQ(count("labelSelector=idx%20notin%20(1,2,3)"), 2u);
+  EXPECT_EQ(count("labelSelector=app"), 4u);
+  EXPECT_EQ(count("labelSelector=%21app"), 1u);
+  EXPECT_EQ(count("labelSelector=app,idx%3D1"), 1u);
+  EXPECT_EQ(count("fieldSelector=metadata.name%3Dp3"), 1u);
+  EXPECT_EQ(count("fieldSelector=status.phase%3DPending"), 5u);
+  EXPECT_EQ(count("fieldSelector=metadata.name%21%3Dp3"), 4u);
+  auto bad = c.Get(kPods + "?fieldSelector=spec.bogus%3Dx");
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_EQ(Body(bad)["message"], "field label not supported: spec.bogus");
+  EXPECT_EQ(c.Get(kRj + "?fieldSelector=spec.entrypoint%3Dx")->status, 400);
+
+  // Paging.
+  std::vector<std::string> names;
+  std::string cont;
+  std::string first_rv;
+  for (int guard = 0; guard < 10; ++guard) {
+    auto r = c.Get(kPods + "?limit=2" + (cont.empty() ? "" : "&continue=" + cont));
+    json l = Body(r);
+    if (first_rv.empty()) first_rv = l["metadata"]["resourceVersion"];
+    for (const auto& i : l["items"])
+      names.push_back(i["metadata"]["name"]);
+    cont = l["metadata"].value("continue", "");
+    if (cont.empty()) break;
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"p0", "p1", "p2", "p3", "p4"}));
+  EXPECT_FALSE(first_rv.empty());
+}
+
+TEST(Kubesim, EventsBothApis) {
+  Kubesim k;
+  auto c = k.Client();
+  json ev = {{"apiVersion", "v1"},
+             {"kind", "Event"},
+             {"metadata", {{"name", "rj.1"}}},
+             {"involvedObject", {{"kind", "RayJob"}, {"name", "rj"}, {"namespace", "default"}}},
+             {"reason", "Created"},
+             {"message", "hello"},
+             {"type", "Normal"}};
+  Post(c, "/api/v1/namespaces/default/events", ev);
+  auto r =
+      c.Get("/apis/events.k8s.io/v1/namespaces/default/events?fieldSelector=regarding.name%3Drj");
+  ASSERT_EQ(r->status, 200) << r->body;
+  json l = Body(r);
+  ASSERT_EQ(l["items"].size(), 1u);
+  EXPECT_EQ(l["items"][0]["note"], "hello");
+  EXPECT_EQ(l["items"][0]["regarding"]["name"], "rj");
+  EXPECT_EQ(l["items"][0]["apiVersion"], "events.k8s.io/v1");
+  r = c.Get("/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3Dother");
+  EXPECT_TRUE(Body(r)["items"].empty());
+}
+
+TEST(Kubesim, WatchBookmarksAndExpiry) {
+  Kubesim k({"--history", "50"});
+  auto c = k.Client();
+  json a = Post(c, kRj, RayJob("w1"));
+  const std::string rv0 = a["metadata"]["resourceVersion"];
+  std::thread writer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    auto c2 = k.Client();
+    Post(c2, kRj, RayJob("w2"));
+    c2.Patch(kRj + "/w2", R"({"spec":{"entrypoint":"y"}})", "application/merge-patch+json");
+    c2.Delete(kRj + "/w2");
+  });
+  auto events = ReadWatch(
+      c, kRj + "?watch=true&allowWatchBookmarks=true&timeoutSeconds=5&resourceVersion=" + rv0,
+      [](const std::vector<json>& ev) {
+        int n = 0;
+        for (const auto& e : ev)
+          n += e["type"] != "BOOKMARK";
+        return n >= 3;
+      });
+  writer.join();
+  std::vector<std::string> types;
+  for (const auto& e : events) {
+    if (e["type"] != "BOOKMARK") types.push_back(e["type"]);
+  }
+  EXPECT_EQ(types, (std::vector<std::string>{"ADDED", "MODIFIED", "DELETED"}));
+
+  // Without rv: synthetic ADDED for what exists; bookmarks carry only the rv.
+  events = ReadWatch(c, kRj + "?watch=1&allowWatchBookmarks=true&timeoutSeconds=3",
+                     [](const std::vector<json>& ev) { return ev.size() >= 2; });
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_EQ(events[0]["type"], "ADDED");
+  EXPECT_EQ(events[0]["object"]["metadata"]["name"], "w1");
+  EXPECT_EQ(events[1]["type"], "BOOKMARK");
+  EXPECT_EQ(events[1]["object"]["metadata"].size(), 1u);
+
+  // timeoutSeconds ends the stream.
+  auto t0 = std::chrono::steady_clock::now();
+  events = ReadWatch(c,
+                     kRj + "?watch=1&timeoutSeconds=1&resourceVersion=" +
+                         Body(c.Get(kRj))["metadata"]["resourceVersion"].get<std::string>(),
+                     [](const std::vector<json>&) { return false; });
+  EXPECT_TRUE(events.empty());
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(4));
+
+  // Too old: ERROR 410 inside a 200 stream after compaction ...
+  ASSERT_EQ(c.Post("/kubesim/compact", "", kJson)->status, 200);
+  int status = 0;
+  events = ReadWatch(
+      c, kRj + "?watch=1&resourceVersion=" + rv0, [](const std::vector<json>&) { return false; },
+      &status);
+  EXPECT_EQ(status, 200);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0]["type"], "ERROR");
+  EXPECT_EQ(events[0]["object"]["code"], 410);
+  EXPECT_EQ(events[0]["object"]["reason"], "Expired");
+  EXPECT_EQ(events[0]["object"]["message"].get<std::string>().rfind(
+                "too old resource version: " + rv0, 0),
+            0u);
+  // ... or as HTTP 410 when configured.
+  c.Post("/kubesim/faults", R"({"rules":[],"watchExpiredAs":"http"})", kJson);
+  auto r = c.Get(kRj + "?watch=1&resourceVersion=" + rv0);
+  EXPECT_EQ(r->status, 410);
+  EXPECT_EQ(Body(r)["reason"], "Expired");
+}
+
+TEST(Kubesim, WatchSelectorTransitions) {
+  Kubesim k;
+  auto c = k.Client();
+  json p = Pod("sel");
+  p["metadata"]["labels"] = {{"app", "x"}};
+  json created = Post(c, kPods, p);
+  const std::string rv = created["metadata"]["resourceVersion"];
+  std::thread writer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    auto c2 = k.Client();
+    c2.Patch(kPods + "/sel", R"({"metadata":{"labels":{"app":"y"}}})",
+             "application/merge-patch+json");
+  });
+  auto events =
+      ReadWatch(c, kPods + "?watch=1&timeoutSeconds=5&labelSelector=app%3Dx&resourceVersion=" + rv,
+                [](const std::vector<json>& ev) { return !ev.empty(); });
+  writer.join();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0]["type"], "DELETED");  // left the selector
+}
+
+TEST(Kubesim, FaultsAndCounters) {
+  Kubesim k;
+  auto c = k.Client();
+  c.Delete("/kubesim/requests");
+  auto r = c.Post("/kubesim/faults",
+                  R"({"rules":[{"verb":"list","resource":"rayjobs","code":429,"count":1},
+                               {"verb":"get","resource":"rayjobs","code":500,"count":1},
+                               {"verb":"create","resource":"pods","code":503,"retryAfter":2,"count":1}]})",
+                  kJson);
+  ASSERT_EQ(r->status, 200);
+  r = c.Get(kRj);
+  EXPECT_EQ(r->status, 429);
+  EXPECT_EQ(r->get_header_value("Retry-After"), "1");
+  EXPECT_EQ(r->body, "Too many requests, please try again later.\n");
+  EXPECT_EQ(c.Get(kRj)->status, 200);  // count exhausted
+  r = c.Get(kRj + "/x");
+  EXPECT_EQ(r->status, 500);
+  EXPECT_EQ(Body(r)["reason"], "InternalError");
+  EXPECT_FALSE(r->has_header("Retry-After"));
+  r = c.Post(kPods, Pod("f").dump(), kJson);
+  EXPECT_EQ(r->status, 503);
+  EXPECT_EQ(r->get_header_value("Retry-After"), "2");
+  EXPECT_EQ(Body(r)["details"]["retryAfterSeconds"], 2);
+
+  // Latency.
+  c.Post("/kubesim/faults", R"({"rules":[{"verb":"get","resource":"pods","latencyMs":300}]})",
+         kJson);
+  auto t0 = std::chrono::steady_clock::now();
+  c.Get(kPods + "/none");
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(290));
+  c.Delete("/kubesim/faults");
+
+  json counts = Body(c.Get("/kubesim/requests"));
+  EXPECT_EQ(counts["requests"]["list rayjobs"], 2);
+  EXPECT_EQ(counts["requests"]["get rayjobs"], 1);
+  EXPECT_EQ(counts["requests"]["create pods"], 1);
+  EXPECT_EQ(counts["requests"]["get pods"], 1);
+  c.Delete("/kubesim/requests");
+  EXPECT_EQ(Body(c.Get("/kubesim/requests"))["total"], 0);
+
+  // Forced watch close.
+  std::thread closer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    auto c2 = k.Client();
+    c2.Post("/kubesim/watches/close", "", kJson);
+  });
+  auto t1 = std::chrono::steady_clock::now();
+  ReadWatch(c, kRj + "?watch=1&timeoutSeconds=30", [](const std::vector<json>&) { return false; });
+  closer.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - t1, std::chrono::seconds(5));
+}
+
+TEST(Kubesim, PodLogs) {
+  Kubesim k;
+  auto c = k.Client();
+  Post(c, kPods, Pod("logger"));
+  ASSERT_EQ(c.Put("/kubesim/logs/default/logger", "line1\nline2\nline3\n", "text/plain")->status,
+            200);
+  auto r = c.Get(kPods + "/logger/log");
+  ASSERT_EQ(r->status, 200);
+  EXPECT_EQ(r->body, "line1\nline2\nline3\n");
+  EXPECT_EQ(c.Get(kPods + "/logger/log?tailLines=1")->body, "line3\n");
+  r = c.Get(kPods + "/logger/log?container=nope");
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(Body(r)["message"], "container nope is not valid for pod logger");
+}
+
+TEST(Kubesim, DiscoveryAndOpenApi) {
+  Kubesim k;
+  auto c = k.Client();
+  httplib::Headers agg = {{"Accept",
+                           "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,"
+                           "application/json;g=apidiscovery.k8s.io;v=v2beta1;as="
+                           "APIGroupDiscoveryList,application/json"}};
+  auto r = c.Get("/apis", agg);
+  ASSERT_EQ(r->status, 200);
+  EXPECT_EQ(r->get_header_value("Content-Type"),
+            "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList");
+  EXPECT_EQ(Body(r)["kind"], "APIGroupDiscoveryList");
+  r = c.Get("/apis");
+  EXPECT_EQ(Body(r)["kind"], "APIGroupList");
+  EXPECT_EQ(Body(c.Get("/api/v1"))["kind"], "APIResourceList");
+  EXPECT_EQ(Body(c.Get("/apis/ray.io/v1"))["groupVersion"], "ray.io/v1");
+  EXPECT_EQ(Body(c.Get("/version"))["minor"], "32");
+  EXPECT_EQ(c.Get("/openapi/v2")->status, 404);
+  json idx = Body(c.Get("/openapi/v3"));
+  const std::string url = idx["paths"]["apis/ray.io/v1"]["serverRelativeURL"];
+  json doc = Body(c.Get(url));
+  json patch = doc["paths"]["/apis/ray.io/v1/namespaces/{namespace}/rayjobs/{name}"]["patch"];
+  EXPECT_EQ(patch["x-kubernetes-group-version-kind"]["kind"], "RayJob");
+  EXPECT_EQ(patch["parameters"][0]["name"], "fieldValidation");
+}
+
+TEST(Kubesim, TokenAndTls) {
+  Kubesim k({"--tls", "--token", "s3cret"});
+  ASSERT_GT(k.port(), 0);
+  const std::string cert = (k.dir() / "port.crt").string();
+  httplib::SSLClient c("127.0.0.1", k.port());
+  c.set_ca_cert_path(cert.c_str());
+  c.enable_server_certificate_verification(true);
+  auto r = c.Get("/api/v1/namespaces");
+  ASSERT_TRUE(r) << httplib::to_string(r.error());
+  EXPECT_EQ(r->status, 401);
+  EXPECT_EQ(Body(r)["reason"], "Unauthorized");
+  c.set_bearer_token_auth("s3cret");
+  r = c.Get("/api/v1/namespaces");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_GE(Body(r)["items"].size(), 1u);
+}
+
+TEST(Kubesim, StrategicMergeAndServerSideApply) {
+  Kubesim k;
+  auto c = k.Client();
+  json p = Pod("smp");
+  p["spec"]["containers"].push_back({{"name", "side"}, {"image", "a"}});
+  Post(c, kPods, p);
+  auto r = c.Patch(kPods + "/smp",
+                   R"({"spec":{"$setElementOrder/containers":[{"name":"main"},{"name":"side"}],
+                       "containers":[{"name":"side","image":"b"}]}})",
+                   "application/strategic-merge-patch+json");
+  ASSERT_EQ(r->status, 200) << r->body;
+  json c2 = Body(r)["spec"]["containers"];
+  ASSERT_EQ(c2.size(), 2u);
+  EXPECT_EQ(c2[0]["image"], "busybox");
+  EXPECT_EQ(c2[1]["image"], "b");
+
+  // SSA: create on missing (201), then update (200); fieldManager is required.
+  json rj = RayJob("ssa");
+  r = c.Patch(kRj + "/ssa?fieldManager=test", rj.dump(), "application/apply-patch+yaml");
+  ASSERT_EQ(r->status, 201) << r->body;
+  rj["spec"]["entrypoint"] = "changed";
+  r = c.Patch(kRj + "/ssa?fieldManager=test", rj.dump(), "application/apply-patch+yaml");
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(Body(r)["spec"]["entrypoint"], "changed");
+  EXPECT_EQ(c.Patch(kRj + "/ssa", rj.dump(), "application/apply-patch+yaml")->status, 422);
+}
+
+}  // namespace

@@ -1,0 +1,107 @@
+// The kubesim HTTP server: routing of /api and /apis requests to the REST handlers, watch
+// streams, pod logs, discovery, authentication, fault injection and the admin endpoints under
+// /kubesim/. See docs/kubesim.md for the surface it covers.
+#pragma once
+
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "faults.h"
+#include "resources.h"
+#include "status.h"
+#include "store.h"
+
+namespace kubesim {
+
+struct Options {
+  std::string host = "127.0.0.1";
+  int port = 0;
+  std::string port_file;
+  std::string crd_dir;
+  std::string token;
+  bool tls = false;
+  std::string cert_file;  // --tls: where the generated certificate is written
+  std::string key_file;
+  std::string nodes_file;
+  size_t history = 10000;
+  int bookmark_interval_ms = 1000;
+  int64_t max_pod_grace_seconds = -1;  // cap on graceful pod deletion (-1 = none)
+};
+
+// A parsed /api or /apis request for a resource.
+struct Target {
+  const ResourceInfo* r = nullptr;
+  std::string ns;
+  std::string name;
+  std::string sub;
+  std::string verb;  // get, list, watch, create, update, patch, delete, deletecollection
+  std::string CounterResource() const { return sub.empty() ? r->plural : r->plural + "/" + sub; }
+};
+
+class Server {
+ public:
+  Server(Options opts, Registry reg);
+  ~Server();
+  // Binds, writes the port file, serves until Stop(). Returns the process exit code.
+  int Run();
+  void Stop();
+
+ private:
+  void Dispatch(const httplib::Request& req, httplib::Response& res);
+  void HandleAdmin(const httplib::Request& req, httplib::Response& res);
+  bool HandleDiscovery(const httplib::Request& req, httplib::Response& res);
+  void HandleResource(const httplib::Request& req, httplib::Response& res, const Target& t);
+
+  // REST verbs (handlers.cc).
+  void Get(const httplib::Request& req, httplib::Response& res, const Target& t);
+  void List(const httplib::Request& req, httplib::Response& res, const Target& t);
+  void Create(const httplib::Request& req, httplib::Response& res, const Target& t);
+  void Update(const httplib::Request& req, httplib::Response& res, const Target& t);
+  void Patch(const httplib::Request& req, httplib::Response& res, const Target& t);
+  void Delete(const httplib::Request& req, httplib::Response& res, const Target& t);
+  void DeleteCollection(const httplib::Request& req, httplib::Response& res, const Target& t);
+  // watch.cc
+  void Watch(const httplib::Request& req, httplib::Response& res, const Target& t,
+             int close_after_ms);
+  // logs.cc
+  void Log(const httplib::Request& req, httplib::Response& res, const Target& t);
+  void SetLog(const httplib::Request& req, httplib::Response& res, const std::string& ns,
+              const std::string& pod, bool append);
+
+  // Shared by create / update / patch (store.mu held).
+  nlohmann::json Admit(const httplib::Request& req, httplib::Response& res, const Target& t,
+                       nlohmann::json obj, const nlohmann::json* old);
+  nlohmann::json CreateLocked(const httplib::Request& req, httplib::Response& res, const Target& t,
+                              nlohmann::json obj, bool* created);
+  nlohmann::json UpdateLocked(const httplib::Request& req, httplib::Response& res, const Target& t,
+                              nlohmann::json obj, const nlohmann::json& old);
+  void LoadNodes(const std::string& path);
+  void Bootstrap();
+
+  Options opts_;
+  Registry reg_;
+  Store store_;
+  Faults faults_;
+  std::unique_ptr<httplib::Server> http_;
+  std::thread ticker_;
+
+  std::mutex logs_mu_;
+  std::condition_variable logs_cv_;
+  std::map<std::string, std::string> logs_;  // "ns/pod/container" -> text
+};
+
+// Conversions between the stored form (core/v1 Event) and what a resource presents.
+nlohmann::json ToStorage(const ResourceInfo& r, nlohmann::json obj);
+nlohmann::json Present(const ResourceInfo& r, nlohmann::json obj);
+
+void WriteJson(httplib::Response& res, int code, const nlohmann::json& body);
+void WriteError(httplib::Response& res, const ApiError& e);
+
+}  // namespace kubesim

@@ -1,0 +1,94 @@
+// The object store: every object in memory keyed by storage/namespace/name, ONE global
+// resourceVersion counter, a bounded history of watch events, and the deletion machinery
+// (finalizers, deletionTimestamp, graceful pod deletion, ownerReference garbage collection).
+// All members must be used with `mu` held; writers notify `cv` so watches wake up.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace kubesim {
+
+struct WatchEvent {
+  uint64_t rv = 0;
+  std::string type;  // ADDED, MODIFIED, DELETED
+  std::string storage;
+  nlohmann::json object;  // the new state (the last state for DELETED)
+  nlohmann::json old;     // the previous state (null for ADDED)
+};
+
+enum class Propagation { kBackground, kForeground, kOrphan };
+
+std::string NowRfc3339();
+std::string NewUid();
+
+class Store {
+ public:
+  explicit Store(size_t history_cap);
+
+  std::mutex mu;
+  std::condition_variable cv;
+
+  uint64_t CurrentRv() const { return rv_; }
+  // Watches starting at rv >= OldestRv() can be served from history.
+  uint64_t OldestRv() const { return oldest_; }
+  const std::deque<WatchEvent>& History() const { return history_; }
+
+  nlohmann::json* Get(const std::string& storage, const std::string& ns, const std::string& name);
+  // Objects of `storage` in key order, restricted to `ns` unless empty.
+  std::vector<const nlohmann::json*> List(const std::string& storage, const std::string& ns) const;
+  bool NamespaceExists(const std::string& ns);
+
+  // Stores a new object (metadata fully prepared except resourceVersion); returns it.
+  nlohmann::json Create(const std::string& storage, nlohmann::json obj);
+  // Replaces an existing object; removes it instead when it is being deleted and has no
+  // finalizers left (and no graceful deletion pending). Returns the stored (or last) state.
+  nlohmann::json Update(const std::string& storage, nlohmann::json obj);
+
+  struct DeleteResult {
+    nlohmann::json object;  // the last state
+    bool gone = false;
+  };
+  // DELETE semantics; runs garbage collection afterwards.
+  DeleteResult Delete(const std::string& storage, const std::string& ns, const std::string& name,
+                      Propagation policy, int64_t grace_seconds /* -1 = default */);
+
+  // Removes objects whose graceful deletion period ended; call periodically.
+  void Tick();
+  // Drops the whole watch history (later watches from older rvs get 410 Expired).
+  void Compact();
+  // Ends every open watch stream.
+  void CloseWatches() {
+    ++watch_epoch_;
+    cv.notify_all();
+  }
+  uint64_t WatchEpoch() const { return watch_epoch_; }
+  bool stopping = false;
+
+ private:
+  uint64_t NextRv() { return ++rv_; }
+  void Record(const std::string& type, const std::string& storage, const nlohmann::json& obj,
+              const nlohmann::json& old);
+  void Remove(std::string storage, std::string key);  // by value: callers pass map keys
+  bool DeleteOne(const std::string& storage, const std::string& key, Propagation policy,
+                 int64_t grace_seconds);
+  void RunGc();
+
+  uint64_t rv_ = 1000;
+  uint64_t oldest_ = 1000;
+  size_t history_cap_;
+  uint64_t watch_epoch_ = 0;
+  std::deque<WatchEvent> history_;
+  std::map<std::string, std::map<std::string, nlohmann::json>> objects_;
+  std::map<std::string, std::chrono::steady_clock::time_point> grace_until_;  // storage|key
+};
+
+}  // namespace kubesim
