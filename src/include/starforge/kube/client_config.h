@@ -1,0 +1,103 @@
+// Where the Kubernetes API server is and how to authenticate to it, found the way kubectl finds
+// it (reference §7.1), in this order:
+//  1. FORGE_K8S_API_SERVER (+ FORGE_K8S_TOKEN, FORGE_K8S_CA_FILE,
+//     FORGE_K8S_INSECURE_SKIP_TLS_VERIFY), read through config::Config;
+//  2. in-cluster: KUBERNETES_SERVICE_HOST/PORT + the service-account token, CA and namespace;
+//  3. kubeconfig: $KUBECONFIG (a ':'-separated list, merged as kubectl does) or ~/.kube/config,
+//     context FORGE_K8S_CONTEXT or current-context.
+// Loading is pure apart from reading files: the environment and the service-account directory are
+// parameters, so tests drive every branch.
+#pragma once
+
+#include <chrono>
+#include <ctime>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+
+#include "starforge/config/config.h"
+#include "starforge/config/secret.h"
+
+namespace starforge::kube {
+
+// Thrown when no usable configuration is found or a kubeconfig is malformed or unsupported. The
+// message names the file/context/setting at fault and never contains a credential.
+class ConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct ClientConfig {
+  std::string server;      // "https://host:port" or "http://host:port", no trailing slash
+  std::string namespace_;  // the context's / service account's namespace ("" = not given)
+
+  // Credentials. A token file wins over a static token and is re-read when it changes.
+  Secret token;
+  std::string token_file;
+  std::string client_cert_file;  // PEM
+  std::string client_cert_data;  // PEM (decoded from kubeconfig's base64 *-data)
+  std::string client_key_file;   // PEM
+  Secret client_key_data;        // PEM
+
+  // Server verification.
+  std::string ca_file;  // PEM bundle
+  std::string ca_data;  // PEM (decoded)
+  bool insecure_skip_tls_verify = false;
+  std::string tls_server_name;
+
+  // Where this came from, for messages: "FORGE_K8S_API_SERVER", "in-cluster service account",
+  // or "kubeconfig /path (context ctx)".
+  std::string source;
+};
+
+// Inputs other than FORGE_* settings.
+struct ConfigSources {
+  // The process environment, or a test's: KUBECONFIG, HOME, KUBERNETES_SERVICE_HOST,
+  // KUBERNETES_SERVICE_PORT are consulted.
+  std::map<std::string, std::string> env;
+  // Where the in-cluster service account is mounted.
+  std::string service_account_dir = "/var/run/secrets/kubernetes.io/serviceaccount";
+};
+
+// The non-FORGE variables ConfigSources needs, from the process environment.
+ConfigSources ProcessConfigSources();
+
+// Resolves the configuration in the order above. Throws ConfigError.
+ClientConfig LoadClientConfig(const config::Config& cfg, const ConfigSources& sources);
+
+// Builds a configuration from one kubeconfig document set: `files` are read in order and merged
+// (first definition of a cluster/user/context name wins; the first non-empty current-context
+// wins); missing files are skipped, as kubectl does. `context` overrides current-context.
+// Relative file paths inside a kubeconfig resolve against that file's directory. An `exec` or
+// `auth-provider` user is rejected with a "not supported yet" ConfigError. Throws ConfigError.
+ClientConfig LoadKubeconfig(const std::vector<std::string>& files, const std::string& context);
+
+// Hands out the bearer token, re-reading a token file when its mtime or size changes (bound
+// service-account tokens rotate), looking at most once per `recheck` interval. Thread-safe.
+class TokenSource {
+ public:
+  explicit TokenSource(const ClientConfig& config,
+                       std::chrono::seconds recheck = std::chrono::seconds(10));
+
+  // The current token ("" = none). Throws ConfigError when the token file cannot be read.
+  Secret Get();
+  // Re-reads the file now (after a 401); true when the token changed.
+  bool Refresh();
+  bool empty() const { return file_.empty() && static_token_.empty(); }
+
+ private:
+  Secret static_token_;
+  std::string file_;
+  std::chrono::seconds recheck_;
+  std::mutex mu_;
+  Secret current_;
+  std::chrono::steady_clock::time_point last_check_{};
+  bool loaded_ = false;
+  std::time_t mtime_ = 0;
+  long mtime_ns_ = 0;
+  long long size_ = -1;
+  bool ReloadLocked(bool force);
+};
+
+}  // namespace starforge::kube

@@ -1,0 +1,111 @@
+// An informer: a reflector (list, then watch from the list's resourceVersion, resuming after a
+// dropped stream and relisting after 410 Expired) feeding a cache of objects keyed by
+// "namespace/name", with add/update/delete handlers. This is how controllers observe the
+// cluster: one stream per resource instead of polling per object (reference §3, client-go
+// tools/cache/reflector.go).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "starforge/kube/client.h"
+
+namespace starforge::kube {
+
+struct InformerOptions {
+  ResourceRef resource;
+  std::string ns;  // "" = all namespaces (or a cluster-scoped resource)
+  std::string label_selector;
+  std::string field_selector;
+  int64_t page_size = 500;
+  // Each watch asks the server to end it after a random time in [min, 2*min) (client-go: 5 min),
+  // so streams are renewed and stale connections cannot hang forever.
+  std::chrono::seconds min_watch_timeout{300};
+  // Backoff between failed list/watch attempts (client-go: 800 ms doubling to 30 s).
+  std::chrono::milliseconds backoff_base{800};
+  std::chrono::milliseconds backoff_cap{30000};
+};
+
+// Called on the informer's thread, after the cache was updated, never under the cache lock (a
+// handler may read Snapshot()). A handler must not block for long: it delays later events.
+struct InformerHandlers {
+  std::function<void(const nlohmann::json& object)> on_add;
+  std::function<void(const nlohmann::json& old_object, const nlohmann::json& new_object)> on_update;
+  std::function<void(const nlohmann::json& last_state)> on_delete;
+};
+
+// Counters, mainly for tests: how many lists (initial + relists) and watches were started.
+struct InformerStats {
+  int64_t lists = 0;
+  int64_t relists_after_expired = 0;
+  int64_t watches = 0;
+  int64_t errors = 0;
+  std::string last_error;  // what() of the last failure ("" = none)
+};
+
+class Informer {
+ public:
+  // Does nothing until Start(). `client` must outlive the informer.
+  Informer(Client& client, InformerOptions options, InformerHandlers handlers = {});
+  ~Informer();  // Stop()s
+  Informer(const Informer&) = delete;
+  Informer& operator=(const Informer&) = delete;
+
+  // Starts the reflector thread.
+  void Start();
+  // Stops the thread and joins it; returns within about a second. Idempotent.
+  void Stop();
+
+  // Blocks until the first list has been applied and its on_add handlers have run (true), or
+  // `timeout` passed (false).
+  bool WaitForSync(std::chrono::milliseconds timeout);
+  bool HasSynced() const;
+
+  // A copy of the cache: key ("ns/name" or "name") -> object. Consistent: taken under one lock.
+  std::map<std::string, nlohmann::json> Snapshot() const;
+  // One cached object, if present.
+  std::optional<nlohmann::json> Get(const std::string& key) const;
+  // The resourceVersion the reflector will resume from.
+  std::string LastResourceVersion() const;
+  InformerStats stats() const;
+
+  // The cache key of an object: "metadata.namespace/metadata.name", or the name alone.
+  static std::string KeyOf(const nlohmann::json& object);
+
+ private:
+  void Run();
+  // Lists everything and replaces the cache, emitting the differences. False when stopped.
+  bool Relist();
+  // Watches from the last rv until the stream ends. Throws ApiError.
+  void WatchOnce();
+  void Apply(WatchEventType type, nlohmann::json object);
+  void Fail(const std::exception& e);
+  // Sleeps `d` unless stopped first; false when stopped.
+  bool SleepUnlessStopped(std::chrono::milliseconds d);
+
+  Client& client_;
+  InformerOptions options_;
+  InformerHandlers handlers_;
+
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+
+  mutable std::mutex mu_;  // guards everything below
+  std::condition_variable cv_;
+  std::map<std::string, nlohmann::json> cache_;
+  std::string last_rv_;
+  bool synced_ = false;
+  InformerStats stats_;
+};
+
+}  // namespace starforge::kube

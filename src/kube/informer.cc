@@ -1,0 +1,256 @@
+// The reflector loop and cache (client-go tools/cache/reflector.go, simplified).
+#include "starforge/kube/informer.h"
+
+#include <random>
+#include <vector>
+
+#include <fmt/format.h>
+
+namespace starforge::kube {
+
+using nlohmann::json;
+
+namespace {
+
+std::string RvOf(const json& object) {
+  auto m = object.find("metadata");
+  if (m == object.end() || !m->is_object()) return {};
+  return m->value("resourceVersion", "");
+}
+
+}  // namespace
+
+std::string Informer::KeyOf(const json& object) {
+  auto m = object.find("metadata");
+  if (m == object.end() || !m->is_object()) return {};
+  return ObjectKey(m->value("namespace", ""), m->value("name", ""));
+}
+
+Informer::Informer(Client& client, InformerOptions options, InformerHandlers handlers)
+    : client_(client), options_(std::move(options)), handlers_(std::move(handlers)) {}
+
+Informer::~Informer() {
+  Stop();
+}
+
+void Informer::Start() {
+  if (thread_.joinable()) return;
+  stop_ = false;
+  thread_ = std::thread([this] { Run(); });
+}
+
+void Informer::Stop() {
+  stop_ = true;
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+bool Informer::WaitForSync(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mu_);
+  return cv_.wait_for(lock, timeout, [this] { return synced_; });
+}
+
+bool Informer::HasSynced() const {
+  std::lock_guard lock(mu_);
+  return synced_;
+}
+
+std::map<std::string, json> Informer::Snapshot() const {
+  std::lock_guard lock(mu_);
+  return cache_;
+}
+
+std::optional<json> Informer::Get(const std::string& key) const {
+  std::lock_guard lock(mu_);
+  auto it = cache_.find(key);
+  if (it == cache_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::string Informer::LastResourceVersion() const {
+  std::lock_guard lock(mu_);
+  return last_rv_;
+}
+
+InformerStats Informer::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
+bool Informer::SleepUnlessStopped(std::chrono::milliseconds d) {
+  std::unique_lock lock(mu_);
+  return !cv_.wait_for(lock, d, [this] { return stop_.load(); });
+}
+
+void Informer::Fail(const std::exception& e) {
+  std::lock_guard lock(mu_);
+  ++stats_.errors;
+  stats_.last_error = e.what();
+}
+
+bool Informer::Relist() {
+  ListOptions lo;
+  lo.label_selector = options_.label_selector;
+  lo.field_selector = options_.field_selector;
+  lo.stop = &stop_;
+  json list = client_.ListAll(options_.resource, options_.ns, lo, options_.page_size);
+  if (stop_) return false;
+  std::map<std::string, json> fresh;
+  for (auto& item : list["items"]) {
+    std::string key = KeyOf(item);
+    fresh[key] = std::move(item);
+  }
+  // The differences between the old cache and the list are what a watcher would have seen.
+  struct Change {
+    WatchEventType type;
+    json old_object;
+    json object;
+  };
+  std::vector<Change> changes;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [key, obj] : fresh) {
+      auto it = cache_.find(key);
+      if (it == cache_.end()) {
+        changes.push_back({WatchEventType::kAdded, json(), obj});
+      } else if (RvOf(it->second) != RvOf(obj) || it->second != obj) {
+        changes.push_back({WatchEventType::kModified, it->second, obj});
+      }
+    }
+    for (const auto& [key, obj] : cache_) {
+      if (!fresh.count(key)) changes.push_back({WatchEventType::kDeleted, obj, obj});
+    }
+    cache_ = std::move(fresh);
+    if (auto m = list.find("metadata"); m != list.end() && m->is_object()) {
+      last_rv_ = m->value("resourceVersion", "");
+    }
+    ++stats_.lists;
+  }
+  for (const auto& c : changes) {
+    try {
+      if (c.type == WatchEventType::kAdded && handlers_.on_add) handlers_.on_add(c.object);
+      if (c.type == WatchEventType::kModified && handlers_.on_update) {
+        handlers_.on_update(c.old_object, c.object);
+      }
+      if (c.type == WatchEventType::kDeleted && handlers_.on_delete) handlers_.on_delete(c.object);
+    } catch (const std::exception& e) {
+      Fail(e);  // a handler's bug must not stop the informer
+    }
+  }
+  // Synced only once the handlers have seen the first list, so a caller that waited for sync
+  // may rely on its on_add calls having happened.
+  {
+    std::lock_guard lock(mu_);
+    synced_ = true;
+  }
+  cv_.notify_all();
+  return true;
+}
+
+void Informer::Apply(WatchEventType type, json object) {
+  std::string rv = RvOf(object);
+  if (type == WatchEventType::kBookmark) {
+    std::lock_guard lock(mu_);
+    if (!rv.empty()) last_rv_ = rv;
+    return;
+  }
+  std::string key = KeyOf(object);
+  std::optional<json> old;
+  {
+    std::lock_guard lock(mu_);
+    auto it = cache_.find(key);
+    if (it != cache_.end()) old = it->second;
+    if (type == WatchEventType::kDeleted) {
+      cache_.erase(key);
+    } else {
+      cache_[key] = object;
+    }
+    if (!rv.empty()) last_rv_ = rv;
+  }
+  try {
+    if (type == WatchEventType::kDeleted) {
+      if (handlers_.on_delete) handlers_.on_delete(object);
+    } else if (old) {
+      if (handlers_.on_update) handlers_.on_update(*old, object);
+    } else if (handlers_.on_add) {
+      handlers_.on_add(object);
+    }
+  } catch (const std::exception& e) {
+    Fail(e);
+  }
+}
+
+void Informer::WatchOnce() {
+  WatchOptions wo;
+  wo.label_selector = options_.label_selector;
+  wo.field_selector = options_.field_selector;
+  wo.resource_version = LastResourceVersion();
+  wo.allow_bookmarks = true;
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  int64_t min = options_.min_watch_timeout.count();
+  wo.timeout_seconds =
+      min + std::uniform_int_distribution<int64_t>(0, std::max<int64_t>(0, min - 1))(rng);
+  {
+    std::lock_guard lock(mu_);
+    ++stats_.watches;
+  }
+  client_.Watch(
+      options_.resource, options_.ns, wo,
+      [this](const WatchEvent& e) {
+        Apply(e.type, e.object);
+        return !stop_.load();
+      },
+      &stop_);
+}
+
+void Informer::Run() {
+  bool need_list = true;
+  int failures = 0;
+  std::mt19937_64 rng{std::random_device{}()};
+  auto backoff = [&]() {
+    int64_t d = options_.backoff_base.count();
+    for (int i = 1; i < failures && d < options_.backoff_cap.count(); ++i)
+      d *= 2;
+    d = std::min<int64_t>(d, options_.backoff_cap.count());
+    return std::chrono::milliseconds(std::uniform_int_distribution<int64_t>(d / 2, d)(rng));
+  };
+  while (!stop_) {
+    try {
+      if (need_list) {
+        if (!Relist()) break;
+        need_list = false;
+      }
+      auto started = std::chrono::steady_clock::now();
+      std::string rv_before = LastResourceVersion();
+      WatchOnce();
+      if (stop_) break;
+      // A stream that ended at once without progress means the server is unwell (client-go's
+      // "very short watch"): back off instead of spinning.
+      bool short_watch = std::chrono::steady_clock::now() - started < std::chrono::seconds(1) &&
+                         LastResourceVersion() == rv_before;
+      failures = short_watch ? failures + 1 : 0;
+      if (short_watch && !SleepUnlessStopped(backoff())) break;
+    } catch (const ApiError& e) {
+      if (stop_) break;
+      if (IsExpired(e)) {
+        // Our resourceVersion fell out of the server's history: only a fresh list can tell
+        // what changed meanwhile.
+        std::lock_guard lock(mu_);
+        ++stats_.relists_after_expired;
+        need_list = true;
+        continue;
+      }
+      Fail(e);
+      ++failures;
+      if (!SleepUnlessStopped(backoff())) break;
+    } catch (const std::exception& e) {
+      if (stop_) break;
+      Fail(e);
+      ++failures;
+      need_list = true;  // an unparseable stream: start over from a clean list
+      if (!SleepUnlessStopped(backoff())) break;
+    }
+  }
+}
+
+}  // namespace starforge::kube

@@ -1,0 +1,272 @@
+// The informer against tools/kubesim: sync, resume after a dropped stream, relist after 410 in
+// both forms (HTTP 410 and an ERROR event inside a 200 stream), and a cache equal to the server's
+// list after churn.
+#include <atomic>
+#include <cctype>
+#include <memory>
+#include <random>
+#include <set>
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "kubesim_fixture.h"
+#include "starforge/kube/informer.h"
+
+namespace starforge::kube {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+// A namespace per test, so tests can share one kubesim (it takes a while to start).
+std::string TestNamespace() {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string name = std::string(info->name());
+  std::string out = "i-";
+  for (char c : name) {
+    if (std::isalnum(static_cast<unsigned char>(c)))
+      out.push_back(static_cast<char>(std::tolower(c)));
+  }
+  return out.substr(0, 60);
+}
+
+// Records handler calls as "add:name", "update:name", "delete:name".
+class Recorder {
+ public:
+  InformerHandlers Handlers() {
+    return {[this](const json& o) { Add("add:" + Name(o)); },
+            [this](const json&, const json& o) { Add("update:" + Name(o)); },
+            [this](const json& o) { Add("delete:" + Name(o)); }};
+  }
+  std::vector<std::string> Events() {
+    std::lock_guard lock(mu_);
+    return events_;
+  }
+  bool Saw(const std::string& e) {
+    auto v = Events();
+    return std::find(v.begin(), v.end(), e) != v.end();
+  }
+
+ private:
+  static std::string Name(const json& o) { return o["metadata"].value("name", ""); }
+  void Add(std::string e) {
+    std::lock_guard lock(mu_);
+    events_.push_back(std::move(e));
+  }
+  std::mutex mu_;
+  std::vector<std::string> events_;
+};
+
+template <typename F>
+bool Eventually(F f, std::chrono::milliseconds timeout = 10s) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (f()) return true;
+    std::this_thread::sleep_for(20ms);
+  }
+  return f();
+}
+
+class InformerKubesimTest : public ::testing::Test {
+ public:
+  static void SetUpTestSuite() { sim_ = testing::StartKubesim({}, &sim_error_); }
+  static void TearDownTestSuite() { sim_.reset(); }
+  void SetUp() override {
+    ASSERT_TRUE(sim_) << sim_error_;
+    kNs = TestNamespace();
+    ClientConfig c;
+    c.server = sim_->url();
+    ClientOptions o;
+    o.backoff_base = 10ms;
+    o.backoff_cap = 50ms;
+    client_ = std::make_unique<Client>(c, o);
+    client_->Create(resources::kNamespaces, "", {{"metadata", {{"name", kNs}}}});
+    Faults({{"rules", json::array()}});
+    client_->Raw("DELETE", "/kubesim/requests");
+  }
+  // Waits until kubesim has received `n` watch requests and the latest is serving.
+  void WaitWatching(int64_t n) {
+    ASSERT_TRUE(Eventually([&] {
+      json c = json::parse(client_->Raw("GET", "/kubesim/requests"))["requests"];
+      return c.value("watch configmaps", int64_t{0}) >= n;
+    }));
+    std::this_thread::sleep_for(100ms);
+  }
+  InformerOptions Options() {
+    InformerOptions o;
+    o.resource = resources::kConfigMaps;
+    o.ns = kNs;
+    o.page_size = 2;  // forces paging on the initial list
+    o.backoff_base = 20ms;
+    o.backoff_cap = 200ms;
+    return o;
+  }
+  void Create(const std::string& name) {
+    client_->Create(resources::kConfigMaps, kNs,
+                    {{"metadata", {{"name", name}}}, {"data", {{"v", "0"}}}});
+  }
+  void Set(const std::string& name, const std::string& v) {
+    client_->MergePatch(resources::kConfigMaps, kNs, name, {{"data", {{"v", v}}}});
+  }
+  void Delete(const std::string& name) { client_->Delete(resources::kConfigMaps, kNs, name); }
+  void Faults(const json& body) {
+    client_->Raw("POST", "/kubesim/faults", {}, body.dump(), "application/json");
+  }
+  // name -> data.v of the server's objects.
+  std::map<std::string, std::string> ServerState() {
+    std::map<std::string, std::string> out;
+    json list = client_->ListAll(resources::kConfigMaps, kNs);
+    for (auto& item : list["items"]) {
+      out[item["metadata"]["name"]] = item["data"].value("v", "");
+    }
+    return out;
+  }
+  std::map<std::string, std::string> CacheState(const Informer& inf) {
+    std::map<std::string, std::string> out;
+    for (auto& [key, obj] : inf.Snapshot()) {
+      out[obj["metadata"]["name"]] = obj["data"].value("v", "");
+      EXPECT_EQ(key, std::string(kNs) + "/" + obj["metadata"]["name"].get<std::string>());
+    }
+    return out;
+  }
+
+  static std::unique_ptr<testing::Kubesim> sim_;
+  static std::string sim_error_;
+  std::unique_ptr<Client> client_;
+  std::string kNs;
+};
+
+std::unique_ptr<testing::Kubesim> InformerKubesimTest::sim_;
+std::string InformerKubesimTest::sim_error_;
+
+TEST_F(InformerKubesimTest, SyncsThenFollowsChanges) {
+  for (const char* n : {"a", "b", "c"})
+    Create(n);
+  Recorder rec;
+  Informer inf(*client_, Options(), rec.Handlers());
+  inf.Start();
+  ASSERT_TRUE(inf.WaitForSync(10s));
+  EXPECT_EQ(CacheState(inf).size(), 3u);
+  EXPECT_TRUE(rec.Saw("add:a") && rec.Saw("add:b") && rec.Saw("add:c"));
+  Create("d");
+  Set("a", "1");
+  Delete("b");
+  ASSERT_TRUE(Eventually([&] { return CacheState(inf) == ServerState(); }));
+  EXPECT_TRUE(
+      Eventually([&] { return rec.Saw("add:d") && rec.Saw("update:a") && rec.Saw("delete:b"); }));
+  EXPECT_EQ(inf.Get(std::string(kNs) + "/a").value()["data"]["v"], "1");
+  EXPECT_FALSE(inf.Get(std::string(kNs) + "/b").has_value());
+  auto stop_at = std::chrono::steady_clock::now();
+  inf.Stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - stop_at, 2s);
+  EXPECT_EQ(inf.stats().lists, 1);
+}
+
+TEST_F(InformerKubesimTest, ResumesAfterAForcedWatchCloseWithoutRelisting) {
+  Create("a");
+  Recorder rec;
+  Informer inf(*client_, Options(), rec.Handlers());
+  inf.Start();
+  ASSERT_TRUE(inf.WaitForSync(10s));
+  WaitWatching(1);
+  int64_t watches = inf.stats().watches;
+  client_->Raw("POST", "/kubesim/watches/close");
+  ASSERT_TRUE(Eventually([&] { return inf.stats().watches > watches; }));
+  Create("after-close");
+  ASSERT_TRUE(Eventually([&] { return rec.Saw("add:after-close"); }));
+  EXPECT_EQ(inf.stats().lists, 1);  // resumed from the last rv, no relist
+  EXPECT_EQ(inf.stats().relists_after_expired, 0);
+  EXPECT_EQ(CacheState(inf), ServerState());
+}
+
+// Makes the informer's next watch start from a compacted resourceVersion: the re-watch request
+// is delayed by kubesim while objects change and history is compacted.
+void ExpireInformer(InformerKubesimTest* t, Informer& inf, const std::string& form,
+                    const std::function<void()>& changes) {
+  (void)inf;
+  t->Faults({{"rules",
+              {{{"verb", "watch"}, {"resource", "configmaps"}, {"latencyMs", 1500}, {"count", 1}}}},
+             {"watchExpiredAs", form}});
+  t->client_->Raw("POST", "/kubesim/watches/close");
+  std::this_thread::sleep_for(300ms);  // the informer is now waiting on the delayed watch
+  changes();
+  t->client_->Raw("POST", "/kubesim/compact");
+}
+
+class InformerExpiredTest : public InformerKubesimTest,
+                            public ::testing::WithParamInterface<std::string> {};
+
+TEST_P(InformerExpiredTest, RelistsAndEmitsTheDifferences) {
+  for (const char* n : {"keep", "change", "remove"})
+    Create(n);
+  Recorder rec;
+  Informer inf(*client_, Options(), rec.Handlers());
+  inf.Start();
+  ASSERT_TRUE(inf.WaitForSync(10s));
+  WaitWatching(1);
+  ExpireInformer(this, inf, GetParam(), [&] {
+    Set("change", "1");
+    Delete("remove");
+    Create("new");
+  });
+  ASSERT_TRUE(Eventually([&] { return inf.stats().relists_after_expired >= 1; }))
+      << inf.stats().last_error;
+  ASSERT_TRUE(Eventually([&] { return CacheState(inf) == ServerState(); }));
+  EXPECT_GE(inf.stats().lists, 2);
+  EXPECT_TRUE(Eventually(
+      [&] { return rec.Saw("update:change") && rec.Saw("delete:remove") && rec.Saw("add:new"); }));
+  EXPECT_FALSE(rec.Saw("update:keep"));  // unchanged objects produce no event
+}
+
+INSTANTIATE_TEST_SUITE_P(BothForms, InformerExpiredTest, ::testing::Values("event", "http"));
+
+TEST_F(InformerKubesimTest, CacheEqualsServerAfterChurn) {
+  Informer inf(*client_, Options());
+  inf.Start();
+  ASSERT_TRUE(inf.WaitForSync(10s));
+  std::mt19937 rng(7);
+  std::set<std::string> live;
+  for (int i = 0; i < 120; ++i) {
+    std::string name = "o" + std::to_string(rng() % 15);
+    if (!live.count(name)) {
+      Create(name);
+      live.insert(name);
+    } else if (rng() % 3 == 0) {
+      Delete(name);
+      live.erase(name);
+    } else {
+      Set(name, std::to_string(i));
+    }
+    if (i % 40 == 20) client_->Raw("POST", "/kubesim/watches/close");  // dropped streams
+    if (i == 70) client_->Raw("POST", "/kubesim/compact");
+  }
+  ASSERT_TRUE(Eventually([&] { return CacheState(inf) == ServerState(); }))
+      << inf.stats().last_error;
+}
+
+TEST_F(InformerKubesimTest, BacksOffWhileTheServerFailsAndRecovers) {
+  Faults(
+      {{"rules", {{{"verb", "list"}, {"resource", "configmaps"}, {"code", 403}, {"count", 3}}}}});
+  Create("a");
+  Informer inf(*client_, Options());
+  inf.Start();
+  ASSERT_TRUE(inf.WaitForSync(10s));
+  EXPECT_GE(inf.stats().errors, 3);
+  EXPECT_THAT(inf.stats().last_error, ::testing::HasSubstr("Forbidden"));
+  EXPECT_EQ(CacheState(inf), ServerState());
+}
+
+TEST_F(InformerKubesimTest, StopIsPromptWhileWatching) {
+  Informer inf(*client_, Options());
+  inf.Start();
+  ASSERT_TRUE(inf.WaitForSync(10s));
+  std::this_thread::sleep_for(200ms);
+  auto start = std::chrono::steady_clock::now();
+  inf.Stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
+}
+
+}  // namespace
+}  // namespace starforge::kube
