@@ -1,0 +1,112 @@
+#include "internal.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+#include <vector>
+
+#include "starforge/capsule/manifest.h"
+
+namespace starforge::capsule::internal {
+
+Sha256::Sha256() : ctx_(EVP_MD_CTX_new()) {
+  if (ctx_ == nullptr || EVP_DigestInit_ex(ctx_, EVP_sha256(), nullptr) != 1)
+    throw std::runtime_error("OpenSSL: cannot initialise SHA-256");
+}
+
+Sha256::~Sha256() {
+  EVP_MD_CTX_free(ctx_);
+}
+
+void Sha256::Update(const void* data, size_t size) {
+  EVP_DigestUpdate(ctx_, data, size);
+}
+
+std::string Sha256::HexDigest() {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_DigestFinal_ex(ctx_, md, &len);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string hex;
+  hex.reserve(2 * len);
+  for (unsigned int i = 0; i < len; ++i) {
+    hex += kHex[md[i] >> 4];
+    hex += kHex[md[i] & 15];
+  }
+  return hex;
+}
+
+std::string Sha256Hex(std::string_view data) {
+  Sha256 h;
+  h.Update(data.data(), data.size());
+  return h.HexDigest();
+}
+
+void Fd::Reset(int fd) {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = fd;
+}
+
+long ReadFull(int fd, char* buf, size_t size) {
+  size_t got = 0;
+  while (got < size) {
+    const ssize_t n = ::read(fd, buf + got, size - got);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+  }
+  return static_cast<long>(got);
+}
+
+bool HashPath(const std::string& path, std::string* hex, uint64_t* size, std::string* error) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) {
+    *error = path + ": " + ErrnoText(errno);
+    return false;
+  }
+  std::vector<char> buf(1 << 20);
+  Sha256 sha;
+  *size = 0;
+  while (true) {
+    const long n = ReadFull(fd.get(), buf.data(), buf.size());
+    if (n < 0) {
+      *error = path + ": " + ErrnoText(errno);
+      return false;
+    }
+    if (n == 0) break;
+    sha.Update(buf.data(), static_cast<size_t>(n));
+    *size += static_cast<uint64_t>(n);
+  }
+  *hex = sha.HexDigest();
+  return true;
+}
+
+std::string ErrnoText(int errnum) {
+  char buf[256];
+  // GNU strerror_r may return a static string instead of filling buf.
+  return strerror_r(errnum, buf, sizeof buf);
+}
+
+std::string Printable(std::string_view path) {
+  const bool utf8 = IsValidUtf8(path);
+  std::string out;
+  for (unsigned char c : path) {
+    if (c < 0x20 || c == 0x7f || (c >= 0x80 && !utf8) || c == '\\') {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+}  // namespace starforge::capsule::internal

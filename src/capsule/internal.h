@@ -1,0 +1,56 @@
+// Helpers shared by the capsule sources. Private to src/capsule.
+#pragma once
+
+#include <openssl/evp.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace starforge::capsule::internal {
+
+// Streaming SHA-256 (OpenSSL's EVP picks the SHA-NI / AVX code paths at run time).
+class Sha256 {
+ public:
+  Sha256();
+  ~Sha256();
+  Sha256(const Sha256&) = delete;
+  Sha256& operator=(const Sha256&) = delete;
+  void Update(const void* data, size_t size);
+  // Lower-case hex of the digest; the object must not be updated afterwards.
+  std::string HexDigest();
+
+ private:
+  EVP_MD_CTX* ctx_;
+};
+
+std::string Sha256Hex(std::string_view data);
+
+// A file descriptor closed on destruction.
+class Fd {
+ public:
+  explicit Fd(int fd = -1) : fd_(fd) {}
+  ~Fd() { Reset(); }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+  void Reset(int fd = -1);
+
+ private:
+  int fd_;
+};
+
+// Reads until `size` bytes or end of file, retrying EINTR; -1 on error (errno set).
+long ReadFull(int fd, char* buf, size_t size);
+
+// SHA-256 (hex) and size of the file at `path`; false with *error set when it cannot be read.
+bool HashPath(const std::string& path, std::string* hex, uint64_t* size, std::string* error);
+
+// strerror(errnum) as a std::string (thread-safe).
+std::string ErrnoText(int errnum);
+
+// A path for messages: printable ASCII and valid UTF-8 as is, other bytes as \xNN, so that a
+// hostile name cannot mangle the terminal or hide in the output.
+std::string Printable(std::string_view path);
+
+}  // namespace starforge::capsule::internal

@@ -1,1 +1,0 @@
-// Placeholder: the capsule component is being written.

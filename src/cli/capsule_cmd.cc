@@ -1,0 +1,198 @@
+// `forge capsule build`, `forge capsule inspect`.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include "command.h"
+#include "starforge/capsule/capsule.h"
+#include "starforge/capsule/collect.h"
+#include "starforge/capsule/inspect.h"
+#include "starforge/cli/forge.h"
+#include "starforge/jobspec/parse.h"
+
+namespace starforge::cli {
+
+namespace {
+
+// Where `forge capsule build` writes without -o, relative to the code directory.
+constexpr const char* kDefaultOutputDir = ".forge/capsules";
+
+std::string Column(uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%10s", capsule::FormatBytes(bytes).c_str());
+  return buf;
+}
+
+std::string Plural(size_t n, const char* word) {
+  return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
+}
+
+// Progress on one rewritten line, only when standard error is a terminal (never in logs or
+// captured output) and only once the build has taken a moment.
+class ProgressLine {
+ public:
+  explicit ProgressLine(Context& c) : err_(c.err), enabled_(&c.err == &std::cerr && ::isatty(2)) {}
+  ~ProgressLine() { Clear(); }
+
+  void Update(const capsule::BuildProgress& p) {
+    if (!enabled_) return;
+    if (std::chrono::steady_clock::now() - start_ < std::chrono::milliseconds(500)) return;
+    const char* what = p.phase == capsule::BuildProgress::Phase::kHashing ? "hashing" : "writing";
+    const int percent = p.bytes_total ? static_cast<int>(100 * p.bytes_done / p.bytes_total) : 100;
+    err_ << "\r\033[K" << what << " " << capsule::FormatBytes(p.bytes_done) << " of "
+         << capsule::FormatBytes(p.bytes_total) << " (" << percent << "%)" << std::flush;
+    shown_ = true;
+  }
+  void Clear() {
+    if (shown_) err_ << "\r\033[K" << std::flush;
+    shown_ = false;
+  }
+
+ private:
+  std::ostream& err_;
+  bool enabled_;
+  bool shown_ = false;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
+int Build(Context& c, const std::string& dir, const std::string& job_file,
+          const std::string& output, bool list) {
+  config::Config cfg;
+  if (!LoadConfig(c, &cfg)) return kExitUsage;
+  if (!list && job_file.empty()) {
+    c.err << "forge: capsule build: --job is required (the JobSpec goes into the capsule)\n";
+    return kExitUsage;
+  }
+  std::optional<jobspec::JobSpec> spec;
+  if (!job_file.empty()) {
+    spec = LoadJob(c, job_file, cfg);
+    if (!spec) return kExitInvalid;
+  }
+
+  capsule::CollectResult files = capsule::Collect(dir);
+  for (const auto& w : files.warnings)
+    c.err << "forge: warning: " << w << "\n";
+  if (!files.ok()) {
+    for (const auto& e : files.errors)
+      c.err << "forge: " << dir << ": " << e << "\n";
+    return kExitInvalid;
+  }
+
+  if (list) {
+    for (const auto& f : files.files)
+      c.out << Column(f.size) << (f.executable ? "  x  " : "     ") << f.path << "\n";
+    if (spec) {
+      c.out << Column(jobspec::ToCanonicalText(*spec).size()) << "     " << capsule::kJobSpecPath
+            << "\n";
+    }
+    c.out << "     " << capsule::kRunnerPath << ", " << capsule::kManifestPath << " (StarForge's)\n"
+          << Plural(files.files.size(), "file") << " of yours, "
+          << capsule::FormatBytes(files.TotalBytes()) << " before compression\n";
+    return kExitOk;
+  }
+
+  capsule::BuildOptions opts;
+  if (output.empty()) {
+    // Inside the code directory's .forge/, which the default rules ignore: a capsule written
+    // into the tree would otherwise go into the next capsule.
+    opts.output_dir = std::filesystem::path(dir) / kDefaultOutputDir;
+    std::error_code ec;
+    std::filesystem::create_directories(opts.output_dir, ec);
+    if (ec) {
+      c.err << "forge: cannot create " << opts.output_dir.string() << ": " << ec.message() << "\n";
+      return kExitInvalid;
+    }
+  } else {
+    opts.output = output;
+    std::error_code ec;
+    const auto tree = std::filesystem::weakly_canonical(dir, ec);
+    const auto out = std::filesystem::weakly_canonical(output, ec);
+    const auto rel = out.lexically_relative(tree);
+    if (!ec && !rel.empty() && *rel.begin() != ".." && *rel.begin() != ".forge") {
+      c.err << "forge: warning: " << output << " is inside " << dir
+            << "; add it to .forgeignore, or the next capsule will contain this one\n";
+    }
+  }
+  ProgressLine progress(c);
+  opts.max_bytes = cfg.capsule_max_bytes;
+  opts.progress = [&progress](const capsule::BuildProgress& p) { progress.Update(p); };
+  capsule::BuildResult r = capsule::Build(files.files, *spec, opts);
+  progress.Clear();
+  if (!r.ok()) {
+    for (const auto& e : r.errors)
+      c.err << "forge: " << e << "\n";
+    return kExitInvalid;
+  }
+  c.out << "capsule  " << r.path.string() << "\n"
+        << "sha256   " << r.sha256 << "\n"
+        << "size     " << r.size << " bytes (" << capsule::FormatBytes(r.size) << ")\n"
+        << "files    " << r.manifest.files.size() + 1 << " (" << r.user_files
+        << " yours + 3 StarForge's)\n"
+        << "key      " << capsule::ObjectKey(r.sha256) << "\n";
+  return kExitOk;
+}
+
+int Inspect(Context& c, const std::string& file) {
+  capsule::InspectResult r = capsule::Inspect(file);
+  if (!r.sha256.empty()) {
+    c.out << "capsule  " << file << "\n"
+          << "sha256   " << r.sha256 << "\n"
+          << "size     " << r.size << " bytes (" << capsule::FormatBytes(r.size) << ")\n";
+  }
+  if (r.manifest) {
+    c.out << "files    " << r.manifest->files.size() + 1 << " (manifest version "
+          << r.manifest->version << ")\n";
+    for (const auto& f : r.manifest->files) {
+      c.out << Column(f.size) << (f.executable ? "  x  " : "     ") << f.sha256 << "  " << f.path
+            << "\n";
+    }
+  }
+  for (const auto& p : r.problems)
+    c.err << "forge: " << file << ": " << p << "\n";
+  if (!r.ok()) {
+    c.err << "forge: " << file << ": " << Plural(r.problems.size(), "problem")
+          << "; do not run this capsule\n";
+    return kExitInvalid;
+  }
+  c.out << "ok: " << Plural(r.verified, "file") << " verified against the manifest\n";
+  return kExitOk;
+}
+
+}  // namespace
+
+void RegisterCapsuleCommands(Registry& registry) {
+  struct Options {
+    std::string dir;
+    std::string job_file;
+    std::string output;
+    bool list = false;
+    std::string file;
+  };
+  auto opts = std::make_shared<Options>();
+
+  CLI::App* capsule =
+      registry.app().add_subcommand("capsule", "Build and check Job Capsules (code + JobSpec)");
+  capsule->require_subcommand(1);
+
+  CLI::App* build = registry.Add(
+      capsule, "build",
+      "Package a code directory and a JobSpec into a capsule; print its digest, size and file "
+      "count",
+      [opts](Context& c) { return Build(c, opts->dir, opts->job_file, opts->output, opts->list); });
+  build->add_option("DIR", opts->dir, "Code directory (.forgeignore at its root applies)")
+      ->required();
+  build->add_option("--job", opts->job_file, "JobSpec file (YAML or JSON; - for stdin)");
+  build->add_option("-o,--output", opts->output,
+                    "Capsule file (default: DIR/.forge/capsules/sha256-<hex>.zip)");
+  build->add_flag("--list", opts->list, "Show what would go in, with sizes, without building");
+
+  CLI::App* inspect = registry.Add(
+      capsule, "inspect", "List a capsule's manifest and verify every entry; exit 1 on a mismatch",
+      [opts](Context& c) { return Inspect(c, opts->file); });
+  inspect->add_option("FILE", opts->file, "Capsule file")->required();
+}
+
+}  // namespace starforge::cli

@@ -1,0 +1,77 @@
+// The Job Capsule: a deterministic zip of the user's files (at the top level) and StarForge's
+// (.starforge/jobspec.json, manifest.json, runner.pyz), named by its SHA-256. See
+// docs/capsule.md for the format and the guarantees.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "starforge/capsule/collect.h"
+#include "starforge/capsule/manifest.h"
+#include "starforge/jobspec/jobspec.h"
+
+namespace starforge::capsule {
+
+inline constexpr const char* kJobSpecPath = ".starforge/jobspec.json";
+inline constexpr const char* kRunnerPath = ".starforge/runner.pyz";
+inline constexpr int64_t kDefaultMaxBytes = 512LL << 20;  // FORGE_CAPSULE_MAX_BYTES default
+
+struct BuildProgress {
+  enum class Phase { kHashing, kWriting };
+  Phase phase = Phase::kHashing;
+  uint64_t bytes_done = 0;
+  uint64_t bytes_total = 0;
+};
+
+struct BuildOptions {
+  // The capsule file. Empty: `output_dir/sha256-<hex>.zip`. Written in a private temporary
+  // directory beside it (.forge-capsule-XXXXXX/) and renamed: either absent or complete.
+  std::filesystem::path output;
+  std::filesystem::path output_dir = ".";
+  int64_t max_bytes = kDefaultMaxBytes;  // FORGE_CAPSULE_MAX_BYTES
+  // The runner zipapp stored as .starforge/runner.pyz; unset: runner::Zipapp().
+  std::optional<std::string_view> runner;
+  int threads = 0;  // threads hashing and deflating; 0: one per core (the output is the same)
+  // Called on the calling thread, at most about ten times a second.
+  std::function<void(const BuildProgress&)> progress;
+};
+
+struct BuildResult {
+  std::vector<std::string> errors;  // non-empty → no file was written
+  std::string sha256;               // of the archive bytes: the capsule's identity
+  uint64_t size = 0;                // archive bytes
+  std::filesystem::path path;       // where it was written
+  Manifest manifest;                // as stored in .starforge/manifest.json
+  size_t user_files = 0;            // files of the user's (entries = user_files + 3)
+  bool ok() const { return errors.empty(); }
+};
+
+// Builds a capsule from `files` (normally Collect(dir).files) and `spec`. Byte-identical output
+// for the same file contents, executable bits, paths, JobSpec and runner, wherever the files
+// live and whatever their times, owners or other permission bits. Refuses: no files (Ray would
+// strip a lone .starforge/ directory), unsafe, duplicate or reserved (.starforge/) paths, a file
+// that is also a directory prefix of another, files that cannot be read or that change while
+// being read, and an archive over `max_bytes` (the error lists the ten largest files).
+BuildResult Build(const std::vector<InputFile>& files, const jobspec::JobSpec& spec,
+                  const BuildOptions& options);
+
+// The object-store key of a capsule: "capsules/sha256-<hex>.zip".
+std::string ObjectKey(std::string_view sha256_hex);
+
+// "sha256-<hex>.zip": the file name part of ObjectKey.
+std::string FileName(std::string_view sha256_hex);
+
+// Bytes for people: "812 B", "4.0 KiB", "1.5 GiB".
+std::string FormatBytes(uint64_t bytes);
+
+// Whether a file's contents are stored rather than deflated: decided from its first 64 KiB
+// alone (a near-uniform byte histogram means already compressed or random data), so that the
+// choice is the same on every machine and costs no trial compression.
+bool LooksIncompressible(std::string_view head);
+
+}  // namespace starforge::capsule

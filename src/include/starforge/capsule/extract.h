@@ -1,0 +1,34 @@
+// Unpacking an archive someone else made (code uploaded to the API) without trusting it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace starforge::capsule {
+
+struct ExtractLimits {
+  uint64_t max_total_bytes = 4ULL << 30;  // sum of the files' uncompressed sizes
+  size_t max_entries = 100'000;
+};
+
+struct ExtractResult {
+  std::vector<std::string> errors;  // non-empty → nothing is left at the destination
+  size_t files = 0;
+  uint64_t bytes = 0;
+  bool ok() const { return errors.empty(); }
+};
+
+// Unpacks the zip `archive` into `dest`, which must not exist yet (its parent must). Refuses,
+// before writing anything, entries with absolute, '..', '.', empty, non-UTF-8, control-character
+// or backslash names; duplicates; a file that is also another entry's directory; symlinks and
+// other special files; encrypted entries; more than max_entries entries; declared sizes over
+// max_total_bytes. While writing, counts the bytes actually inflated (a zip bomb's headers may
+// lie) and stops at the limit. Regular files get 0644, or 0755 if the archive marks them
+// executable (Unix attributes); directory entries become directories.
+ExtractResult ExtractZip(const std::filesystem::path& archive, const std::filesystem::path& dest,
+                         const ExtractLimits& limits = {});
+
+}  // namespace starforge::capsule

@@ -1,0 +1,29 @@
+// Reading a capsule back: its identity, its manifest, and whether every entry matches it.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "starforge/capsule/manifest.h"
+
+namespace starforge::capsule {
+
+struct InspectResult {
+  std::string sha256;                 // of the archive bytes ("" if unreadable)
+  uint64_t size = 0;                  // archive bytes
+  std::optional<Manifest> manifest;   // set when .starforge/manifest.json was readable and valid
+  std::vector<std::string> problems;  // one per mismatch, missing, extra or unsafe entry
+  size_t verified = 0;                // manifest entries whose size and SHA-256 matched
+  bool ok() const { return manifest.has_value() && problems.empty(); }
+};
+
+// Opens `capsule` and checks it the way the runner will: every manifest entry present with its
+// size, SHA-256 and executable bit; no entry missing from the manifest; safe unique names; no
+// directory entries; StarForge's files present; more than one top-level entry (else Ray would
+// strip the top directory).
+InspectResult Inspect(const std::filesystem::path& capsule);
+
+}  // namespace starforge::capsule

@@ -1,0 +1,130 @@
+// Inspect: a capsule that does not match its manifest is caught, whatever was changed.
+#include "starforge/capsule/inspect.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "capsule_test_support.h"
+#include "starforge/capsule/capsule.h"
+
+namespace starforge::capsule {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using testing::Python;
+using testing::Quote;
+using testing::Read;
+using testing::Shell;
+using testing::TempDir;
+using testing::Write;
+namespace fs = std::filesystem;
+
+std::string Joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& e : v)
+    s += e + "\n";
+  return s;
+}
+
+class InspectTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Write(t_ / "code/train.py", "print('train')\n");
+    Write(t_ / "code/lib/util.py", "def f():\n    return 1\n");
+    Write(t_ / "code/run.sh", "#!/bin/sh\n", fs::perms(0755));
+    CollectResult c = Collect(t_ / "code");
+    BuildOptions opts;
+    opts.output = capsule_;
+    opts.runner = "runner";
+    BuildResult r = Build(c.files, testing::MiniSpec(), opts);
+    ASSERT_TRUE(r.ok()) << Joined(r.errors);
+  }
+
+  // Python rewrites the archive (valid zip, consistent CRCs), so only the manifest can tell.
+  // `command` is "replace" (data given) or "drop".
+  fs::path Tampered(const std::string& command, const std::string& name,
+                    const std::string& data = "") {
+    const fs::path out = t_ / "tampered.zip";
+    fs::remove(out);
+    std::string args =
+        command + " " + Quote(capsule_.string()) + " " + Quote(out.string()) + " " + Quote(name);
+    if (command == "replace") args += " " + Quote(data);
+    testing::Output o = Shell(Python(args));
+    EXPECT_EQ(o.code, 0) << o.out;
+    return out;
+  }
+
+  TempDir t_;
+  fs::path capsule_ = t_ / "c.zip";
+};
+
+TEST_F(InspectTest, AGoodCapsuleVerifies) {
+  InspectResult r = Inspect(capsule_);
+  EXPECT_TRUE(r.ok()) << Joined(r.problems);
+  EXPECT_EQ(r.verified, 5u);
+}
+
+TEST_F(InspectTest, ChangedContentIsCaught) {
+  InspectResult r = Inspect(Tampered("replace", "train.py", "print('evil!')\n"));
+  EXPECT_FALSE(r.ok());
+  ASSERT_EQ(r.problems.size(), 1u) << Joined(r.problems);
+  EXPECT_THAT(r.problems[0], HasSubstr("train.py: SHA-256 "));
+  EXPECT_THAT(r.problems[0], HasSubstr("the manifest says"));
+}
+
+TEST_F(InspectTest, ChangedSizeIsCaught) {
+  InspectResult r = Inspect(Tampered("replace", "lib/util.py", "x"));
+  ASSERT_EQ(r.problems.size(), 1u) << Joined(r.problems);
+  EXPECT_THAT(r.problems[0], HasSubstr("lib/util.py: size 1 bytes, the manifest says 22"));
+}
+
+TEST_F(InspectTest, ExtraAndMissingEntriesAreCaught) {
+  InspectResult extra = Inspect(Tampered("replace", "sneaky.py", "import os"));
+  EXPECT_THAT(extra.problems, ElementsAre("sneaky.py: in the archive but not in the manifest"));
+  InspectResult missing = Inspect(Tampered("drop", "lib/util.py"));
+  EXPECT_THAT(missing.problems,
+              ElementsAre("lib/util.py: in the manifest but missing from the archive"));
+  InspectResult no_manifest = Inspect(Tampered("drop", ".starforge/manifest.json"));
+  EXPECT_FALSE(no_manifest.ok());
+  EXPECT_THAT(Joined(no_manifest.problems), HasSubstr(".starforge/manifest.json: missing"));
+}
+
+TEST_F(InspectTest, AForgedManifestIsCaught) {
+  InspectResult r = Inspect(Tampered("replace", ".starforge/manifest.json", R"({"version":2})"));
+  EXPECT_THAT(Joined(r.problems), HasSubstr("version: 2 is not supported"));
+}
+
+TEST_F(InspectTest, CorruptedBytesAreCaught) {
+  // Flip a byte inside train.py's stored data: libzip's CRC check fails.
+  std::string bytes = Read(capsule_);
+  const size_t at = bytes.find("print('train')");
+  ASSERT_NE(at, std::string::npos);
+  bytes[at] = 'P';
+  const fs::path bad = t_ / "bad.zip";
+  Write(bad, bytes);
+  InspectResult r = Inspect(bad);
+  EXPECT_FALSE(r.ok());
+  EXPECT_THAT(Joined(r.problems), HasSubstr("train.py: cannot be read: CRC error"));
+}
+
+TEST_F(InspectTest, NotAZip) {
+  Write(t_ / "junk.zip", "not a zip at all");
+  InspectResult r = Inspect(t_ / "junk.zip");
+  EXPECT_FALSE(r.ok());
+  EXPECT_THAT(Joined(r.problems), HasSubstr("not a readable zip archive"));
+  EXPECT_FALSE(Inspect(t_ / "absent.zip").ok());
+}
+
+TEST_F(InspectTest, ASingleTopLevelDirectoryIsReported) {
+  const fs::path spec = t_ / "spec.json";
+  Write(spec, R"([{"name": "only/a.py", "data": "x"}])");
+  const fs::path zip = t_ / "one.zip";
+  ASSERT_EQ(Shell(Python("make " + Quote(zip.string()) + " " + Quote(spec.string()))).code, 0);
+  EXPECT_THAT(Joined(Inspect(zip).problems), HasSubstr("Ray would strip the top-level directory"));
+}
+
+}  // namespace
+}  // namespace starforge::capsule
