@@ -285,7 +285,8 @@ json WorkerGroup(const PodContext& ctx, const Pool& pool, int64_t replicas) {
 json RuntimeEnv(const PodContext& ctx) {
   json env_vars = json::object();
   env_vars[kEnvRayJobStopWait] = kRayJobStopWaitSeconds;
-  for (const auto& [k, v] : ctx.spec.env) env_vars[k] = v;  // the user may choose another wait
+  for (const auto& [k, v] : ctx.spec.env)
+    env_vars[k] = v;  // the user may choose another wait
   env_vars[kEnvJobId] = ctx.job_id;
   env_vars[kEnvCapsuleSha256] = ctx.capsule.sha256;
   if (!ctx.cfg.k8s_storage_pvc.empty()) env_vars[kEnvStorageRoot] = ctx.cfg.PodStorageMount();
