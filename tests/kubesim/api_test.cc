@@ -1,9 +1,13 @@
 // API-level tests of kubesim: each test starts the real binary on an ephemeral port (via
 // --port-file) and talks to it with a raw HTTP client, checking what kube-apiserver would answer.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -701,3 +705,489 @@ TEST(Kubesim, StrategicMergeAndServerSideApply) {
 }
 
 }  // namespace
+
+// --- RBAC table (--rbac), SelfSubjectAccessReview, service proxy ---
+
+namespace {
+
+constexpr const char* kForge = "system:serviceaccount:starforge:forge";
+
+// Writes an RBAC table to a temporary file, removed on destruction.
+class RbacFile {
+ public:
+  explicit RbacFile(const std::string& yaml) {
+    path_ = fs::temp_directory_path() / ("kubesim-rbac-" + std::to_string(getpid()) + "-" +
+                                         std::to_string(counter_++) + ".yaml");
+    std::ofstream(path_) << yaml;
+  }
+  ~RbacFile() {
+    std::error_code ec;
+    fs::remove(path_, ec);
+  }
+  std::string path() const { return path_.string(); }
+
+ private:
+  static inline int counter_ = 0;
+  fs::path path_;
+};
+
+const char* kRbacTable = R"(users:
+- name: system:serviceaccount:starforge:forge
+  token: forge-token
+  rules:
+  - verbs: [get, list, watch, create]
+    apiGroups: [ray.io]
+    resources: [rayjobs]
+    namespaces: [starforge]
+  - verbs: [get]
+    apiGroups: [""]
+    resources: [pods]
+    namespaces: [starforge]
+  - verbs: [get, create]
+    apiGroups: [""]
+    resources: [services/proxy]
+    namespaces: [starforge]
+  - verbs: [list]
+    apiGroups: [""]
+    resources: [namespaces]
+- name: admin
+  token: admin-token
+  rules:
+  - verbs: ["*"]
+    apiGroups: ["*"]
+    resources: ["*"]
+)";
+
+// The Status of a 403, checked for reason, code and the authorizer's exact message.
+void ExpectForbidden(const httplib::Result& r, const std::string& message) {
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 403) << r->body;
+  json s = Body(r);
+  EXPECT_EQ(s["kind"], "Status");
+  EXPECT_EQ(s["reason"], "Forbidden");
+  EXPECT_EQ(s["code"], 403);
+  EXPECT_EQ(s["message"], message);
+}
+
+json Review(const json& attrs) {
+  return {{"apiVersion", "authorization.k8s.io/v1"},
+          {"kind", "SelfSubjectAccessReview"},
+          {"spec", {{"resourceAttributes", attrs}}}};
+}
+
+}  // namespace
+
+TEST(Kubesim, RbacForbiddenWording) {
+  RbacFile table(kRbacTable);
+  Kubesim k({"--rbac", table.path()});
+  ASSERT_GT(k.port(), 0);
+  auto admin = k.Client();
+  admin.set_bearer_token_auth("admin-token");
+  Post(admin, "/api/v1/namespaces", {{"metadata", {{"name", "starforge"}}}});
+  Post(admin, "/api/v1/namespaces/starforge/pods", Pod("p"));
+  admin.Delete("/kubesim/requests");
+
+  auto c = k.Client();
+  c.set_bearer_token_auth("forge-token");
+  const std::string rj = "/apis/ray.io/v1/namespaces/starforge/rayjobs";
+  const std::string who = std::string("User \"") + kForge + "\"";
+  // Allowed by the table.
+  Post(c, rj, RayJob("x"));
+  EXPECT_EQ(c.Get(rj + "/x")->status, 200);
+  EXPECT_EQ(c.Get(rj)->status, 200);
+  EXPECT_EQ(c.Get("/api/v1/namespaces")->status, 200);  // cluster-wide rule
+  EXPECT_EQ(c.Get("/apis")->status, 200);               // discovery: any authenticated user
+  EXPECT_EQ(c.Get("/api/v1/namespaces/starforge/pods/p")->status, 200);
+
+  // Named, namespaced.
+  ExpectForbidden(c.Delete(rj + "/x"),
+                  "rayjobs.ray.io \"x\" is forbidden: " + who +
+                      " cannot delete resource \"rayjobs\" in API group \"ray.io\" in the "
+                      "namespace \"starforge\"");
+  json details = Body(c.Delete(rj + "/x"))["details"];
+  EXPECT_EQ(details, json({{"name", "x"}, {"group", "ray.io"}, {"kind", "rayjobs"}}));
+  // Collection verbs carry no name; other namespaces and all namespaces are not granted.
+  ExpectForbidden(c.Get("/apis/ray.io/v1/namespaces/default/rayjobs"),
+                  "rayjobs.ray.io is forbidden: " + who +
+                      " cannot list resource \"rayjobs\" in API group \"ray.io\" in the "
+                      "namespace \"default\"");
+  ExpectForbidden(c.Get("/apis/ray.io/v1/rayjobs"),
+                  "rayjobs.ray.io is forbidden: " + who +
+                      " cannot list resource \"rayjobs\" in API group \"ray.io\" at the cluster "
+                      "scope");
+  ExpectForbidden(c.Post("/api/v1/namespaces/starforge/pods", Pod("q").dump(), kJson),
+                  "pods is forbidden: " + who +
+                      " cannot create resource \"pods\" in API group \"\" in the namespace "
+                      "\"starforge\"");
+  ExpectForbidden(c.Get("/api/v1/namespaces/starforge/pods?watch=true"),
+                  "pods is forbidden: " + who +
+                      " cannot watch resource \"pods\" in API group \"\" in the namespace "
+                      "\"starforge\"");
+  ExpectForbidden(c.Delete("/api/v1/namespaces/starforge/pods"),
+                  "pods is forbidden: " + who +
+                      " cannot deletecollection resource \"pods\" in API group \"\" in the "
+                      "namespace \"starforge\"");
+  // Subresources are "resource/sub"; the name stays the object's.
+  ExpectForbidden(c.Get("/api/v1/namespaces/starforge/pods/p/log"),
+                  "pods \"p\" is forbidden: " + who +
+                      " cannot get resource \"pods/log\" in API group \"\" in the namespace "
+                      "\"starforge\"");
+  ExpectForbidden(c.Patch(rj + "/x/status", R"({"status":{}})", "application/merge-patch+json"),
+                  "rayjobs.ray.io \"x\" is forbidden: " + who +
+                      " cannot patch resource \"rayjobs/status\" in API group \"ray.io\" in the "
+                      "namespace \"starforge\"");
+  ExpectForbidden(c.Delete("/api/v1/namespaces/starforge/services/head:8265/proxy/api/jobs/1"),
+                  "services \"head:8265\" is forbidden: " + who +
+                      " cannot delete resource \"services/proxy\" in API group \"\" in the "
+                      "namespace \"starforge\"");
+  // Cluster-scoped.
+  ExpectForbidden(c.Get("/api/v1/nodes"),
+                  "nodes is forbidden: " + who +
+                      " cannot list resource \"nodes\" in API group \"\" at the cluster scope");
+  ExpectForbidden(c.Get("/api/v1/nodes/n1"),
+                  "nodes \"n1\" is forbidden: " + who +
+                      " cannot get resource \"nodes\" in API group \"\" at the cluster scope");
+  // A namespace object is addressed inside its own namespace (requestinfo.go).
+  ExpectForbidden(c.Delete("/api/v1/namespaces/starforge"),
+                  "namespaces \"starforge\" is forbidden: " + who +
+                      " cannot delete resource \"namespaces\" in API group \"\" in the "
+                      "namespace \"starforge\"");
+  // kubectl delete's wait lists with metadata.name: the name is part of the attributes.
+  ExpectForbidden(
+      c.Get("/apis/ray.io/v1/namespaces/default/rayjobs?fieldSelector=metadata.name%3Dy"),
+      "rayjobs.ray.io \"y\" is forbidden: " + who +
+          " cannot list resource \"rayjobs\" in API group \"ray.io\" in the "
+          "namespace \"default\"");
+  EXPECT_EQ(Body(c.Get("/api/v1/namespaces/starforge/pods/p"))["metadata"]["name"], "p");
+
+  // No token: system:anonymous (discovery too is refused; /version is public). Unknown: 401.
+  auto anon = k.Client();
+  ExpectForbidden(anon.Get("/api/v1/namespaces"),
+                  "namespaces is forbidden: User \"system:anonymous\" cannot list resource "
+                  "\"namespaces\" in API group \"\" at the cluster scope");
+  ExpectForbidden(anon.Get("/apis"),
+                  "forbidden: User \"system:anonymous\" cannot get path \"/apis\"");
+  EXPECT_EQ(anon.Get("/version")->status, 200);
+  auto wrong = k.Client();
+  wrong.set_bearer_token_auth("nope");
+  EXPECT_EQ(wrong.Get("/api/v1/namespaces")->status, 401);
+
+  // Refused requests are counted like any other.
+  json counts = Body(admin.Get("/kubesim/requests"))["requests"];
+  EXPECT_EQ(counts.value("delete rayjobs", 0), 2);
+  EXPECT_EQ(counts.value("get pods/log", 0), 1);
+}
+
+TEST(Kubesim, RbacTableIsChecked) {
+  RbacFile bad(
+      "users:\n- name: u\n  token: t\n  rules:\n  - verbs: [get]\n    resources: [pods]\n");
+  const std::string cmd =
+      std::string(KUBESIM_BIN) + " --listen 127.0.0.1:0 --rbac " + bad.path() + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[256];
+  while (fgets(buf, sizeof buf, p) != nullptr)
+    out += buf;
+  const int status = pclose(p);
+  EXPECT_NE(status, 0);
+  EXPECT_NE(out.find("users[0].rules[0]: `apiGroups` is required"), std::string::npos) << out;
+}
+
+TEST(Kubesim, SelfSubjectAccessReview) {
+  RbacFile table(kRbacTable);
+  Kubesim k({"--rbac", table.path()});
+  ASSERT_GT(k.port(), 0);
+  auto c = k.Client();
+  c.set_bearer_token_auth("forge-token");
+  const std::string path = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews";
+
+  json r = Post(c, path,
+                Review({{"namespace", "starforge"},
+                        {"verb", "create"},
+                        {"group", "ray.io"},
+                        {"resource", "rayjobs"}}));
+  EXPECT_EQ(r["kind"], "SelfSubjectAccessReview");
+  EXPECT_EQ(r["apiVersion"], "authorization.k8s.io/v1");
+  EXPECT_EQ(r["spec"]["resourceAttributes"]["verb"], "create");
+  EXPECT_EQ(r["status"]["allowed"], true);
+  EXPECT_FALSE(r["status"].value("reason", "").empty());
+
+  r = Post(c, path,
+           Review({{"namespace", "starforge"},
+                   {"verb", "delete"},
+                   {"group", "ray.io"},
+                   {"resource", "rayjobs"},
+                   {"name", "x"}}));
+  EXPECT_EQ(r["status"]["allowed"], false);
+  EXPECT_FALSE(r["status"].contains("denied"));  // RBAC has no opinion; it never denies
+  // Subresource, other namespace, cluster scope.
+  EXPECT_EQ(Post(c, path,
+                 Review({{"namespace", "starforge"},
+                         {"verb", "get"},
+                         {"resource", "pods"},
+                         {"subresource", "log"}}))["status"]["allowed"],
+            false);
+  EXPECT_EQ(Post(c, path,
+                 Review({{"namespace", "starforge"},
+                         {"verb", "create"},
+                         {"resource", "services"},
+                         {"subresource", "proxy"}}))["status"]["allowed"],
+            true);
+  EXPECT_EQ(Post(c, path,
+                 Review({{"namespace", "default"},
+                         {"verb", "get"},
+                         {"group", "ray.io"},
+                         {"resource", "rayjobs"}}))["status"]["allowed"],
+            false);
+  EXPECT_EQ(
+      Post(c, path, Review({{"verb", "list"}, {"resource", "namespaces"}}))["status"]["allowed"],
+      true);
+  EXPECT_EQ(Post(c, path, Review({{"verb", "list"}, {"resource", "nodes"}}))["status"]["allowed"],
+            false);
+  // kubectl auth can-i sends protobuf (and accepts JSON back): the bytes kubectl 1.32 sent for
+  // `auth can-i create rayjobs -n starforge`.
+  auto field = [](int n, const std::string& v) {
+    return std::string(1, static_cast<char>(n << 3 | 2)) + static_cast<char>(v.size()) + v;
+  };
+  const std::string attrs = field(1, "starforge") + field(2, "create") + field(3, "ray.io") +
+                            field(4, "") + field(5, "rayjobs") + field(6, "") + field(7, "");
+  const std::string raw = field(1, std::string("\x0a\x00\x12\x00\x1a\x00\x22\x00\x2a\x00\x32"
+                                               "\x00\x38\x00\x42\x00",
+                                               16)) +
+                          field(2, field(1, attrs)) +
+                          field(3, std::string("\x08\x00\x12\x00\x1a\x00\x20\x00", 8));
+  const std::string envelope =
+      std::string("k8s\0", 4) +
+      field(1, field(1, "authorization.k8s.io/v1") + field(2, "SelfSubjectAccessReview")) +
+      field(2, raw) + field(3, "") + field(4, "");
+  ASSERT_EQ(envelope.size(), 136u);
+  auto pb = c.Post(path, {{"Accept", "application/vnd.kubernetes.protobuf,application/json"}},
+                   envelope, "application/vnd.kubernetes.protobuf");
+  ASSERT_TRUE(pb);
+  ASSERT_EQ(pb->status, 201) << pb->body;
+  EXPECT_EQ(Body(pb)["spec"]["resourceAttributes"]["resource"], "rayjobs");
+  EXPECT_EQ(Body(pb)["status"]["allowed"], true);
+
+  // Exactly one of resourceAttributes / nonResourceAttributes.
+  json bad = Post(c, path, {{"spec", json::object()}}, 422);
+  EXPECT_EQ(bad["reason"], "Invalid");
+  EXPECT_EQ(bad["details"]["causes"][0]["field"], "spec.resourceAttributes");
+  auto admin = k.Client();
+  admin.set_bearer_token_auth("admin-token");
+  EXPECT_EQ(admin.Get(path)->status, 405);
+  EXPECT_EQ(c.Get(path)->status, 403);  // authorization comes before routing
+  // Anonymous callers may not ask.
+  EXPECT_EQ(k.Client().Post(path, Review({{"verb", "get"}}).dump(), kJson)->status, 403);
+
+  // Discovery lists it with the create verb only.
+  json rl = Body(c.Get("/apis/authorization.k8s.io/v1"));
+  ASSERT_EQ(rl["resources"].size(), 1u);
+  EXPECT_EQ(rl["resources"][0]["name"], "selfsubjectaccessreviews");
+  EXPECT_EQ(rl["resources"][0]["verbs"], json::array({"create"}));
+}
+
+TEST(Kubesim, SelfSubjectAccessReviewWithoutRbacAllowsAll) {
+  Kubesim k;
+  auto c = k.Client();
+  json r = Post(c, "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+                Review({{"verb", "delete"}, {"resource", "nodes"}}));
+  EXPECT_EQ(r["status"]["allowed"], true);
+}
+
+namespace {
+
+// A small HTTP backend for the proxy tests, on an ephemeral port.
+class Backend {
+ public:
+  Backend() {
+    srv_.Get("/api/jobs/", [](const httplib::Request& req, httplib::Response& res) {
+      json echo = {{"method", req.method},
+                   {"path", req.path},
+                   {"x", req.get_param_value("x")},
+                   {"forwardedUri", req.get_header_value("X-Forwarded-Uri")},
+                   {"authorization", req.get_header_value("Authorization")},
+                   {"custom", req.get_header_value("X-Custom")}};
+      res.set_header("X-Backend", "yes");
+      res.set_content(echo.dump(), "application/json");
+    });
+    srv_.Post("/api/jobs/", [](const httplib::Request& req, httplib::Response& res) {
+      res.status = 200;
+      res.set_content(json({{"method", req.method},
+                            {"body", req.body},
+                            {"contentType", req.get_header_value("Content-Type")}})
+                          .dump(),
+                      "application/json");
+    });
+    srv_.Get("/missing", [](const httplib::Request&, httplib::Response& res) {
+      res.status = 404;
+      res.set_content("404: Not Found", "text/plain");
+    });
+    // Writes "first", then waits until the test has read it (proving the proxy streams).
+    srv_.Get("/stream", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_chunked_content_provider(
+          "text/plain", [this](size_t offset, httplib::DataSink& sink) {
+            if (offset == 0) return sink.write("first\n", 6);
+            for (int i = 0; i < 500 && !release; ++i)
+              std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            const std::string last = release ? "second\n" : "second (not streamed)\n";
+            sink.write(last.data(), last.size());
+            sink.done();
+            return true;
+          });
+    });
+    // Writes until its reader goes away.
+    srv_.Get("/forever", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_chunked_content_provider(
+          "text/plain",
+          [](size_t, httplib::DataSink& sink) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            return sink.write("tick\n", 5);
+          },
+          [this](bool) { forever_ended = true; });
+    });
+    port_ = srv_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { srv_.listen_after_bind(); });
+  }
+  ~Backend() {
+    srv_.stop();
+    thread_.join();
+  }
+  int port() const { return port_; }
+
+  std::atomic<bool> release{false};
+  std::atomic<bool> forever_ended{false};
+
+ private:
+  httplib::Server srv_;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+json Service(const std::string& name, const std::string& target) {
+  json svc = {
+      {"apiVersion", "v1"},
+      {"kind", "Service"},
+      {"metadata", {{"name", name}}},
+      {"spec",
+       {{"ports",
+         {{{"name", "dashboard"}, {"port", 8265}}, {{"name", "metrics"}, {"port", 8080}}}}}}};
+  if (!target.empty()) {
+    svc["metadata"]["annotations"] = {{"kubesim.starforge.dev/proxy-target", target}};
+  }
+  return svc;
+}
+
+}  // namespace
+
+TEST(Kubesim, ServiceProxyForwardsToTheAnnotatedBackend) {
+  Backend backend;
+  Kubesim k;
+  auto c = k.Client();
+  const std::string svcs = "/api/v1/namespaces/default/services";
+  const std::string addr = "127.0.0.1:" + std::to_string(backend.port());
+  Post(c, svcs, Service("head", "dashboard=" + addr));
+
+  // GET with a query, by port number: the backend sees the path after /proxy and the query;
+  // Authorization is not passed on; X-Forwarded-Uri is the original request.
+  const std::string uri = svcs + "/head:8265/proxy/api/jobs/?x=a%20b";
+  auto r = c.Get(uri, {{"Authorization", "Bearer not-for-the-backend"}, {"X-Custom", "1"}});
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(r->get_header_value("X-Backend"), "yes");
+  EXPECT_EQ(r->get_header_value("Content-Type"), "application/json");
+  json echo = Body(r);
+  EXPECT_EQ(echo["method"], "GET");
+  EXPECT_EQ(echo["path"], "/api/jobs/");
+  EXPECT_EQ(echo["x"], "a b");
+  EXPECT_EQ(
+      echo["forwardedUri"].get<std::string>().rfind(svcs + "/head:8265/proxy/api/jobs/?x=", 0), 0u)
+      << r->body;
+  EXPECT_EQ(echo["authorization"], "");
+  EXPECT_EQ(echo["custom"], "1");
+  // By port name and with the scheme.
+  EXPECT_EQ(c.Get(svcs + "/head:dashboard/proxy/api/jobs/")->status, 200);
+  EXPECT_EQ(c.Get(svcs + "/http:head:dashboard/proxy/api/jobs/")->status, 200);
+
+  // POST: the body and its type reach the backend.
+  r = c.Post(svcs + "/head:8265/proxy/api/jobs/", R"({"entrypoint":"python x.py"})", kJson);
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  echo = Body(r);
+  EXPECT_EQ(echo["method"], "POST");
+  EXPECT_EQ(echo["body"], R"({"entrypoint":"python x.py"})");
+  EXPECT_EQ(echo["contentType"], kJson);
+
+  // The backend's own errors pass through as they are (not a Status).
+  r = c.Get(svcs + "/head:8265/proxy/missing");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
+  EXPECT_EQ(r->body, "404: Not Found");
+
+  // Errors of the API server itself.
+  auto status_of = [&](const std::string& path, int code, const std::string& message) {
+    auto res = c.Get(path);
+    ASSERT_TRUE(res) << path;
+    EXPECT_EQ(res->status, code) << path << ": " << res->body;
+    json s = Body(res);
+    EXPECT_EQ(s["kind"], "Status") << path;
+    EXPECT_EQ(s["message"], message) << path;
+  };
+  status_of(svcs + "/head:9999/proxy/", 503, "no service port 9999 found for service \"head\"");
+  status_of(svcs + "/head:8080/proxy/", 503, "no endpoints available for service \"head:8080\"");
+  status_of(svcs + "/nope:8265/proxy/", 404, "services \"nope\" not found");
+  status_of(svcs + "/a:b:c:d/proxy/", 400, "invalid service request \"a:b:c:d\"");
+  Post(c, svcs, Service("plain", ""));
+  status_of(svcs + "/plain:8265/proxy/", 503, "no endpoints available for service \"plain\"");
+  // A backend that is not listening.
+  int closed_port = 0;
+  {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(sa);
+    ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&sa), len), 0);
+    ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len), 0);
+    closed_port = ntohs(sa.sin_port);
+    close(fd);
+  }
+  Post(c, svcs, Service("down", "127.0.0.1:" + std::to_string(closed_port)));
+  status_of(svcs + "/down:8265/proxy/", 503,
+            "error trying to reach service: dial tcp 127.0.0.1:" + std::to_string(closed_port) +
+                ": connect: connection refused");
+}
+
+TEST(Kubesim, ServiceProxyStreams) {
+  Backend backend;
+  Kubesim k;
+  auto c = k.Client();
+  const std::string svcs = "/api/v1/namespaces/default/services";
+  Post(c, svcs, Service("head", "127.0.0.1:" + std::to_string(backend.port())));
+
+  // The first chunk arrives while the backend is still waiting: the proxy does not buffer.
+  std::string got;
+  std::string transfer_encoding;
+  auto r = c.Get(
+      svcs + "/head:8265/proxy/stream",
+      [&](const httplib::Response& head) {
+        transfer_encoding = head.get_header_value("Transfer-Encoding");
+        return true;
+      },
+      [&](const char* data, size_t len) {
+        got.append(data, len);
+        if (got.find("first\n") != std::string::npos) backend.release = true;
+        return true;
+      });
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(transfer_encoding, "chunked");
+  EXPECT_EQ(got, "first\nsecond\n");
+
+  // A reader that goes away ends the backend request too.
+  int ticks = 0;
+  c.Get(svcs + "/head:8265/proxy/forever", [&](const char*, size_t) { return ++ticks < 3; });
+  for (int i = 0; i < 250 && !backend.forever_ended; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_TRUE(backend.forever_ended);
+}

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # kubectl v1.32 against kubesim, over http and over https with a bearer token: apply (client-
 # and server-side), get, jsonpath, events with a field selector, nodes, logs, delete (incl.
-# waiting for a finalizer), and the 422 of an invalid RayJob.
+# waiting for a finalizer), and the 422 of an invalid RayJob; with an RBAC table, `auth can-i`
+# and the Forbidden wording.
 # Usage: kubectl_conformance.sh KUBESIM_BIN [KUBECTL_BIN]
 set -euo pipefail
 KUBESIM=${1:?kubesim binary}
@@ -153,4 +154,28 @@ expect_contains "$out" "You must be logged in to the server" "wrong token"
 suite "https://127.0.0.1:$PORT" --cacert "$WORK/ca.crt" -H "Authorization: Bearer $TOKEN"
 stop_sim
 echo "https+token: ok"
+
+# 3. https with an RBAC table: kubectl auth can-i (SelfSubjectAccessReview) and the 403 wording.
+cat >"$WORK/rbac.yaml" <<'YAML'
+users:
+- name: system:serviceaccount:starforge:forge
+  token: forge-token
+  rules:
+  - verbs: [get, list, watch, create]
+    apiGroups: [ray.io]
+    resources: [rayjobs]
+    namespaces: [starforge]
+YAML
+start_sim --tls --rbac "$WORK/rbac.yaml" --cert-file "$WORK/ca.crt"
+write_kubeconfig "https://127.0.0.1:$PORT" "$WORK/ca.crt" forge-token
+out=$(k auth can-i create rayjobs -n starforge 2>&1) || fail "auth can-i create: $out"
+[[ $out == yes ]] || fail "auth can-i create: got [$out]"
+if out=$(k auth can-i delete rayjobs -n starforge 2>&1); then fail "auth can-i delete: $out"; fi
+[[ $out == no ]] || fail "auth can-i delete: got [$out]"
+if out=$(k get nodes 2>&1); then fail "get nodes allowed: $out"; fi
+expect_contains "$out" 'Error from server (Forbidden): nodes is forbidden: User "system:serviceaccount:starforge:forge" cannot list resource "nodes" in API group "" at the cluster scope' "get nodes (RBAC)"
+if out=$(k delete rayjob x -n starforge 2>&1); then fail "delete allowed: $out"; fi
+expect_contains "$out" 'rayjobs.ray.io "x" is forbidden: User "system:serviceaccount:starforge:forge" cannot delete resource "rayjobs" in API group "ray.io" in the namespace "starforge"' "delete (RBAC)"
+stop_sim
+echo "https+rbac: ok"
 echo "PASS"

@@ -96,7 +96,7 @@ json ResourceList(const Registry& reg, const std::string& group, const std::stri
               {"singularName", r.singular},
               {"namespaced", r.namespaced},
               {"kind", r.kind},
-              {"verbs", kVerbs}};
+              {"verbs", r.verbs.empty() ? kVerbs : r.verbs}};
     if (!r.short_names.empty()) e["shortNames"] = r.short_names;
     if (!r.categories.empty()) e["categories"] = r.categories;
     resources.push_back(e);
@@ -126,7 +126,7 @@ json Aggregated(const Registry& reg, bool core) {
                 {"responseKind", {{"group", r.group}, {"version", r.version}, {"kind", r.kind}}},
                 {"scope", r.namespaced ? "Namespaced" : "Cluster"},
                 {"singularResource", r.singular},
-                {"verbs", kVerbs}};
+                {"verbs", r.verbs.empty() ? kVerbs : r.verbs}};
       if (!r.short_names.empty()) e["shortNames"] = r.short_names;
       if (!r.categories.empty()) e["categories"] = r.categories;
       json subs = json::array();
@@ -179,6 +179,10 @@ json OpenApiDoc(const Registry& reg, const std::string& path) {
                   {"parameters", json::array({field_validation})},
                   {"responses", {{"200", {{"description", "OK"}}}}}};
     };
+    if (!r.verbs.empty()) {  // create-only (SelfSubjectAccessReview)
+      paths[base] = {{"post", op("post")}};
+      continue;
+    }
     paths[base] = {{"get", op("list")}, {"post", op("post")}};
     paths[base + "/{name}"] = {
         {"get", op("get")}, {"put", op("put")}, {"patch", op("patch")}, {"delete", op("delete")}};

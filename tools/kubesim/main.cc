@@ -1,7 +1,8 @@
 // kubesim: an in-memory Kubernetes API server for tests and development (see docs/kubesim.md).
 //
 //   kubesim --listen 127.0.0.1:0 --port-file F [--crd-version v1.7.0] [--crd-dir DIR]
-//           [--token T] [--tls [--cert-file F]] [--nodes nodes.yaml] [--history N]
+//           [--token T] [--rbac rbac.yaml] [--tls [--cert-file F]] [--nodes nodes.yaml] [--history
+//           N]
 //           [--bookmark-interval-ms N] [--max-pod-grace-seconds N]
 #include <pthread.h>
 
@@ -22,7 +23,7 @@ namespace {
 int Usage(const char* msg) {
   std::fprintf(stderr,
                "kubesim: %s\nusage: kubesim --listen HOST:PORT [--port-file F] [--crd-version V] "
-               "[--crd-dir DIR] [--token T] [--tls] [--cert-file F] [--key-file F] "
+               "[--crd-dir DIR] [--token T] [--rbac FILE] [--tls] [--cert-file F] [--key-file F] "
                "[--nodes FILE] [--history N] [--bookmark-interval-ms N] "
                "[--max-pod-grace-seconds N]\n",
                msg);
@@ -65,6 +66,8 @@ int main(int argc, char** argv) {
         opts.cert_file = next();
       } else if (a == "--key-file") {
         opts.key_file = next();
+      } else if (a == "--rbac") {
+        opts.rbac_file = next();
       } else if (a == "--nodes") {
         opts.nodes_file = next();
       } else if (a == "--history") {

@@ -92,6 +92,13 @@ Registry Registry::Build(const std::string& crd_dir) {
   ev.group = "events.k8s.io";
   rs.push_back(ev);
 
+  // Served only as POST (access_review.cc); never stored.
+  ResourceInfo ssar = Core("selfsubjectaccessreviews", "selfsubjectaccessreview",
+                           "SelfSubjectAccessReview", false, {}, {});
+  ssar.group = "authorization.k8s.io";
+  ssar.verbs = {"create"};
+  rs.push_back(ssar);
+
   for (const char* file : {"ray.io_rayjobs.yaml", "ray.io_rayclusters.yaml"}) {
     auto schema = LoadCrd(crd_dir + "/" + file);
     const json& names = schema->crd["spec"]["names"];

@@ -33,6 +33,7 @@ struct ResourceInfo {
   bool returns_deleted_object = true;      // false for CRs (Status Success instead)
   bool allow_unconditional_update = true;  // false for CRs
   bool has_generation = false;
+  std::vector<std::string> verbs;  // empty = the usual eight (create ... watch)
   std::shared_ptr<CrdSchema> crd;  // custom resources only
 
   bool HasSub(const std::string& s) const;

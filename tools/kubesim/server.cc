@@ -1,5 +1,6 @@
 #include "server.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -50,6 +51,7 @@ bool IsTrue(const std::string& v) {
 
 Server::Server(Options opts, Registry reg)
     : opts_(std::move(opts)), reg_(std::move(reg)), store_(opts_.history) {
+  if (!opts_.rbac_file.empty()) rbac_ = Rbac::Load(opts_.rbac_file);
   Bootstrap();
   if (!opts_.nodes_file.empty()) LoadNodes(opts_.nodes_file);
 }
@@ -222,8 +224,40 @@ void Server::Dispatch(const httplib::Request& req, httplib::Response& res) {
       res.set_content("ok", "text/plain; charset=utf-8");
       return;
     }
-    if (!opts_.token.empty() && path != "/version") {
-      const std::string auth = req.get_header_value("Authorization");
+    // Authentication: --token alone admits that token only; with --rbac the table's tokens
+    // (and --token, as an administrator) authenticate, and no token at all is system:anonymous.
+    Identity who;
+    who.admin = true;
+    who.name = "kubesim-admin";
+    const std::string auth = req.get_header_value("Authorization");
+    const std::string token = auth.rfind("Bearer ", 0) == 0 ? auth.substr(7) : "";
+    if (rbac_) {
+      const RbacUser* u = token.empty() ? nullptr : rbac_->FindToken(token);
+      who.admin = !opts_.token.empty() && token == opts_.token;
+      if (who.admin) {
+        who.user = nullptr;
+      } else if (u != nullptr) {
+        who.user = u;
+        who.name = u->name;
+      } else if (auth.empty()) {
+        who.anonymous = true;
+        who.name = "system:anonymous";
+      } else if (path != "/version") {
+        WriteError(res, ApiError(401, "Unauthorized", "Unauthorized"));
+        return;
+      }
+      const RequestAttrs attrs =
+          ParseRequestAttrs(req.method, path, IsTrue(req.get_param_value("watch")),
+                            req.get_param_value("fieldSelector"));
+      if (!rbac_->Authorize(who, attrs).allowed) {
+        if (attrs.resource_request) {
+          faults_.Count(attrs.verb, attrs.subresource.empty()
+                                        ? attrs.resource
+                                        : attrs.resource + "/" + attrs.subresource);
+        }
+        throw ForbiddenError(who.name, attrs);
+      }
+    } else if (!opts_.token.empty() && path != "/version") {
       if (auth != "Bearer " + opts_.token) {
         WriteError(res, ApiError(401, "Unauthorized", "Unauthorized"));
         return;
@@ -248,6 +282,7 @@ void Server::Dispatch(const httplib::Request& req, httplib::Response& res) {
     }
     std::vector<std::string> rest(segs.begin() + static_cast<std::ptrdiff_t>(i), segs.end());
     Target t;
+    t.who = who;
     if (rest.size() >= 3 && rest[0] == "namespaces") {
       const ResourceInfo* r = reg_.Find(group, version, rest[2]);
       if (r != nullptr && r->namespaced) {
@@ -287,6 +322,11 @@ void Server::Dispatch(const httplib::Request& req, httplib::Response& res) {
     } else {
       throw ApiError(405, "MethodNotAllowed", m + " is not supported");
     }
+    if (!t.r->verbs.empty() &&
+        std::find(t.r->verbs.begin(), t.r->verbs.end(), t.verb) == t.r->verbs.end()) {
+      throw ApiError(405, "MethodNotAllowed",
+                     "the server does not allow this method on the requested resource");
+    }
     faults_.Count(t.verb, t.CounterResource());
     Faults::Decision d = faults_.Check(t.verb, t.CounterResource());
     if (d.latency_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(d.latency_ms));
@@ -315,6 +355,8 @@ void Server::HandleResource(const httplib::Request& req, httplib::Response& res,
     Log(req, res, t);
     return;
   }
+  if (t.r->group == "authorization.k8s.io") return AccessReview(req, res, t);
+  if (t.sub == "proxy" && t.r->plural == "services") return ServiceProxy(req, res, t);
   if (t.sub == "proxy") {
     ApiError e(503, "ServiceUnavailable",
                "no endpoints available for " + t.r->singular + " \"" + t.name + "\"");

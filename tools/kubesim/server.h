@@ -7,12 +7,14 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "auth.h"
 #include "faults.h"
 #include "resources.h"
 #include "status.h"
@@ -33,6 +35,7 @@ struct Options {
   size_t history = 10000;
   int bookmark_interval_ms = 1000;
   int64_t max_pod_grace_seconds = -1;  // cap on graceful pod deletion (-1 = none)
+  std::string rbac_file;               // --rbac: token -> user and rules (auth.h)
 };
 
 // A parsed /api or /apis request for a resource.
@@ -42,6 +45,7 @@ struct Target {
   std::string name;
   std::string sub;
   std::string verb;  // get, list, watch, create, update, patch, delete, deletecollection
+  Identity who;      // the caller (authenticated before routing)
   std::string CounterResource() const { return sub.empty() ? r->plural : r->plural + "/" + sub; }
 };
 
@@ -75,6 +79,11 @@ class Server {
   void SetLog(const httplib::Request& req, httplib::Response& res, const std::string& ns,
               const std::string& pod, bool append);
 
+  // proxy.cc: services/proxy to the backend named by the proxy-target annotation.
+  void ServiceProxy(const httplib::Request& req, httplib::Response& res, const Target& t);
+  // POST selfsubjectaccessreviews, evaluated against the RBAC table (allowed without one).
+  void AccessReview(const httplib::Request& req, httplib::Response& res, const Target& t);
+
   // Shared by create / update / patch (store.mu held).
   nlohmann::json Admit(const httplib::Request& req, httplib::Response& res, const Target& t,
                        nlohmann::json obj, const nlohmann::json* old);
@@ -86,6 +95,7 @@ class Server {
   void Bootstrap();
 
   Options opts_;
+  std::optional<Rbac> rbac_;
   Registry reg_;
   Store store_;
   Faults faults_;
