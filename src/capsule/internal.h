@@ -1,30 +1,16 @@
 // Helpers shared by the capsule sources. Private to src/capsule.
 #pragma once
 
-#include <openssl/evp.h>
-
 #include <cstdint>
 #include <string>
 #include <string_view>
 
+#include "starforge/common/sha256.h"
+
 namespace starforge::capsule::internal {
 
-// Streaming SHA-256 (OpenSSL's EVP picks the SHA-NI / AVX code paths at run time).
-class Sha256 {
- public:
-  Sha256();
-  ~Sha256();
-  Sha256(const Sha256&) = delete;
-  Sha256& operator=(const Sha256&) = delete;
-  void Update(const void* data, size_t size);
-  // Lower-case hex of the digest; the object must not be updated afterwards.
-  std::string HexDigest();
-
- private:
-  EVP_MD_CTX* ctx_;
-};
-
-std::string Sha256Hex(std::string_view data);
+using starforge::Sha256;  // common/sha256.h
+using starforge::Sha256Hex;
 
 // A file descriptor closed on destruction.
 class Fd {

@@ -3,14 +3,13 @@
 // (../shared/seeds/000_*.txt, "RayJob 形态" and "Job Capsule 分发").
 #include "starforge/kuberay/render.h"
 
-#include <openssl/evp.h>
-
 #include <algorithm>
 #include <array>
 #include <cctype>
 #include <cstdio>
 
 #include "starforge/common/names.h"
+#include "starforge/common/sha256.h"
 #include "starforge/common/yaml_json.h"
 #include "starforge/kuberay/constants.h"
 #include "starforge/kuberay/fetch_script.h"
@@ -22,19 +21,6 @@ namespace {
 using jobspec::JobSpec;
 using jobspec::Pool;
 using nlohmann::json;
-
-std::string Sha256Hex(std::string_view data) {
-  std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
-  unsigned int len = 0;
-  EVP_Digest(data.data(), data.size(), digest.data(), &len, EVP_sha256(), nullptr);
-  std::string hex;
-  for (unsigned int i = 0; i < len; ++i) {
-    std::array<char, 3> byte{};
-    std::snprintf(byte.data(), byte.size(), "%02x", digest[i]);
-    hex += byte.data();
-  }
-  return hex;
-}
 
 bool IsLowerHex(std::string_view s) {
   return std::all_of(s.begin(), s.end(),

@@ -1,7 +1,6 @@
 #include "starforge/objstore/s3_store.h"
 
 #include <curl/curl.h>
-#include <openssl/evp.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -17,6 +16,7 @@
 #include <random>
 #include <thread>
 
+#include "starforge/common/sha256.h"
 #include "starforge/objstore/s3_wire.h"
 
 namespace starforge::objstore {
@@ -578,8 +578,7 @@ class S3Store : public ObjectStore {
       return Error{ErrorKind::kInvalid,
                    fmt::format("cannot read {}: {}", body.file, std::strerror(errno))};
     }
-    std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
-    EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr);
+    Sha256 sha;
     std::vector<char> buf(size_t{1} << 20);
     for (int64_t left = body.length; left > 0;) {
       const size_t want = std::min(buf.size(), static_cast<size_t>(left));
@@ -589,13 +588,10 @@ class S3Store : public ObjectStore {
             ErrorKind::kInvalid,
             fmt::format("cannot read {}: it ended early or changed while uploading", body.file)};
       }
-      EVP_DigestUpdate(ctx.get(), buf.data(), got);
+      sha.Update(buf.data(), got);
       left -= static_cast<int64_t>(got);
     }
-    std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
-    unsigned int len = 0;
-    EVP_DigestFinal_ex(ctx.get(), digest.data(), &len);
-    return sigv4::Hex(std::string_view(reinterpret_cast<const char*>(digest.data()), len));
+    return sha.HexDigest();
   }
 
   Attempt PerformOnce(const Call& call, const std::string& payload_hash) {

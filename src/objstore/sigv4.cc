@@ -3,6 +3,8 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#include "starforge/common/sha256.h"
+
 #include <algorithm>
 #include <array>
 #include <cctype>
@@ -79,10 +81,7 @@ std::string Hex(std::string_view bytes) {
 }
 
 std::string Sha256Hex(std::string_view data) {
-  std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
-  unsigned int len = 0;
-  EVP_Digest(data.data(), data.size(), digest.data(), &len, EVP_sha256(), nullptr);
-  return Hex(std::string_view(reinterpret_cast<const char*>(digest.data()), len));
+  return starforge::Sha256Hex(data);
 }
 
 std::string HmacSha256(std::string_view key, std::string_view data) {
