@@ -492,36 +492,35 @@ json Client::Create(const ResourceRef& ref, std::string_view ns, const json& obj
   return JsonCall(r);
 }
 
-json Client::Update(const ResourceRef& ref, std::string_view ns, const json& object,
-                    const WriteOptions& o) {
+namespace {
+
+// A PUT of `object` (or one of its subresources) to the path its own metadata.name gives.
+Client::Request PutRequest(const ResourceRef& ref, std::string_view ns, const json& object,
+                           std::string_view subresource, const WriteOptions& o) {
   std::string name = NameOf(object);
   if (name.empty()) {
     throw ApiError(Reason::kBadRequest, 0, "the object to update has no metadata.name",
                    Context("PUT", ref.CollectionPath(ns)));
   }
-  Request r;
+  Client::Request r;
   r.method = "PUT";
-  r.path = ref.ObjectPath(ns, name);
+  r.path = ref.ObjectPath(ns, name, subresource);
   r.body = object.dump();
   r.content_type = "application/json";
   AddWrite(&r.query, o);
-  return JsonCall(r);
+  return r;
+}
+
+}  // namespace
+
+json Client::Update(const ResourceRef& ref, std::string_view ns, const json& object,
+                    const WriteOptions& o) {
+  return JsonCall(PutRequest(ref, ns, object, {}, o));
 }
 
 json Client::UpdateStatus(const ResourceRef& ref, std::string_view ns, const json& object,
                           const WriteOptions& o) {
-  std::string name = NameOf(object);
-  if (name.empty()) {
-    throw ApiError(Reason::kBadRequest, 0, "the object to update has no metadata.name",
-                   Context("PUT", ref.CollectionPath(ns)));
-  }
-  Request r;
-  r.method = "PUT";
-  r.path = ref.ObjectPath(ns, name, "status");
-  r.body = object.dump();
-  r.content_type = "application/json";
-  AddWrite(&r.query, o);
-  return JsonCall(r);
+  return JsonCall(PutRequest(ref, ns, object, "status", o));
 }
 
 json Client::MergePatch(const ResourceRef& ref, std::string_view ns, std::string_view name,
