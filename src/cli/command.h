@@ -50,6 +50,10 @@ class Registry {
 void RegisterJobCommands(Registry& registry);
 void RegisterStorageCommands(Registry& registry);
 void RegisterCapsuleCommands(Registry& registry);
+// `forge serve`, `forge token create` (serve_cmd.cc): the control plane, on this machine.
+void RegisterServeCommands(Registry& registry);
+// login, submit, get, describe, logs, cancel, capacity (client_cmd.cc): REST API clients.
+void RegisterClientCommands(Registry& registry);
 
 // Shared helpers for commands.
 // Loads FORGE_* settings; prints warnings, and errors (returning false) when unusable.

@@ -105,6 +105,8 @@ int Run(const std::vector<std::string>& args, const std::map<std::string, std::s
   RegisterJobCommands(registry);
   RegisterStorageCommands(registry);
   RegisterCapsuleCommands(registry);
+  RegisterServeCommands(registry);
+  RegisterClientCommands(registry);
 
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 consumes from the back
   try {

@@ -1,0 +1,44 @@
+// The REST API of `forge serve` (cpp-httplib): jobs, logs (SSE), events, capacity, health,
+// metrics and the OpenAPI document (api/openapi.json, compiled in). Authenticates bearer tokens
+// against the store; a user sees only their own jobs (others' are 404), the admin sees all.
+// Every error is JSON {"error", "message", "field"?}; nothing a client sends can crash it.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "starforge/config/config.h"
+#include "starforge/controller/controller.h"
+#include "starforge/fleet/fleet.h"
+#include "starforge/store/store.h"
+
+namespace starforge::api {
+
+struct ServerOptions {
+  std::string listen = "127.0.0.1:8080";   // FORGE_LISTEN; port 0 = any free port
+  std::filesystem::path storage_root;      // logs under jobs/<id>/logs; uploads under control/
+  int64_t max_upload_bytes = 512LL << 20;  // FORGE_CAPSULE_MAX_BYTES
+  config::Config config;                   // for JobSpec defaults (fleet, images, deadlines)
+};
+
+class Server {
+ public:
+  Server(ServerOptions options, store::Store& store, controller::Controller& controller,
+         std::map<std::string, fleet::Fleet*> fleets);
+  ~Server();  // Stop()
+
+  // Binds and serves on a background thread; returns "" or why it could not bind.
+  std::string Start();
+  int port() const;  // the bound port (after Start)
+  // Stops accepting, ends SSE streams, joins.
+  void Stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace starforge::api

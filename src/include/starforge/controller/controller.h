@@ -1,0 +1,93 @@
+// Drives every job from Queued to a terminal phase and through cleanup. Level-triggered: a
+// reconcile reads the job row and the fleet, takes ONE step toward the desired state, writes the
+// result to the store before acting on it, and requeues. Every step is idempotent, so after a
+// crash anywhere a restart (Start lists unfinished jobs) completes every job exactly once.
+//
+//   Queued      → Admit again (Rejected if impossible) → Packaging
+//   Packaging   → extract upload, capsule::Build with the stored JobSpec, ObjectStore::PutFile
+//                 (content-addressed: a repeat uploads nothing) → record sha256 → Submitting
+//   Submitting  → Fleet::Submit (same job id → same handle) → record handle → Pending
+//   Pending/Running → Fleet::Observe → phase/reason/message/events; deadlines; cancel
+//   terminal    → Fleet::CollectLogs → logs_archived → Fleet::Release → released (done)
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "starforge/config/config.h"
+#include "starforge/controller/work_queue.h"
+#include "starforge/fleet/fleet.h"
+#include "starforge/objstore/object_store.h"
+#include "starforge/store/store.h"
+
+namespace starforge::controller {
+
+struct Options {
+  std::filesystem::path storage_root;  // jobs/<id>/ (logs), control/work/ (packaging scratch)
+  int workers = 2;
+  std::chrono::milliseconds resync{1000};       // requeue of Pending/Running jobs
+  std::chrono::milliseconds backoff_base{200};  // failed step: base * 2^n …
+  std::chrono::milliseconds backoff_max{30'000};
+  int64_t capsule_max_bytes = 512LL << 20;
+};
+
+// Counters for /metrics (monotonic since start).
+struct Metrics {
+  std::atomic<int64_t> reconciles{0};
+  std::atomic<int64_t> reconcile_errors{0};
+  std::atomic<int64_t> fleet_errors{0};
+  // Reconcile latency histogram: counts of reconciles with duration ≤ bucket (seconds).
+  static constexpr double kBuckets[] = {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5};
+  std::atomic<int64_t> latency_buckets[std::size(kBuckets)]{};
+  std::atomic<int64_t> latency_count{0};
+  std::atomic<int64_t> latency_sum_us{0};
+};
+
+class Controller {
+ public:
+  // `fleets` by kind ("local", "kuberay"); a job whose fleet is missing fails with Rejected.
+  Controller(store::Store& store, std::map<std::string, fleet::Fleet*> fleets,
+             objstore::ObjectStore& objects, Options options);
+  ~Controller();  // Stop()
+
+  // Enqueues every unfinished job (oldest first) and starts the workers.
+  void Start();
+  // Stops taking work and joins the workers (a step in progress finishes).
+  void Stop();
+
+  // Reconcile this job soon (after the API created it or requested its cancel).
+  void Enqueue(const std::string& job_id);
+
+  // One reconcile of one job, synchronously (the workers call this; tests may too).
+  // Returns the delay before the job should be looked at again, or nullopt when it is done.
+  std::optional<std::chrono::milliseconds> Reconcile(const std::string& job_id);
+
+  fleet::Fleet* FleetFor(const std::string& kind);
+  const Metrics& metrics() const { return metrics_; }
+
+ private:
+  void Worker();
+  store::Store& store_;
+  std::map<std::string, fleet::Fleet*> fleets_;
+  objstore::ObjectStore& objects_;
+  Options options_;
+  WorkQueue queue_;
+  Metrics metrics_;
+  std::vector<std::thread> workers_;
+  std::atomic<bool> running_{false};
+};
+
+// Test hook: when the environment variable STARFORGE_FAILPOINT names `point`, the process kills
+// itself with SIGKILL there (crash-safety tests). Points: "packaging-built", "capsule-stored",
+// "submitted", "running-observed", "terminal-recorded", "logs-archived".
+void Failpoint(const char* point);
+
+}  // namespace starforge::controller

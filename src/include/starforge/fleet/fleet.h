@@ -1,0 +1,121 @@
+// Where jobs run. One small interface; `local` (local_fleet.h) runs jobs as processes on this
+// machine, `kuberay` as one ephemeral RayJob per job. A fleet knows nothing about the store or
+// the API: the controller calls it and records what it says. Every method is idempotent and
+// keyed by the job id, so the controller may repeat any call after a crash.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "starforge/jobspec/jobspec.h"
+
+namespace starforge::fleet {
+
+// Whether a job could ever run on this fleet (independent of what is busy now).
+struct Admission {
+  bool possible = true;
+  std::string message;  // when not possible: why, what exists, and what to do instead
+  std::string field;    // the JobSpec field at fault, e.g. "pools[0].gpusPerMachine" ("" = none)
+};
+
+// What the fleet needs to start a job. The capsule is already in the object store.
+struct SubmitRequest {
+  std::string job_id;
+  jobspec::JobSpec spec;
+  std::string capsule_sha256;
+  std::string capsule_key;  // object-store key, capsule::ObjectKey(sha256)
+  int64_t queued_at = 0;    // Unix ms; FIFO order among jobs waiting for resources
+};
+
+struct SubmitResult {
+  bool ok = true;
+  std::string handle;      // the fleet's name for the job; stored and passed back to every call
+  std::string reason;      // when !ok: CamelCase (e.g. "SubmissionFailed")
+  std::string message;     // when !ok: for people
+  bool retryable = false;  // when !ok: a transient fault (retry with backoff) vs final
+};
+
+// What the fleet sees of one job now.
+enum class State {
+  kPending,    // accepted, not running yet (waiting for resources, scheduling, image pull …)
+  kRunning,    // the entrypoint runs
+  kSucceeded,  // exit code 0
+  kFailed,     // ended otherwise
+  kCancelled,  // ended because Cancel was called
+  kUnknown,    // the fleet has no record of it (never submitted, or lost)
+};
+
+struct FleetEvent {
+  std::string type;  // "Normal" | "Warning"
+  std::string reason;
+  std::string message;
+  std::string source;
+};
+
+struct Observation {
+  State state = State::kUnknown;
+  std::string reason;   // CamelCase: why Pending (WaitingForResources, Unschedulable …) or why
+                        // Failed (AppFailed, RunnerLost …)
+  std::string message;  // one line a user can act on
+  std::optional<int> exit_code;
+  std::vector<FleetEvent> events;  // what happened since submit (recorded idempotently)
+  bool retryable_error = false;    // the observation itself failed transiently; try again
+};
+
+class Fleet {
+ public:
+  virtual ~Fleet() = default;
+
+  virtual std::string Kind() const = 0;  // "local" | "kuberay"
+
+  // Whether `spec` could ever run here. Cheap; called by the API at submit and by the controller.
+  virtual Admission Admit(const jobspec::JobSpec& spec) = 0;
+
+  // Starts the job, or finds it already started (same job id → same handle, nothing twice).
+  virtual SubmitResult Submit(const SubmitRequest& request) = 0;
+
+  // The job's state now.
+  virtual Observation Observe(const std::string& job_id, const std::string& handle) = 0;
+
+  // Asks the job to stop. `since_ms` = how long ago the cancel was first requested: the fleet
+  // escalates (e.g. SIGTERM, then SIGKILL after its grace period). Idempotent; ok when gone.
+  // Returns "" or an error message.
+  virtual std::string Cancel(const std::string& job_id, const std::string& handle,
+                             int64_t since_ms) = 0;
+
+  // Copies whatever logs the fleet has that are not yet under `logs_dir`
+  // (<storage root>/jobs/<id>/logs). Returns "" or an error message (the controller retries).
+  virtual std::string CollectLogs(const std::string& job_id, const std::string& handle,
+                                  const std::filesystem::path& logs_dir) = 0;
+
+  // Frees everything the job holds (processes, work dirs, cluster objects). Idempotent.
+  // Returns "" or an error message (the controller retries).
+  virtual std::string Release(const std::string& job_id, const std::string& handle) = 0;
+
+  // What the fleet has and uses, as JSON for GET /api/v1/capacity: {"fleet": Kind(), …}.
+  virtual nlohmann::json Capacity() = 0;
+
+  // Called (from any thread) when the fleet notices a change for a job, so the controller can
+  // reconcile it at once instead of at its next resync.
+  void SetNotify(std::function<void(const std::string& job_id)> notify) {
+    notify_ = std::move(notify);
+  }
+
+ protected:
+  void Notify(const std::string& job_id) {
+    if (notify_) notify_(job_id);
+  }
+
+ private:
+  std::function<void(const std::string&)> notify_;
+};
+
+std::string_view ToString(State state);  // "Pending", …, "Unknown"
+
+}  // namespace starforge::fleet

@@ -1,0 +1,114 @@
+// The control plane's database: SQLite in WAL mode, one file, one connection guarded by a mutex
+// (one writer). The schema and its numbered migrations live only in store.cc. Every method is
+// one transaction: when it returns, the change is durable (synchronous=FULL), so the caller may
+// act on it — state is written before the action that depends on it.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "starforge/store/job.h"
+
+struct sqlite3;
+
+namespace starforge::store {
+
+// A failure of the database itself (I/O, corruption, a newer schema): not a user error.
+class StoreError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Thrown by UpdateJob when `expected_version` no longer matches (someone else updated first).
+class Conflict : public StoreError {
+ public:
+  using StoreError::StoreError;
+};
+
+struct JobFilter {
+  std::optional<std::string> owner;  // only this user's jobs
+  std::optional<Phase> phase;
+  std::optional<std::string> fleet;
+  std::optional<std::string> name;
+  bool only_unfinished = false;  // not terminal, or terminal with cleanup left to do
+  int64_t before_seq = 0;        // > 0: only seq < before_seq (cursor paging)
+  int limit = 0;                 // 0 = no limit
+};
+
+// The fields a phase change touches; applied together with the Transition row.
+struct PhaseChange {
+  Phase to = Phase::kQueued;
+  std::string reason;
+  std::string message;
+  std::string cause;
+};
+
+class Store {
+ public:
+  // Opens (creating the file and its parent directory if needed) and migrates to the newest
+  // schema. Throws StoreError naming the file when it cannot, or when the file's schema is
+  // newer than this binary knows.
+  static std::unique_ptr<Store> Open(const std::filesystem::path& file);
+  ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  int SchemaVersion();  // the applied migration number
+
+  // Inserts `job` (id, owner, name, fleet, spec_json, upload_path; phase Queued) and its first
+  // Transition (from nullopt) in one transaction; fills seq/created_at/updated_at/version.
+  Job CreateJob(Job job, const std::string& cause);
+  std::optional<Job> GetJob(const std::string& id);
+  // Newest first (seq descending).
+  std::vector<Job> ListJobs(const JobFilter& filter);
+  // Count of jobs per phase (for /metrics).
+  std::vector<std::pair<Phase, int64_t>> CountByPhase();
+
+  // Runs `mutate` on the current row and writes the result if the version still matches, in
+  // one transaction. If `change` is set and differs from the current phase, also sets phase,
+  // reason, message, started_at/finished_at and appends the Transition. Refuses (returns
+  // nullopt, writes nothing) a change out of a terminal phase. Returns the stored job.
+  std::optional<Job> UpdateJob(const std::string& id, const std::function<void(Job&)>& mutate,
+                               const std::optional<PhaseChange>& change = std::nullopt);
+
+  std::vector<Transition> ListTransitions(const std::string& job_id);
+  // Total number of transitions recorded (for /metrics).
+  int64_t CountTransitions();
+
+  // Appends an event, or bumps count/last_at of the job's event with the same type, reason,
+  // message and source.
+  void RecordEvent(const std::string& job_id, const std::string& type, const std::string& reason,
+                   const std::string& message, const std::string& source);
+  std::vector<Event> ListEvents(const std::string& job_id);  // oldest first
+
+  // Users and API tokens. Tokens are stored as SHA-256 hex only; the clear token is returned
+  // once by CreateToken and never again.
+  std::optional<User> GetUser(const std::string& name);
+  User EnsureUser(const std::string& name, bool admin);  // creates or returns; admin only grows
+  int64_t CountUsers();
+  // A new random token "sf_" + 40 [a-z0-9] for `user` (which must exist); returns it in clear.
+  std::string CreateToken(const std::string& user, const std::string& description);
+  // The user owning `token`, or nullopt (constant-time compare of hashes).
+  std::optional<User> Authenticate(const std::string& token);
+
+  // Current time in Unix ms; tests may replace it.
+  void SetClockForTesting(std::function<int64_t()> now);
+
+ private:
+  explicit Store(sqlite3* db);
+  int64_t Now();
+  std::mutex mu_;
+  sqlite3* db_;
+  std::function<int64_t()> now_;
+};
+
+// A fresh job id: "j-" + 10 random [a-z0-9] (from a CSPRNG).
+std::string NewJobId();
+
+}  // namespace starforge::store
