@@ -89,7 +89,10 @@ std::optional<std::string> WorkQueue::Get() {
     if (delayed_.empty()) {
       cv_.wait(lock);
     } else {
-      cv_.wait_until(lock, delayed_.begin()->first);
+      // A copy: another thread may erase that map node while this one waits, and the wait
+      // reads the deadline again when it wakes.
+      const Clock::time_point until = delayed_.begin()->first;
+      cv_.wait_until(lock, until);
     }
   }
 }
