@@ -496,6 +496,7 @@ ApiError ApiClient::Stream(const std::string& path, std::string* last_event_id,
                            const StreamOptions& options) {
   SseParser parser;
   int failures = 0;
+  bool opened = false;  // bytes of the stream arrived at least once
   for (;;) {
     Request r;
     r.path = path;
@@ -528,9 +529,14 @@ ApiError ApiClient::Stream(const std::string& path, std::string* last_event_id,
       return p;
     }
     if (stop) return {};
-    // An answer other than the stream (401, 404, …) is final; a broken or ended stream is not.
+    // An answer other than the stream (401, 404, …) is final; a broken or ended stream is not,
+    // once the stream has been open: the server may be restarting.
     if (e.kind != ApiError::Kind::kNone && e.kind != ApiError::Kind::kUnreachable) return e;
-    if (r.received > 0) failures = 0;
+    if (r.received > 0) {
+      opened = true;
+      failures = 0;
+    }
+    if (!opened && !e.ok()) return e;
     if (++failures > options.max_reconnects) {
       if (e.ok()) {
         e.kind = ApiError::Kind::kUnreachable;
@@ -542,8 +548,10 @@ ApiError ApiClient::Stream(const std::string& path, std::string* last_event_id,
       e.kind = ApiError::Kind::kUnreachable;
       e.message = "the server at " + server_ + " closed the stream";
     }
-    if (options.on_reconnect) options.on_reconnect(e);
-    std::this_thread::sleep_for(options.retry_delay);
+    if (failures == 1 && options.on_reconnect) options.on_reconnect(e);
+    auto delay = options.retry_delay * (1 << std::min(failures - 1, 10));
+    std::this_thread::sleep_for(
+        std::min<std::chrono::milliseconds>(delay, options.max_retry_delay));
   }
 }
 

@@ -459,7 +459,7 @@ ApiError FetchJobs(ApiClient& client, const GetOptions& o, const std::string& ow
 }
 
 std::string RenderJobs(const std::vector<json>& jobs, const std::string& output, bool header,
-                       bool color) {
+                       bool color, std::vector<size_t>* widths) {
   const int64_t now = NowMs();
   if (output == "json" || output == "yaml") {
     return Format(json{{"items", jobs}}, output);
@@ -474,7 +474,7 @@ std::string RenderJobs(const std::vector<json>& jobs, const std::string& output,
   std::vector<std::vector<std::string>> rows;
   for (const json& job : jobs)
     rows.push_back(JobRow(job, wide, now));
-  out = RenderTable(JobHeader(wide), rows, color);
+  out = RenderTable(JobHeader(wide), rows, color, widths);
   if (!header) out.erase(0, out.find('\n') + 1);
   return out;
 }
@@ -498,6 +498,7 @@ int Get(Context& c, const std::string& server, const GetOptions& o) {
     if (who.value("admin", false)) owner = who.value("user", std::string());
   }
   const bool color = StdoutColor(c);
+  std::vector<size_t> widths;  // of the first table, for the rows --watch adds
   std::vector<json> jobs;
   ApiError e = FetchJobs(*client, o, owner, &jobs);
   if (!e.ok()) return Report(c, e);
@@ -507,7 +508,7 @@ int Get(Context& c, const std::string& server, const GetOptions& o) {
   } else if (jobs.empty() && o.output != "json" && o.output != "yaml") {
     c.err << "No jobs found.\n";
   } else {
-    c.out << RenderJobs(jobs, o.output, true, color);
+    c.out << RenderJobs(jobs, o.output, true, color, &widths);
   }
   c.out << std::flush;
   if (!o.watch) return kExitOk;
@@ -545,7 +546,7 @@ int Get(Context& c, const std::string& server, const GetOptions& o) {
       for (const json& job : changed)
         c.out << "---\n" << Format(job, "yaml");
     } else {
-      c.out << RenderJobs(changed, o.output, false, color);
+      c.out << RenderJobs(changed, o.output, false, color, &widths);
     }
     c.out << std::flush;
   }

@@ -180,7 +180,8 @@ std::string_view PhaseColor(std::string_view phase) {
 }
 
 std::string RenderTable(const std::vector<std::string>& header,
-                        const std::vector<std::vector<std::string>>& rows, bool color) {
+                        const std::vector<std::vector<std::string>>& rows, bool color,
+                        std::vector<size_t>* min_widths) {
   // Widths in code points, so "≥" or "é" do not push columns apart.
   auto width = [](const std::string& s) {
     size_t n = 0;
@@ -194,6 +195,11 @@ std::string RenderTable(const std::vector<std::string>& header,
   for (const auto& row : rows) {
     for (size_t i = 0; i < row.size() && i < widths.size(); ++i)
       widths[i] = std::max(widths[i], width(row[i]));
+  }
+  if (min_widths != nullptr) {
+    for (size_t i = 0; i < widths.size() && i < min_widths->size(); ++i)
+      widths[i] = std::max(widths[i], (*min_widths)[i]);
+    *min_widths = widths;
   }
   std::string out;
   auto line = [&](const std::vector<std::string>& cells, bool is_header) {

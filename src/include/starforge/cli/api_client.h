@@ -92,13 +92,15 @@ struct FormPart {
 using UploadProgress = std::function<void(uint64_t sent, uint64_t total)>;
 
 struct StreamOptions {
-  // A stream that drops is reopened with Last-Event-ID after `retry_delay`; after this many
-  // consecutive failed attempts to reopen it, Stream gives up with kUnreachable.
-  int max_reconnects = 10;
-  std::chrono::milliseconds retry_delay{1000};
+  // A stream that drops is reopened with Last-Event-ID after `retry_delay` (doubling up to
+  // `max_retry_delay`); after this many consecutive failed attempts to reopen it, Stream gives
+  // up with kUnreachable. (A stream that cannot be opened in the first place fails at once.)
+  int max_reconnects = 30;
+  std::chrono::milliseconds retry_delay{500};
+  std::chrono::milliseconds max_retry_delay{5000};
   // No bytes (not even the server's 15 s heartbeat) for this long: the stream is dead; reopen.
   std::chrono::seconds idle_timeout{45};
-  // Told before each reopen (e.g. to say so on a terminal).
+  // Told when the stream breaks, once per outage, before the first attempt to reopen it.
   std::function<void(const ApiError& why)> on_reconnect;
 };
 

@@ -29,8 +29,11 @@ std::string_view PhaseColor(std::string_view phase);
 
 // Columns left-aligned, three spaces apart (the last column unpadded); when `color` is set,
 // PHASE cells and Warning TYPE cells get their ANSI colour (widths count the plain text).
+// `widths`, when given, holds minimum column widths and receives the ones used, so that rows
+// printed later (--watch) line up with the first table.
 std::string RenderTable(const std::vector<std::string>& header,
-                        const std::vector<std::vector<std::string>>& rows, bool color = false);
+                        const std::vector<std::vector<std::string>>& rows, bool color = false,
+                        std::vector<size_t>* widths = nullptr);
 
 // The `forge get jobs` columns: ID NAME PHASE REASON AGE (+ FLEET OWNER CAPSULE MESSAGE when wide).
 std::vector<std::string> JobHeader(bool wide);
