@@ -316,6 +316,9 @@ std::string CheckHttpUrl(std::string& v, std::string_view where_credentials_go) 
 std::string CheckK8sApiServer(std::string& v) {
   return CheckHttpUrl(v, "put the token in FORGE_K8S_TOKEN");
 }
+std::string CheckServerUrl(std::string& v) {
+  return CheckHttpUrl(v, "put the token in FORGE_TOKEN");
+}
 std::string CheckS3Endpoint(std::string& v) {
   return CheckHttpUrl(v, "put the keys in FORGE_S3_ACCESS_KEY and FORGE_S3_SECRET_KEY");
 }
@@ -678,6 +681,12 @@ const std::vector<Entry>& Table() {
         "<bucket>.<endpoint host>/<key>."));
     t.push_back(Text("FORGE_LISTEN", &Config::listen, "host:port", CheckListen,
                      "Address the control plane's HTTP API listens on."));
+    t.push_back(Text("FORGE_SERVER", &Config::server, "http(s) URL", CheckServerUrl,
+                     "The control plane the `forge` CLI talks to. Unset: the server saved by "
+                     "`forge login`, else http://127.0.0.1:8080."));
+    t.push_back(SecretText("FORGE_TOKEN", &Config::token,
+                           "API token of the `forge` CLI. Unset: the token saved by `forge login`. "
+                           "Never shown."));
 
     const Config defaults;
     for (Entry& e : t)

@@ -80,6 +80,8 @@ TEST(Settings, ListsEverySettingOnceWithItsDefault) {
       {"FORGE_S3_REGION", "us-east-1"},
       {"FORGE_S3_ADDRESSING", "path"},
       {"FORGE_LISTEN", "127.0.0.1:8080"},
+      {"FORGE_SERVER", ""},
+      {"FORGE_TOKEN", ""},
   };
   std::vector<std::pair<std::string, std::string>> actual;
   for (const SettingInfo& s : Settings())
@@ -99,7 +101,7 @@ TEST(Settings, EveryEntryIsDocumentedAndOnlyCredentialsAreSecret) {
     }
   }
   EXPECT_EQ(secrets, (std::set<std::string>{"FORGE_K8S_TOKEN", "FORGE_S3_ACCESS_KEY",
-                                            "FORGE_S3_SECRET_KEY"}));
+                                            "FORGE_S3_SECRET_KEY", "FORGE_TOKEN"}));
 }
 
 TEST(Settings, TypesDescribeTheAcceptedValues) {

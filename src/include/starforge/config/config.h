@@ -70,6 +70,10 @@ struct Config {
   // Control plane.
   std::string listen = "127.0.0.1:8080";  // FORGE_LISTEN
 
+  // The `forge` CLI (a client of the control plane).
+  std::string server;  // FORGE_SERVER ("" = the saved login, else http://127.0.0.1:8080)
+  Secret token;        // FORGE_TOKEN ("" = the saved login)
+
   // The mount path of the storage root inside Ray pods.
   const std::string& PodStorageMount() const {
     return k8s_storage_mount.empty() ? storage_root : k8s_storage_mount;
