@@ -4,6 +4,7 @@
 // Every error is JSON {"error", "message", "field"?}; nothing a client sends can crash it.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -18,10 +19,13 @@
 namespace starforge::api {
 
 struct ServerOptions {
-  std::string listen = "127.0.0.1:8080";   // FORGE_LISTEN; port 0 = any free port
-  std::filesystem::path storage_root;      // logs under jobs/<id>/logs; uploads under control/
-  int64_t max_upload_bytes = 512LL << 20;  // FORGE_CAPSULE_MAX_BYTES
-  config::Config config;                   // for JobSpec defaults (fleet, images, deadlines)
+  std::string listen = "127.0.0.1:8080";    // FORGE_LISTEN; port 0 = any free port
+  std::filesystem::path storage_root;       // logs under jobs/<id>/logs; uploads under control/
+  int64_t max_upload_bytes = 512LL << 20;   // FORGE_CAPSULE_MAX_BYTES
+  config::Config config;                    // for JobSpec defaults (fleet, images, deadlines)
+  int threads = 32;                         // request threads; each following log holds one
+  std::chrono::milliseconds sse_poll{200};  // how often a log follow looks for news
+  std::chrono::milliseconds sse_keepalive{15'000};  // ": keep-alive" after this much silence
 };
 
 class Server {

@@ -1,0 +1,42 @@
+#include "starforge/api/routes.h"
+
+namespace starforge::api {
+
+const std::vector<RouteInfo>& Routes() {
+  static const std::vector<RouteInfo> routes = {
+      {RouteId::kCreateJob, "POST", "/api/v1/jobs"},
+      {RouteId::kListJobs, "GET", "/api/v1/jobs"},
+      {RouteId::kGetJob, "GET", "/api/v1/jobs/{id}"},
+      {RouteId::kCancelJob, "POST", "/api/v1/jobs/{id}/cancel"},
+      {RouteId::kJobEvents, "GET", "/api/v1/jobs/{id}/events"},
+      {RouteId::kJobLogs, "GET", "/api/v1/jobs/{id}/logs"},
+      {RouteId::kCapacity, "GET", "/api/v1/capacity"},
+      {RouteId::kWhoami, "GET", "/api/v1/whoami"},
+      {RouteId::kOpenApi, "GET", "/api/v1/openapi.json", false},
+      {RouteId::kHealthz, "GET", "/healthz", false},
+      {RouteId::kReadyz, "GET", "/readyz", false},
+      {RouteId::kMetrics, "GET", "/metrics", false},
+  };
+  return routes;
+}
+
+std::string PathRegex(std::string_view path_template) {
+  std::string re;
+  for (size_t i = 0; i < path_template.size(); ++i) {
+    const char c = path_template[i];
+    if (c == '{') {
+      const size_t close = path_template.find('}', i);
+      re += "([^/]+)";
+      i = close == std::string_view::npos ? path_template.size() : close;
+    } else if (c == '.' || c == '+' || c == '*' || c == '?' || c == '(' || c == ')' || c == '[' ||
+               c == ']' || c == '^' || c == '$' || c == '|' || c == '\\') {
+      re += '\\';
+      re += c;
+    } else {
+      re += c;
+    }
+  }
+  return re;
+}
+
+}  // namespace starforge::api

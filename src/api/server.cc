@@ -1,0 +1,945 @@
+#include "starforge/api/server.h"
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <regex>
+#include <thread>
+
+#include <httplib.h>
+#include <spdlog/spdlog.h>
+
+#include "starforge/api/convert.h"
+#include "starforge/api/logs.h"
+#include "starforge/api/routes.h"
+#include "starforge/capsule/capsule.h"
+#include "starforge/capsule/extract.h"
+#include "starforge/common/yaml_json.h"
+#include "starforge/jobspec/parse.h"
+
+namespace starforge::api {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// Room in a request body beyond the code archive: the JobSpec part and the multipart framing.
+constexpr int64_t kBodySlack = 2 << 20;
+constexpr size_t kMaxSpecBytes = 1 << 20;
+constexpr size_t kMaxSmallBody = 64 << 10;  // bodies of POSTs other than a job submission
+constexpr int kMaxParts = 8;
+constexpr int kDefaultListLimit = 50;
+constexpr int kMaxListLimit = 500;
+// How long a follow stream waits, after the job ended, for its fleet to hand over the logs
+// (logsArchived) before it ends anyway.
+constexpr int64_t kArchiveWaitMs = 30'000;
+
+const char* const kJson = "application/json";
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// A request that ends with an error response; thrown from handlers, answered by Run().
+struct ApiError {
+  ApiError(int s, std::string k, std::string m, std::string f = {}, FieldErrors e = {})
+      : status(s),
+        kind(std::move(k)),
+        message(std::move(m)),
+        field(std::move(f)),
+        errors(std::move(e)) {}
+  int status;
+  std::string kind;
+  std::string message;
+  std::string field;
+  FieldErrors errors;
+};
+
+ApiError BadRequest(std::string message, std::string field = {}) {
+  return {400, "BadRequest", std::move(message), std::move(field), {}};
+}
+
+std::string PhaseList() {
+  std::string s;
+  for (int p = 0; p <= static_cast<int>(store::Phase::kCancelled); ++p)
+    s += std::string(p ? ", " : "") + std::string(store::ToString(static_cast<store::Phase>(p)));
+  return s;
+}
+
+std::string Join(const std::vector<std::string>& items, const char* sep) {
+  std::string s;
+  for (const auto& i : items)
+    s += (s.empty() ? "" : sep) + i;
+  return s;
+}
+
+void SetJson(httplib::Response& res, int status, const nlohmann::json& body) {
+  res.status = status;
+  // Invalid UTF-8 from a client (e.g. in a name filter echoed back) must not throw here.
+  res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n",
+                  kJson);
+}
+
+void SetError(httplib::Response& res, const ApiError& e) {
+  if (e.status == 401) res.set_header("WWW-Authenticate", "Bearer");
+  SetJson(res, e.status, ErrorJson(e.kind, e.message, e.field, e.errors));
+}
+
+// Removes a file or directory tree at scope exit unless released.
+class Cleanup {
+ public:
+  explicit Cleanup(fs::path p = {}) : path_(std::move(p)) {}
+  ~Cleanup() {
+    if (!path_.empty()) {
+      std::error_code ec;
+      fs::remove_all(path_, ec);
+    }
+  }
+  Cleanup(const Cleanup&) = delete;
+  Cleanup& operator=(const Cleanup&) = delete;
+  void Reset(fs::path p) { path_ = std::move(p); }
+  void Release() { path_.clear(); }
+
+ private:
+  fs::path path_;
+};
+
+void FsyncPath(const fs::path& p, int flags) {
+  const int fd = ::open(p.c_str(), flags | O_CLOEXEC);
+  if (fd < 0) throw std::runtime_error("open " + p.string() + ": " + std::strerror(errno));
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) throw std::runtime_error("fsync " + p.string() + ": " + std::strerror(err));
+}
+
+}  // namespace
+
+struct Server::Impl {
+  ServerOptions options;
+  store::Store& store;
+  controller::Controller& controller;
+  std::map<std::string, fleet::Fleet*> fleets;
+
+  httplib::Server http;
+  std::thread thread;
+  int port = 0;
+  std::atomic<bool> stopping{false};
+  std::atomic<bool> loop_ended{false};
+  std::mutex stop_mu;
+  std::condition_variable stop_cv;
+  fs::path uploads;
+
+  struct Route {
+    RouteInfo info;
+    std::regex re;
+  };
+  std::vector<Route> routes;
+
+  // What a handler works with.
+  struct Call {
+    const httplib::Request& req;
+    httplib::Response& res;
+    const httplib::ContentReader* reader;  // POST routes
+    store::User user;
+    bool body_read = false;
+  };
+
+  Impl(ServerOptions o, store::Store& s, controller::Controller& c,
+       std::map<std::string, fleet::Fleet*> f)
+      : options(std::move(o)), store(s), controller(c), fleets(std::move(f)) {
+    uploads = options.storage_root / "control" / "uploads";
+    for (const auto& r : Routes())
+      routes.push_back({r, std::regex(PathRegex(r.path))});
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // Plumbing: registration, auth, errors.
+
+  void Register() {
+    for (const Route& r : routes) {
+      const Route* route = &r;
+      const std::string pattern = PathRegex(r.info.path);
+      if (r.info.method == "GET") {
+        http.Get(pattern, [this, route](const httplib::Request& req, httplib::Response& res) {
+          Run(*route, req, res, nullptr);
+        });
+      } else {
+        // Every POST reads its own body, so that nothing unbounded is buffered in memory.
+        http.Post(pattern, [this, route](const httplib::Request& req, httplib::Response& res,
+                                         const httplib::ContentReader& reader) {
+          Run(*route, req, res, &reader);
+        });
+      }
+    }
+    // Anything else: 404, or 405 when the path exists with another method. Bodies are read
+    // (and dropped, within the small-body limit) so the connection stays in step.
+    http.Get(".*", [this](const httplib::Request& req, httplib::Response& res) {
+      NoRoute(req, res, nullptr);
+    });
+    http.Options(".*", [this](const httplib::Request& req, httplib::Response& res) {
+      NoRoute(req, res, nullptr);
+    });
+    auto no_route = [this](const httplib::Request& req, httplib::Response& res,
+                           const httplib::ContentReader& reader) { NoRoute(req, res, &reader); };
+    http.Post(".*", no_route);
+    http.Put(".*", no_route);
+    http.Patch(".*", no_route);
+    http.Delete(".*", no_route);
+    http.set_pre_routing_handler([](const httplib::Request&, httplib::Response&) {
+      RequestStart() = Clock::now();
+      return httplib::Server::HandlerResponse::Unhandled;
+    });
+    // Errors httplib answers itself (malformed requests, a body over the limit).
+    http.set_error_handler(httplib::Server::HandlerWithResponse(
+        [this](const httplib::Request&, httplib::Response& res) {
+          if (!res.body.empty() || res.content_provider_)
+            return httplib::Server::HandlerResponse::Unhandled;
+          switch (res.status) {
+            case 413:
+              SetError(res, TooLarge());
+              break;
+            case 414:
+              SetError(res, {414, "BadRequest", "the request URI is too long"});
+              break;
+            case 404:
+              SetError(res, {404, "NotFound", "not found"});
+              break;
+            default:
+              SetError(res, {res.status, res.status >= 500 ? "Internal" : "BadRequest",
+                             res.status >= 500 ? "internal error" : "malformed HTTP request"});
+          }
+          return httplib::Server::HandlerResponse::Handled;
+        }));
+    http.set_exception_handler(
+        [](const httplib::Request& req, httplib::Response& res, std::exception_ptr) {
+          spdlog::error("{} {}: unexpected exception", req.method, req.path);
+          SetError(res, {500, "Internal", "internal error; the server's log has details"});
+        });
+    http.set_logger([](const httplib::Request& req, const httplib::Response& res) {
+      const auto ms =
+          std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - RequestStart());
+      spdlog::info("{} {} {} {}ms", req.method, req.path, res.status, ms.count());
+    });
+  }
+
+  void NoRoute(const httplib::Request& req, httplib::Response& res,
+               const httplib::ContentReader* reader) {
+    if (reader) {
+      Call c{req, res, reader, {}, false};
+      Drain(c, kMaxSmallBody);
+    }
+    std::vector<std::string> allowed;
+    for (const Route& r : routes) {
+      if (std::regex_match(req.path, r.re)) allowed.push_back(r.info.method);
+    }
+    if (allowed.empty()) {
+      SetError(
+          res,
+          {404, "NotFound", "no such route: " + req.path + " (see /api/v1/openapi.json)", {}, {}});
+    } else {
+      res.set_header("Allow", Join(allowed, ", "));
+      SetError(res,
+               {405,
+                "MethodNotAllowed",
+                req.method + " is not allowed on " + req.path + "; use " + Join(allowed, " or "),
+                {},
+                {}});
+    }
+  }
+
+  static Clock::time_point& RequestStart() {
+    // One request is handled start to end on one thread of the pool.
+    thread_local Clock::time_point start = Clock::now();
+    return start;
+  }
+
+  ApiError TooLarge() const {
+    return {413, "PayloadTooLarge",
+            "the upload is larger than the " + capsule::FormatBytes(options.max_upload_bytes) +
+                " this server accepts (FORGE_CAPSULE_MAX_BYTES): leave large data out of the code "
+                "directory (.forgeignore) and read it from the storage root instead"};
+  }
+
+  void Run(const Route& route, const httplib::Request& req, httplib::Response& res,
+           const httplib::ContentReader* reader) {
+    Call c{req, res, reader, {}, false};
+    try {
+      if (stopping) throw ApiError{503, "Unavailable", "the server is shutting down", {}, {}};
+      if (route.info.auth) c.user = Authenticate(req);
+      Dispatch(route.info.id, c);
+      return;
+    } catch (const ApiError& e) {
+      SetError(res, e);
+    } catch (const std::exception& e) {
+      // The log gets the detail; the client only learns that it was our fault.
+      spdlog::error("{} {}: {}", req.method, req.path, e.what());
+      SetError(res, {500, "Internal", "internal error; the server's log has details"});
+    } catch (...) {
+      spdlog::error("{} {}: unexpected exception", req.method, req.path);
+      SetError(res, {500, "Internal", "internal error; the server's log has details"});
+    }
+    // An unread body would be taken for the next request on this connection.
+    if (reader && !c.body_read) Drain(c, kMaxSmallBody);
+  }
+
+  // Reads and discards the body (up to `limit` bytes; more → false).
+  bool Drain(Call& c, size_t limit) {
+    c.body_read = true;
+    size_t total = 0;
+    auto count = [&total, limit](const char*, size_t n) {
+      total += n;
+      return total <= limit;
+    };
+    if (c.req.is_multipart_form_data())
+      return (*c.reader)([](const httplib::MultipartFormData&) { return true; }, count);
+    return (*c.reader)(count);
+  }
+
+  void Dispatch(RouteId id, Call& c) {
+    switch (id) {
+      case RouteId::kCreateJob:
+        return CreateJob(c);
+      case RouteId::kListJobs:
+        return ListJobs(c);
+      case RouteId::kGetJob:
+        return GetJob(c);
+      case RouteId::kCancelJob:
+        return CancelJob(c);
+      case RouteId::kJobEvents:
+        return JobEvents(c);
+      case RouteId::kJobLogs:
+        return JobLogs(c);
+      case RouteId::kCapacity:
+        return Capacity(c);
+      case RouteId::kWhoami:
+        return SetJson(c.res, 200, {{"user", c.user.name}, {"admin", c.user.admin}});
+      case RouteId::kOpenApi:
+        c.res.set_content(std::string(OpenApiDocument()), kJson);
+        return;
+      case RouteId::kHealthz:
+        c.res.set_content("ok\n", "text/plain; charset=utf-8");
+        return;
+      case RouteId::kReadyz:
+        return Readyz(c);
+      case RouteId::kMetrics:
+        return Metrics(c);
+    }
+  }
+
+  store::User Authenticate(const httplib::Request& req) {
+    const std::string header = req.get_header_value("Authorization");
+    if (header.empty())
+      throw ApiError{401,
+                     "Unauthorized",
+                     "missing bearer token: send \"Authorization: Bearer <token>\" (forge login, "
+                     "or FORGE_TOKEN)",
+                     {},
+                     {}};
+    constexpr std::string_view kScheme = "bearer ";
+    std::string token;
+    if (header.size() > kScheme.size() &&
+        strncasecmp(header.c_str(), kScheme.data(), kScheme.size()) == 0) {
+      token = header.substr(kScheme.size());
+      while (!token.empty() && token.front() == ' ')
+        token.erase(0, 1);
+      while (!token.empty() && token.back() == ' ')
+        token.pop_back();
+    }
+    if (token.empty())
+      throw ApiError{
+          401, "Unauthorized", "the Authorization header must be \"Bearer <token>\"", {}, {}};
+    auto user = store.Authenticate(token);
+    if (!user)
+      throw ApiError{401,
+                     "Unauthorized",
+                     "the token is not valid: check FORGE_TOKEN or run forge login again, or ask "
+                     "an admin for a new one (forge token create)",
+                     {},
+                     {}};
+    return *user;
+  }
+
+  // The job if it exists and `user` may see it; another user's job is as missing as a job
+  // that does not exist, so ids of others' jobs cannot be probed.
+  store::Job VisibleJob(const Call& c, const std::string& id) {
+    auto job = store.GetJob(id);
+    if (!job || (!c.user.admin && job->owner != c.user.name))
+      throw ApiError{404, "NotFound", "job " + id + " not found", {}, {}};
+    return *job;
+  }
+
+  static std::string Param(const Call& c, const char* name) {
+    return c.req.has_param(name) ? c.req.get_param_value(name) : std::string();
+  }
+
+  static void OnlyParams(const Call& c, std::initializer_list<const char*> known) {
+    for (const auto& [k, v] : c.req.params) {
+      bool ok = false;
+      for (const char* n : known)
+        ok = ok || k == n;
+      if (!ok) {
+        std::vector<std::string> names(known.begin(), known.end());
+        throw BadRequest("unknown query parameter \"" + k + "\"" +
+                             (names.empty() ? std::string("; this route takes none")
+                                            : "; known: " + Join(names, ", ")),
+                         k);
+      }
+    }
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // POST /api/v1/jobs
+
+  struct Upload {
+    std::string spec;
+    bool has_spec = false;
+    fs::path code;  // the code part, in a temporary file under uploads/
+    int code_fd = -1;
+    int64_t code_bytes = 0;
+    bool has_code = false;
+    std::string error;  // a malformed request, found while reading
+    bool too_large = false;
+  };
+
+  // Streams the multipart body: the JobSpec into memory, the code archive into a temporary
+  // file (never the whole upload in memory).
+  void ReadUpload(Call& c, Upload& up, Cleanup& tmp) {
+    if (!c.req.is_multipart_form_data()) {
+      const bool ok = Drain(c, static_cast<size_t>(options.max_upload_bytes + kBodySlack));
+      if (!ok) throw TooLarge();
+      throw BadRequest(
+          "expected a multipart/form-data body with a \"spec\" part (the JobSpec, YAML or JSON) "
+          "and a \"code\" part (a zip of the code directory); got Content-Type \"" +
+          c.req.get_header_value("Content-Type") + "\"");
+    }
+    c.body_read = true;
+    enum class Part { kNone, kSpec, kCode, kIgnored } current = Part::kNone;
+    int parts = 0;
+    int64_t total = 0;
+    const int64_t limit = options.max_upload_bytes + kBodySlack;
+    const bool ok = (*c.reader)(
+        [&](const httplib::MultipartFormData& part) {
+          current = Part::kIgnored;
+          if (++parts > kMaxParts) {
+            up.error = "too many parts: send one \"spec\" and one \"code\"";
+          } else if (part.name == "spec") {
+            if (up.has_spec) up.error = "two \"spec\" parts";
+            up.has_spec = true;
+            current = Part::kSpec;
+          } else if (part.name == "code") {
+            if (up.has_code) {
+              up.error = "two \"code\" parts";
+            } else {
+              up.has_code = true;
+              current = Part::kCode;
+              std::string tmpl = (uploads / ".upload-XXXXXX").string();
+              up.code_fd = ::mkostemp(tmpl.data(), O_CLOEXEC);
+              if (up.code_fd < 0)
+                throw std::runtime_error("cannot create a file in " + uploads.string() + ": " +
+                                         std::strerror(errno));
+              up.code = tmpl;
+              tmp.Reset(up.code);
+            }
+          } else if (up.error.empty()) {
+            up.error = "unexpected part \"" + part.name +
+                       "\": the parts are \"spec\" (the JobSpec) and \"code\" (a zip)";
+          }
+          return true;
+        },
+        [&](const char* data, size_t n) {
+          total += static_cast<int64_t>(n);
+          if (total > limit) {  // only a chunked body gets here: a declared length is checked first
+            up.too_large = true;
+            return false;
+          }
+          if (current == Part::kSpec) {
+            if (up.spec.size() + n > kMaxSpecBytes)
+              up.error = "the JobSpec is larger than " + capsule::FormatBytes(kMaxSpecBytes);
+            else
+              up.spec.append(data, n);
+          } else if (current == Part::kCode) {
+            up.code_bytes += static_cast<int64_t>(n);
+            if (up.code_bytes > options.max_upload_bytes) {
+              up.too_large = true;  // keep reading (and dropping) so the client gets the answer
+            } else {
+              for (size_t done = 0; done < n;) {
+                const ssize_t w = ::write(up.code_fd, data + done, n - done);
+                if (w < 0 && errno == EINTR) continue;
+                if (w <= 0)
+                  throw std::runtime_error("writing " + up.code.string() + ": " +
+                                           std::strerror(errno));
+                done += static_cast<size_t>(w);
+              }
+            }
+          }
+          return true;
+        });
+    if (up.too_large || c.res.status == 413) throw TooLarge();
+    if (!ok) throw BadRequest("malformed multipart/form-data body");
+    if (!up.error.empty()) throw BadRequest(up.error);
+    if (!up.has_spec)
+      throw BadRequest(
+          "missing the \"spec\" part: send the JobSpec (YAML or JSON) as form field "
+          "\"spec\"",
+          "spec");
+  }
+
+  jobspec::JobSpec ParseSpec(const std::string& text) {
+    nlohmann::json doc;
+    try {
+      doc = ParseYaml(text);
+    } catch (const SyntaxError& e) {
+      throw BadRequest(std::string("the JobSpec is not valid YAML or JSON: ") + e.what(), "spec");
+    }
+    jobspec::Defaults defaults;
+    defaults.fleet = config::ToString(options.config.default_fleet_kind);
+    defaults.nemo_rl_image = options.config.image_nemo_rl;
+    defaults.pre_running_seconds = options.config.kuberay_prerunning_deadline_s;
+    jobspec::ParseResult parsed = jobspec::FromJson(doc, defaults);
+    if (!parsed.ok()) {
+      const std::string first = parsed.errors.front().ToString();
+      throw ApiError{422, "Invalid",
+                     parsed.errors.size() == 1
+                         ? "invalid JobSpec: " + first
+                         : "invalid JobSpec (" + std::to_string(parsed.errors.size()) +
+                               " errors): " + first + "; …",
+                     parsed.errors.front().path, parsed.errors};
+    }
+    return *parsed.spec;
+  }
+
+  // Unpacks the archive as the controller will, into a scratch directory that is then removed.
+  void CheckCode(const Upload& up) {
+    auto invalid = [](std::string message, FieldErrors errors = {}) {
+      return ApiError{422, "Invalid", std::move(message), "code", std::move(errors)};
+    };
+    if (!up.has_code || up.code_bytes == 0)
+      throw invalid("no code: pass --code DIR or set code: in the JobSpec");
+    std::string tmpl = (uploads / ".check-XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) == nullptr)
+      throw std::runtime_error("cannot create a directory in " + uploads.string() + ": " +
+                               std::strerror(errno));
+    Cleanup scratch{fs::path(tmpl)};
+    capsule::ExtractLimits limits;
+    // Code compresses well, but not this well: a bomb is refused before it fills the disk.
+    limits.max_total_bytes = std::min<uint64_t>(
+        limits.max_total_bytes, 8 * static_cast<uint64_t>(options.max_upload_bytes));
+    const fs::path dest = fs::path(tmpl) / "code";
+    capsule::ExtractResult r = capsule::ExtractZip(up.code, dest, limits);
+    if (!r.ok()) {
+      FieldErrors errors;
+      for (const auto& e : r.errors)
+        errors.push_back({"code", e});
+      throw invalid(
+          "the code archive was refused: " + r.errors.front() +
+              (r.errors.size() > 1 ? " (and " + std::to_string(r.errors.size() - 1) + " more)"
+                                   : ""),
+          errors);
+    }
+    if (r.files == 0)
+      throw invalid("the code archive holds no files; a capsule needs at least one");
+    if (fs::exists(dest / ".starforge"))
+      throw invalid(
+          ".starforge/ in the code archive: that directory is reserved for StarForge's "
+          "own files in the capsule; rename it");
+  }
+
+  void CreateJob(Call& c) {
+    Upload up;
+    Cleanup tmp;
+    struct CloseFd {
+      int& fd;
+      ~CloseFd() {
+        if (fd >= 0) ::close(fd);
+      }
+    } close_fd{up.code_fd};
+    ReadUpload(c, up, tmp);
+    jobspec::JobSpec spec = ParseSpec(up.spec);
+    CheckCode(up);
+
+    auto fleet = fleets.find(spec.fleet);
+    if (fleet == fleets.end() || fleet->second == nullptr) {
+      std::vector<std::string> kinds;
+      for (const auto& [k, f] : fleets)
+        if (f) kinds.push_back(k);
+      throw ApiError{422,
+                     "Rejected",
+                     "fleet \"" + spec.fleet + "\" is not available on this server; configured: " +
+                         (kinds.empty() ? std::string("none") : Join(kinds, ", ")),
+                     "fleet",
+                     {}};
+    }
+    fleet::Admission admission = fleet->second->Admit(spec);
+    if (!admission.possible)
+      throw ApiError{422, "Rejected", admission.message, admission.field, {}};
+
+    // The archive is durable under its final name before the job row that points to it exists.
+    const std::string id = store::NewJobId();
+    const fs::path final_path = uploads / (id + ".zip");
+    if (::fsync(up.code_fd) != 0)
+      throw std::runtime_error("fsync " + up.code.string() + ": " + std::strerror(errno));
+    fs::rename(up.code, final_path);
+    tmp.Reset(final_path);
+    FsyncPath(uploads, O_RDONLY | O_DIRECTORY);
+
+    store::Job job;
+    job.id = id;
+    job.owner = c.user.name;
+    job.name = spec.name;
+    job.fleet = spec.fleet;
+    job.spec_json = jobspec::ToCanonicalText(spec);
+    job.upload_path = final_path.string();
+    store::Job created = store.CreateJob(job, "api");
+    tmp.Release();  // the controller owns the archive now
+    controller.Enqueue(id);
+    spdlog::info("job {} ({}) submitted by {} to fleet {}", id, spec.name, c.user.name, spec.fleet);
+    c.res.set_header("Location", "/api/v1/jobs/" + id);
+    SetJson(c.res, 201, JobJson(created, /*with_spec=*/true));
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // The other job routes.
+
+  void ListJobs(Call& c) {
+    OnlyParams(c, {"phase", "fleet", "name", "owner", "limit", "cursor"});
+    store::JobFilter filter;
+    if (auto p = Param(c, "phase"); !p.empty()) {
+      filter.phase = store::ParsePhase(p);
+      if (!filter.phase)
+        throw BadRequest("unknown phase \"" + p + "\"; one of " + PhaseList(), "phase");
+    }
+    if (auto f = Param(c, "fleet"); !f.empty()) filter.fleet = f;
+    if (auto n = Param(c, "name"); !n.empty()) filter.name = n;
+    // Only an admin may look at others' jobs; everyone else always sees only their own.
+    if (!c.user.admin) {
+      filter.owner = c.user.name;
+    } else if (auto o = Param(c, "owner"); !o.empty()) {
+      filter.owner = o;
+    }
+    int limit = kDefaultListLimit;
+    if (c.req.has_param("limit")) {
+      auto l = ParseCount(Param(c, "limit"));
+      if (!l || *l < 1 || *l > kMaxListLimit)
+        throw BadRequest("limit must be an integer from 1 to " + std::to_string(kMaxListLimit),
+                         "limit");
+      limit = static_cast<int>(*l);
+    }
+    if (auto cur = Param(c, "cursor"); !cur.empty()) {
+      auto seq = DecodeCursor(cur);
+      if (!seq) throw BadRequest("cursor: not a nextCursor this server returned", "cursor");
+      filter.before_seq = *seq;
+    }
+    filter.limit = limit + 1;  // one more tells whether there is a next page
+    std::vector<store::Job> jobs = store.ListJobs(filter);
+    nlohmann::json items = nlohmann::json::array();
+    for (size_t i = 0; i < jobs.size() && i < static_cast<size_t>(limit); ++i)
+      items.push_back(JobJson(jobs[i]));
+    nlohmann::json next = nullptr;
+    if (jobs.size() > static_cast<size_t>(limit))
+      next = EncodeCursor(jobs[static_cast<size_t>(limit) - 1].seq);
+    SetJson(c.res, 200, {{"items", std::move(items)}, {"nextCursor", std::move(next)}});
+  }
+
+  void GetJob(Call& c) {
+    OnlyParams(c, {});
+    store::Job job = VisibleJob(c, c.req.matches[1].str());
+    std::vector<store::Transition> timeline = store.ListTransitions(job.id);
+    SetJson(c.res, 200, JobJson(job, /*with_spec=*/true, &timeline));
+  }
+
+  void CancelJob(Call& c) {
+    if (!Drain(c, kMaxSmallBody))
+      throw ApiError{413, "PayloadTooLarge", "this route takes no body", {}, {}};
+    OnlyParams(c, {});
+    store::Job job = VisibleJob(c, c.req.matches[1].str());
+    if (store::IsTerminal(job.phase)) return SetJson(c.res, 200, JobJson(job));
+    std::optional<store::Job> updated;
+    bool first = false;
+    for (int attempt = 0;; ++attempt) {
+      try {
+        updated = store.UpdateJob(job.id, [&](store::Job& j) {
+          first = !j.cancel_requested;
+          if (first) {
+            j.cancel_requested = true;
+            j.cancel_requested_at = NowMs();
+          }
+        });
+        break;
+      } catch (const store::Conflict&) {
+        if (attempt == 4) throw;
+      }
+    }
+    if (!updated) throw ApiError{404, "NotFound", "job " + job.id + " not found", {}, {}};
+    if (first) {
+      store.RecordEvent(job.id, "Normal", "CancelRequested", "cancel requested by " + c.user.name,
+                        "api");
+      spdlog::info("job {}: cancel requested by {}", job.id, c.user.name);
+    }
+    controller.Enqueue(job.id);
+    SetJson(c.res, store::IsTerminal(updated->phase) ? 200 : 202, JobJson(*updated));
+  }
+
+  void JobEvents(Call& c) {
+    OnlyParams(c, {});
+    store::Job job = VisibleJob(c, c.req.matches[1].str());
+    nlohmann::json items = nlohmann::json::array();
+    for (const auto& e : store.ListEvents(job.id))
+      items.push_back(EventJson(e));
+    SetJson(c.res, 200, {{"items", std::move(items)}});
+  }
+
+  static std::optional<int64_t> CountParam(const Call& c, const char* name) {
+    if (!c.req.has_param(name)) return std::nullopt;
+    auto v = ParseCount(Param(c, name));
+    if (!v) throw BadRequest(std::string(name) + " must be a non-negative integer", name);
+    return v;
+  }
+
+  void JobLogs(Call& c) {
+    OnlyParams(c, {"tail", "follow", "offset"});
+    store::Job job = VisibleJob(c, c.req.matches[1].str());
+    const fs::path file = options.storage_root / "jobs" / job.id / "logs" / "driver.log";
+    const std::optional<int64_t> tail = CountParam(c, "tail");
+    bool follow = false;
+    if (c.req.has_param("follow")) {
+      const std::string f = Param(c, "follow");
+      if (f == "1" || f == "true" || f.empty())
+        follow = true;
+      else if (f != "0" && f != "false")
+        throw BadRequest("follow must be 1 or 0", "follow");
+    }
+    if (!follow) {
+      if (c.req.has_param("offset")) throw BadRequest("offset needs follow=1", "offset");
+      return PlainLog(c, file, tail);
+    }
+    int64_t start = 0;
+    if (const std::string last = c.req.get_header_value("Last-Event-ID"); !last.empty()) {
+      auto v = ParseCount(last);
+      if (!v) throw BadRequest("Last-Event-ID must be a byte offset from an earlier event");
+      start = *v;
+    } else if (auto off = CountParam(c, "offset")) {
+      start = *off;
+    } else if (tail) {
+      start = TailOffset(file, *tail);
+    }
+    FollowLog(c, job.id, file, start);
+  }
+
+  void PlainLog(Call& c, const fs::path& file, std::optional<int64_t> tail) {
+    std::error_code ec;
+    const auto size = static_cast<int64_t>(fs::file_size(file, ec));
+    const int64_t start = ec ? 0 : (tail ? TailOffset(file, *tail) : 0);
+    const char* type = "text/plain; charset=utf-8";
+    if (ec || size <= start) {
+      c.res.set_content("", type);
+      return;
+    }
+    // Streamed from the file: a log may be far larger than memory should hold. The length is
+    // the size now; what is appended meanwhile is for the next request (or follow).
+    auto fd = std::make_shared<int>(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
+    if (*fd < 0) throw std::runtime_error("open " + file.string() + ": " + std::strerror(errno));
+    c.res.set_content_provider(
+        static_cast<size_t>(size - start), type,
+        [fd, start](size_t offset, size_t length, httplib::DataSink& sink) {
+          char buf[64 << 10];
+          const size_t n = std::min(length, sizeof buf);
+          const ssize_t r =
+              ::pread(*fd, buf, n, static_cast<off_t>(start + static_cast<int64_t>(offset)));
+          if (r <= 0) return false;
+          return sink.write(buf, static_cast<size_t>(r));
+        },
+        [fd](bool) { ::close(*fd); });
+  }
+
+  void FollowLog(Call& c, const std::string& job_id, const fs::path& file, int64_t start) {
+    struct State {
+      LogFollower follower;
+      Clock::time_point last_write = Clock::now();
+      bool done = false;
+    };
+    auto state = std::make_shared<State>(State{LogFollower(file, start)});
+    c.res.set_header("Cache-Control", "no-cache");
+    c.res.set_header("X-Accel-Buffering", "no");
+    // Exactly "text/event-stream": httplib compresses other text types, which would hold
+    // events back in the compressor.
+    c.res.set_chunked_content_provider(
+        "text/event-stream", [this, state, job_id](size_t, httplib::DataSink& sink) {
+          if (stopping) return false;
+          if (state->done) {
+            sink.done();
+            return true;
+          }
+          if (!sink.is_writable()) return false;  // the client went away
+          std::string chunk = state->follower.Poll(false);
+          if (!chunk.empty()) {
+            state->last_write = Clock::now();
+            return sink.write(chunk.data(), chunk.size());
+          }
+          std::optional<store::Job> job = store.GetJob(job_id);
+          if (!job || (store::IsTerminal(job->phase) &&
+                       (job->logs_archived || NowMs() - job->finished_at > kArchiveWaitMs))) {
+            std::string rest = state->follower.Poll(true);
+            if (job) rest += SseEndEvent(*job);
+            state->done = true;
+            if (!rest.empty() && !sink.write(rest.data(), rest.size())) return false;
+            sink.done();
+            return true;
+          }
+          if (Clock::now() - state->last_write >= options.sse_keepalive) {
+            state->last_write = Clock::now();
+            if (!sink.write(kSseKeepAlive.data(), kSseKeepAlive.size())) return false;
+          }
+          std::unique_lock lock(stop_mu);
+          stop_cv.wait_for(lock, options.sse_poll, [this] { return stopping.load(); });
+          return !stopping;
+        });
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // Capacity, health, metrics.
+
+  void Capacity(Call& c) {
+    OnlyParams(c, {});
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& [kind, f] : fleets) {
+      if (!f) continue;
+      try {
+        list.push_back(f->Capacity());
+      } catch (const std::exception& e) {
+        spdlog::error("capacity of fleet {}: {}", kind, e.what());
+        list.push_back({{"fleet", kind}, {"error", "capacity unavailable; see the server's log"}});
+      }
+    }
+    SetJson(c.res, 200, {{"fleets", std::move(list)}});
+  }
+
+  void Readyz(Call& c) {
+    try {
+      store.CountUsers();  // the database answers
+    } catch (const std::exception& e) {
+      spdlog::warn("readyz: the store does not answer: {}", e.what());
+      c.res.status = 503;
+      c.res.set_content("not ready: the database does not answer\n", "text/plain; charset=utf-8");
+      return;
+    }
+    c.res.set_content("ok\n", "text/plain; charset=utf-8");
+  }
+
+  void Metrics(Call& c) {
+    MetricsSnapshot m;
+    m.jobs_by_phase = store.CountByPhase();
+    m.transitions = store.CountTransitions();
+    const controller::Metrics& cm = controller.metrics();
+    m.reconciles = cm.reconciles;
+    m.reconcile_errors = cm.reconcile_errors;
+    m.fleet_errors = cm.fleet_errors;
+    for (size_t i = 0; i < std::size(controller::Metrics::kBuckets); ++i) {
+      m.bucket_bounds.push_back(controller::Metrics::kBuckets[i]);
+      m.bucket_counts.push_back(cm.latency_buckets[i]);
+    }
+    m.latency_count = cm.latency_count;
+    m.latency_sum_seconds = static_cast<double>(cm.latency_sum_us.load()) / 1e6;
+    c.res.set_content(MetricsText(m), "text/plain; version=0.0.4; charset=utf-8");
+  }
+
+  // Leftovers of requests that a crash interrupted: partial uploads, check directories, and
+  // archives renamed into place whose job row was never written.
+  void CleanUploads() {
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(uploads, ec)) {
+      const std::string name = entry.path().filename().string();
+      bool stale = name.starts_with(".upload-") || name.starts_with(".check-");
+      if (!stale && name.ends_with(".zip")) stale = !store.GetJob(name.substr(0, name.size() - 4));
+      if (stale) {
+        spdlog::info("removing an interrupted upload: {}", entry.path().string());
+        std::error_code rm;
+        fs::remove_all(entry.path(), rm);
+      }
+    }
+  }
+};
+
+Server::Server(ServerOptions options, store::Store& store, controller::Controller& controller,
+               std::map<std::string, fleet::Fleet*> fleets)
+    : impl_(std::make_unique<Impl>(std::move(options), store, controller, std::move(fleets))) {}
+
+Server::~Server() {
+  Stop();
+}
+
+std::string Server::Start() {
+  Impl& s = *impl_;
+  auto addr = ParseListen(s.options.listen);
+  if (!addr)
+    return "cannot listen on \"" + s.options.listen +
+           "\": expected HOST:PORT such as 127.0.0.1:8080";
+  std::error_code ec;
+  fs::create_directories(s.uploads, ec);
+  if (ec) return "cannot create " + s.uploads.string() + ": " + ec.message();
+  s.CleanUploads();
+
+  s.Register();
+  const int threads = std::max(4, s.options.threads);
+  s.http.new_task_queue = [threads] {
+    return new httplib::ThreadPool(static_cast<size_t>(threads));
+  };
+  s.http.set_payload_max_length(static_cast<size_t>(s.options.max_upload_bytes + kBodySlack));
+  // httplib's default sets SO_REUSEPORT, which would let a second server bind the same port
+  // and silently share its connections; and the listening socket must not leak into job
+  // processes (they would keep the port bound after we exit).
+  s.http.set_socket_options([](int sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    ::fcntl(sock, F_SETFD, FD_CLOEXEC);
+  });
+  errno = 0;
+  int port = addr->port;
+  if (port == 0) {
+    port = s.http.bind_to_any_port(addr->host);
+  } else if (!s.http.bind_to_port(addr->host, port)) {
+    port = -1;
+  }
+  if (port <= 0) {
+    const int err = errno;
+    return "cannot listen on " + s.options.listen +
+           (err ? std::string(": ") + std::strerror(err) : "") +
+           " (another process may be using the port: choose another with FORGE_LISTEN or --listen)";
+  }
+  s.port = port;
+  s.thread = std::thread([&s] {
+    if (!s.http.listen_after_bind()) spdlog::error("the HTTP server stopped accepting connections");
+    s.loop_ended = true;
+  });
+  // stop() before the loop runs would be lost: wait until it does.
+  while (!s.http.is_running() && !s.loop_ended)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  return "";
+}
+
+int Server::port() const {
+  return impl_->port;
+}
+
+void Server::Stop() {
+  Impl& s = *impl_;
+  if (!s.thread.joinable()) return;
+  {
+    std::lock_guard lock(s.stop_mu);
+    s.stopping = true;
+  }
+  s.stop_cv.notify_all();
+  s.http.stop();
+  s.thread.join();
+}
+
+}  // namespace starforge::api

@@ -1,0 +1,42 @@
+// The routes `forge serve` answers and the OpenAPI document that describes them. The server
+// registers exactly Routes(); a test checks that they and the document's paths are the same set.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace starforge::api {
+
+enum class RouteId {
+  kCreateJob,
+  kListJobs,
+  kGetJob,
+  kCancelJob,
+  kJobEvents,
+  kJobLogs,
+  kCapacity,
+  kWhoami,
+  kOpenApi,
+  kHealthz,
+  kReadyz,
+  kMetrics,
+};
+
+struct RouteInfo {
+  RouteId id;
+  std::string method;  // "GET", "POST"
+  std::string path;    // OpenAPI template, e.g. "/api/v1/jobs/{id}"
+  bool auth = true;    // needs a bearer token
+};
+
+const std::vector<RouteInfo>& Routes();
+
+// The path template as a regular expression: each {param} matches one non-empty segment and is
+// captured in order.
+std::string PathRegex(std::string_view path_template);
+
+// The OpenAPI 3.0 document (src/api/openapi.json, compiled in).
+std::string_view OpenApiDocument();
+
+}  // namespace starforge::api

@@ -1,0 +1,833 @@
+// The REST API as clients meet it: the real `forge serve` binary (store, controller, local fleet)
+// on a loopback port, a temp FORGE_STORAGE_ROOT, and HTTP requests.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <mutex>
+#include <regex>
+#include <set>
+
+#include "api_test_support.h"
+#include "starforge/api/routes.h"
+
+namespace starforge::api {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using nlohmann::json;
+using testing::CliRun;
+using testing::Forge;
+using testing::MakeZip;
+using testing::ParseSse;
+using testing::ServeProcess;
+using testing::SseEvent;
+using testing::TempDir;
+namespace fs = std::filesystem;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+const std::regex kTokenLine("admin token \\(shown once, store it now\\): (sf_[a-z0-9]{40})\n");
+
+std::string Spec(const std::string& name, const std::string& entrypoint = "[python3, main.py]",
+                 const std::string& extra = "") {
+  return "name: " + name + "\nimage: python:3.11-slim\nentrypoint: " + entrypoint +
+         "\npools: [{name: main, cpusPerMachine: 1}]\n" + extra;
+}
+
+// Prints "step 1".."step N", a little apart, and ends with a line that has no newline.
+const char* const kStepsPy =
+    "import sys, time\n"
+    "n = int(sys.argv[1]) if len(sys.argv) > 1 else 5\n"
+    "for i in range(1, n + 1):\n"
+    "    print(f'step {i}', flush=True)\n"
+    "    time.sleep(0.15)\n"
+    "print('done', end='', flush=True)\n";
+
+json Body(const httplib::Result& r) {
+  if (!r) return json();
+  return json::parse(r->body, nullptr, /*allow_exceptions=*/false);
+}
+
+// Sends `bytes` on a fresh connection, half-closes it, and returns all the server answers.
+std::string SendRaw(int port, const std::string& bytes) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string reply;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+    for (size_t sent = 0; sent < bytes.size();) {
+      const ssize_t w = ::send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+      if (w <= 0) break;
+      sent += static_cast<size_t>(w);
+    }
+    ::shutdown(fd, SHUT_WR);
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0)
+      reply.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return reply;
+}
+
+class Api : public ::testing::Test {
+ protected:
+  void SetUp() override { Start(); }
+
+  void Start(std::map<std::string, std::string> env = {}, std::vector<std::string> args = {}) {
+    std::vector<std::string> all = {"--resync-ms", "100", "--cancel-grace-s", "2"};
+    all.insert(all.end(), args.begin(), args.end());
+    std::string error;
+    serve_ = ServeProcess::Start(root_, env, all, &error);
+    ASSERT_TRUE(serve_) << error;
+    std::smatch m;
+    const std::string out = serve_->Stdout();
+    if (std::regex_search(out, m, kTokenLine)) admin_ = m[1];
+    http_ = serve_->Client();
+  }
+
+  static httplib::Headers Auth(const std::string& token) {
+    return {{"Authorization", "Bearer " + token}};
+  }
+  httplib::Result Get(const std::string& path, const std::string& token) {
+    return http_->Get(path.c_str(), Auth(token));
+  }
+  httplib::Result Post(const std::string& path, const std::string& token) {
+    return http_->Post(path.c_str(), Auth(token), "", "text/plain");
+  }
+
+  std::string Zip(const std::map<std::string, std::string>& files) {
+    json entries = json::array();
+    for (const auto& [name, data] : files)
+      entries.push_back({{"name", name}, {"data", data}});
+    return MakeZip(tmp_, entries);
+  }
+
+  httplib::Result Submit(const std::string& token, const std::string& spec,
+                         const std::optional<std::string>& zip) {
+    httplib::MultipartFormDataItems items = {{"spec", spec, "", ""}};
+    if (zip) items.push_back({"code", *zip, "code.zip", "application/zip"});
+    return http_->Post("/api/v1/jobs", Auth(token), items);
+  }
+
+  // Submits a job that runs main.py (kStepsPy unless given) and returns its id.
+  std::string SubmitSteps(const std::string& token, const std::string& name,
+                          const std::string& entrypoint = "[python3, main.py, '5']") {
+    auto r = Submit(token, Spec(name, entrypoint), Zip({{"main.py", kStepsPy}}));
+    EXPECT_TRUE(r);
+    if (!r) return "";
+    EXPECT_EQ(r->status, 201) << r->body;
+    return Body(r).value("id", "");
+  }
+
+  // Polls the job until `done(job)` or the timeout; the last job JSON seen.
+  json WaitFor(const std::string& token, const std::string& id,
+               const std::function<bool(const json&)>& done, seconds timeout = seconds(60)) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    json job;
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto r = Get("/api/v1/jobs/" + id, token);
+      if (r && r->status == 200) {
+        job = Body(r);
+        if (done(job)) return job;
+      }
+      std::this_thread::sleep_for(milliseconds(100));
+    }
+    ADD_FAILURE() << "job " << id << " did not get there in time; last seen: " << job.dump();
+    return job;
+  }
+  json WaitForPhase(const std::string& token, const std::string& id, const std::string& phase,
+                    seconds timeout = seconds(60)) {
+    return WaitFor(
+        token, id, [&](const json& j) { return j.value("phase", "") == phase; }, timeout);
+  }
+  json WaitForEnd(const std::string& token, const std::string& id) {
+    return WaitFor(token, id, [](const json& j) {
+      const std::string p = j.value("phase", "");
+      return (p == "Succeeded" || p == "Failed" || p == "Cancelled") &&
+             j["cleanup"].value("released", false);
+    });
+  }
+
+  std::string NewToken(const std::string& user, bool admin = false) {
+    CliRun r = Forge(tmp_, "token create --user " + user + (admin ? " --admin" : ""),
+                     {{"FORGE_STORAGE_ROOT", root_.string()}});
+    EXPECT_EQ(r.code, 0) << r.err;
+    std::string token = r.out;
+    if (!token.empty() && token.back() == '\n') token.pop_back();
+    return token;
+  }
+
+  // Expects an error response: status, kind, and the message/field to contain what is given.
+  void ExpectError(const httplib::Result& r, int status, const std::string& kind,
+                   const std::string& message_part = "", const std::string& field = "") {
+    ASSERT_TRUE(r) << httplib::to_string(r.error());
+    EXPECT_EQ(r->status, status) << r->body;
+    EXPECT_THAT(r->get_header_value("Content-Type"), HasSubstr("application/json"));
+    json b = Body(r);
+    EXPECT_EQ(b.value("error", ""), kind) << r->body;
+    EXPECT_THAT(b.value("message", ""), HasSubstr(message_part)) << r->body;
+    if (!field.empty()) EXPECT_EQ(b.value("field", ""), field) << r->body;
+  }
+
+  void ExpectHealthyAndNoJobs() {
+    auto h = http_->Get("/healthz");
+    ASSERT_TRUE(h);
+    EXPECT_EQ(h->status, 200);
+    auto l = Get("/api/v1/jobs", admin_);
+    ASSERT_TRUE(l);
+    EXPECT_EQ(Body(l)["items"], json::array());
+    // Nothing left behind by refused uploads.
+    std::vector<std::string> left;
+    for (const auto& e : fs::directory_iterator(root_ / "control" / "uploads"))
+      left.push_back(e.path().filename().string());
+    EXPECT_EQ(left, std::vector<std::string>{});
+  }
+
+  TempDir tmp_;
+  fs::path root_ = tmp_ / "root";
+  std::unique_ptr<ServeProcess> serve_;
+  std::unique_ptr<httplib::Client> http_;
+  std::string admin_;
+};
+
+TEST_F(Api, PublicRoutesNeedNoToken) {
+  auto r = http_->Get("/healthz");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->body, "ok\n");
+  r = http_->Get("/readyz");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  r = http_->Get("/api/v1/openapi.json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->body, OpenApiDocument());
+  r = http_->Get("/metrics");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_THAT(r->get_header_value("Content-Type"), HasSubstr("version=0.0.4"));
+  EXPECT_THAT(r->body, HasSubstr("starforge_jobs{phase=\"Queued\"} 0\n"));
+}
+
+TEST_F(Api, TokensAreCheckedAndNeverLogged) {
+  ASSERT_THAT(admin_, ::testing::MatchesRegex("sf_[a-z0-9]{40}"));
+  auto r = http_->Get("/api/v1/whoami");
+  ExpectError(r, 401, "Unauthorized", "missing bearer token");
+  EXPECT_EQ(r->get_header_value("WWW-Authenticate"), "Bearer");
+  r = Get("/api/v1/whoami", "sf_" + std::string(40, 'x'));
+  ExpectError(r, 401, "Unauthorized", "not valid");
+  EXPECT_EQ(r->get_header_value("WWW-Authenticate"), "Bearer");
+  r = http_->Get("/api/v1/jobs", {{"Authorization", "Basic " + admin_}});
+  ExpectError(r, 401, "Unauthorized", "Bearer <token>");
+  // A submission without a token is refused before its body is looked at.
+  r = Submit("", Spec("x"), Zip({{"main.py", "print(1)"}}));
+  ExpectError(r, 401, "Unauthorized");
+  r = Get("/api/v1/jobs/j-0000000000", "nope");
+  ExpectError(r, 401, "Unauthorized");
+
+  r = Get("/api/v1/whoami", admin_);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(Body(r), json({{"user", "admin"}, {"admin", true}}));
+  // The scheme is case-insensitive (RFC 7235).
+  r = http_->Get("/api/v1/whoami", {{"Authorization", "bearer " + admin_}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+
+  EXPECT_EQ(serve_->Stop(), 0);
+  const std::string log = serve_->Stderr();
+  EXPECT_THAT(log, HasSubstr("GET /api/v1/whoami 401"));
+  EXPECT_THAT(log, Not(HasSubstr(admin_)));
+  EXPECT_THAT(log, Not(HasSubstr("sf_")));
+}
+
+TEST_F(Api, TheAdminTokenIsPrintedOnceOnTheFirstStartOnly) {
+  ASSERT_FALSE(admin_.empty());
+  const std::string first = serve_->Stdout();
+  EXPECT_THAT(first, ::testing::MatchesRegex(
+                         "admin token \\(shown once, store it now\\): sf_[a-z0-9]{40}\n"
+                         "forge serve: listening on http://127\\.0\\.0\\.1:[0-9]+\n"));
+  ASSERT_EQ(serve_->Stop(), 0);
+  EXPECT_THAT(serve_->Stderr(), Not(HasSubstr(admin_)));
+  // The token is stored only as a hash.
+  for (const char* f : {"starforge.db", "starforge.db-wal"})
+    EXPECT_THAT(testing::Slurp(root_ / "control" / f), Not(HasSubstr(admin_))) << f;
+
+  Start();
+  EXPECT_THAT(serve_->Stdout(),
+              ::testing::MatchesRegex("forge serve: listening on http://127\\.0\\.0\\.1:[0-9]+\n"));
+  auto r = Get("/api/v1/whoami", admin_);  // the first token still works
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  ASSERT_EQ(serve_->Stop(), 0);
+  EXPECT_THAT(serve_->Stderr(), Not(HasSubstr("sf_")));
+}
+
+TEST_F(Api, TokenCreateMakesUsersAndPrintsOnlyTheToken) {
+  CliRun r = Forge(tmp_, "token create --user bob --description 'laptop'",
+                   {{"FORGE_STORAGE_ROOT", root_.string()}});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, ::testing::MatchesRegex("sf_[a-z0-9]{40}\n"));
+  EXPECT_EQ(r.err, "");
+  const std::string bob = r.out.substr(0, r.out.size() - 1);
+  auto w = Get("/api/v1/whoami", bob);
+  ASSERT_TRUE(w);
+  EXPECT_EQ(Body(w), json({{"user", "bob"}, {"admin", false}}));
+
+  const std::string carol = NewToken("carol", /*admin=*/true);
+  w = Get("/api/v1/whoami", carol);
+  ASSERT_TRUE(w);
+  EXPECT_EQ(Body(w), json({{"user", "carol"}, {"admin", true}}));
+  EXPECT_NE(NewToken("bob"), bob);  // another token for the same user
+
+  r = Forge(tmp_, "token create --user 'Bad Name'", {{"FORGE_STORAGE_ROOT", root_.string()}});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--user: expected a user name"));
+  EXPECT_EQ(r.out, "");
+  r = Forge(tmp_, "token create", {{"FORGE_STORAGE_ROOT", root_.string()}});
+  EXPECT_EQ(r.code, 2);
+}
+
+TEST_F(Api, UsersSeeOnlyTheirOwnJobsAndTheAdminSeesAll) {
+  const std::string bob = NewToken("bob");
+  const std::string eve = NewToken("eve");
+  const std::string admins = SubmitSteps(admin_, "admins-job", "[python3, main.py, '1']");
+  const std::string bobs = SubmitSteps(bob, "bobs-job", "[python3, main.py, '1']");
+  ASSERT_FALSE(admins.empty());
+  ASSERT_FALSE(bobs.empty());
+
+  // Another user's job is exactly as missing as a job that does not exist.
+  for (const std::string& path :
+       {"/api/v1/jobs/" + bobs, "/api/v1/jobs/" + bobs + "/events", "/api/v1/jobs/" + bobs + "/logs",
+        "/api/v1/jobs/" + bobs + "/logs?follow=1"}) {
+    ExpectError(Get(path, eve), 404, "NotFound", "job " + bobs + " not found");
+  }
+  ExpectError(Get("/api/v1/jobs/j-doesnotexi", eve), 404, "NotFound", "job j-doesnotexi not found");
+  ExpectError(Post("/api/v1/jobs/" + bobs + "/cancel", eve), 404, "NotFound");
+  ExpectError(Get("/api/v1/jobs/" + admins, bob), 404, "NotFound");
+
+  auto ids = [&](const std::string& query, const std::string& token) {
+    auto r = Get("/api/v1/jobs" + query, token);
+    std::vector<std::string> out;
+    EXPECT_TRUE(r && r->status == 200) << (r ? r->body : "no response");
+    if (r)
+      for (const auto& j : Body(r)["items"])
+        out.push_back(j["id"]);
+    return out;
+  };
+  EXPECT_EQ(ids("", bob), std::vector<std::string>{bobs});
+  EXPECT_EQ(ids("", eve), std::vector<std::string>{});
+  EXPECT_EQ(ids("?owner=admin", bob), std::vector<std::string>{bobs});  // admin-only filter
+  EXPECT_EQ(ids("", admin_), (std::vector<std::string>{bobs, admins}));  // newest first
+  EXPECT_EQ(ids("?owner=bob", admin_), std::vector<std::string>{bobs});
+  EXPECT_EQ(ids("?owner=eve", admin_), std::vector<std::string>{});
+
+  auto r = Get("/api/v1/jobs/" + bobs, admin_);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(Body(r)["owner"], "bob");
+  WaitForEnd(admin_, admins);
+  WaitForEnd(bob, bobs);
+}
+
+TEST_F(Api, MalformedAndInvalidSubmissionsAreClear4xxAndLeaveNothing) {
+  const std::string zip = Zip({{"main.py", "print(1)\n"}});
+  auto r = Submit(admin_, "name: x\npools: [\n", zip);
+  ExpectError(r, 400, "BadRequest", "not valid YAML or JSON", "spec");
+  EXPECT_THAT(Body(r).value("message", ""), HasSubstr("line"));
+  ExpectError(Submit(admin_, "{\"name\": \"x\",", zip), 400, "BadRequest", "not valid YAML", "spec");
+
+  r = Submit(admin_, Spec("typo", "[python3, main.py]", "gpuz: 1\n"), zip);
+  ExpectError(r, 422, "Invalid", "gpuz", "gpuz");
+  r = Submit(admin_,
+             "name: Bad_Name\nimage: python:3\nentrypoint: [python3]\n"
+             "pools: [{name: main, machines: 0, gpusPerMachine: -1}]\n",
+             zip);
+  ExpectError(r, 422, "Invalid", "invalid JobSpec");
+  std::set<std::string> fields;
+  for (const auto& e : Body(r)["errors"])
+    fields.insert(e["field"].get<std::string>());
+  EXPECT_EQ(fields, (std::set<std::string>{"name", "pools[0].machines", "pools[0].gpusPerMachine"}))
+      << r->body;
+
+  // The spec part is required; so is a multipart body; and the code.
+  httplib::MultipartFormDataItems only_code = {{"code", zip, "code.zip", "application/zip"}};
+  ExpectError(http_->Post("/api/v1/jobs", Auth(admin_), only_code), 400, "BadRequest",
+              "missing the \"spec\" part", "spec");
+  ExpectError(http_->Post("/api/v1/jobs", Auth(admin_), "{\"name\": \"x\"}", "application/json"),
+              400, "BadRequest", "multipart/form-data");
+  ExpectError(Submit(admin_, Spec("nocode"), std::nullopt), 422, "Invalid",
+              "no code: pass --code DIR or set code: in the JobSpec", "code");
+  httplib::MultipartFormDataItems extra = {{"spec", Spec("x"), "", ""},
+                                           {"code", zip, "code.zip", "application/zip"},
+                                           {"cdoe", "x", "", ""}};
+  ExpectError(http_->Post("/api/v1/jobs", Auth(admin_), extra), 400, "BadRequest",
+              "unexpected part \"cdoe\"");
+  ExpectError(Submit(admin_, Spec("notzip"), "this is not a zip"), 422, "Invalid",
+              "the code archive was refused", "code");
+  ExpectHealthyAndNoJobs();
+}
+
+TEST_F(Api, HostileArchivesAreRefusedBeforeTheJobExists) {
+  struct Case {
+    const char* what;
+    json entries;
+    const char* message;
+  };
+  const Case cases[] = {
+      {"traversal", {{{"name", "../x"}, {"data", "x"}}}, "../x: unsafe entry name"},
+      {"nested traversal", {{{"name", "a/../../x"}, {"data", "x"}}}, "unsafe entry name"},
+      {"absolute", {{{"name", "/etc/x"}, {"data", "x"}}}, "/etc/x: unsafe entry name"},
+      {"symlink",
+       {{{"name", "main.py"}, {"data", "print(1)"}},
+        {{"name", "link"}, {"data", "/etc/passwd"}, {"attr", 0120777}}},
+       "link: symlinks are not accepted"},
+      {"empty", json::array(), "holds no files"},
+      {"reserved", {{{"name", ".starforge/manifest.json"}, {"data", "{}"}}}, ".starforge/"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.what);
+    ExpectError(Submit(admin_, Spec("hostile"), MakeZip(tmp_, c.entries)), 422, "Invalid",
+                c.message, "code");
+  }
+  EXPECT_FALSE(fs::exists(root_ / "control" / "x"));
+  EXPECT_FALSE(fs::exists(root_ / "x"));
+  ExpectHealthyAndNoJobs();
+}
+
+TEST_F(Api, ImpossibleJobsAreRejectedWithoutAJob) {
+  const std::string zip = Zip({{"main.py", "print(1)\n"}});
+  auto r = Submit(admin_,
+                  "name: big\nimage: python:3\nentrypoint: [python3, main.py]\n"
+                  "pools: [{name: main, machines: 2}]\n",
+                  zip);
+  ExpectError(r, 422, "Rejected");
+  EXPECT_THAT(Body(r).value("message", ""), HasSubstr("kuberay"));
+  r = Submit(admin_,
+             "name: gpus\nimage: python:3\nentrypoint: [python3, main.py]\n"
+             "pools: [{name: main, gpuSeries: h200, gpusPerMachine: 1000}]\n",
+             zip);
+  ExpectError(r, 422, "Rejected");
+  r = Submit(admin_, Spec("k", "[python3, main.py]", "fleet: kuberay\n"), zip);
+  ExpectError(r, 422, "Rejected", "fleet \"kuberay\" is not available on this server; configured: local",
+              "fleet");
+  ExpectHealthyAndNoJobs();
+}
+
+// Streams /logs?follow=1 on a thread, collecting its events.
+class Follow {
+ public:
+  Follow(int port, const std::string& path, const httplib::Headers& headers) {
+    thread_ = std::thread([this, port, path, headers] {
+      httplib::Client c("127.0.0.1", port);
+      c.set_read_timeout(60, 0);
+      std::string buf;
+      auto r = c.Get(path.c_str(), headers, [&](const char* data, size_t n) {
+        std::lock_guard lock(mu_);
+        buf.append(data, n);
+        int comments = 0;
+        for (auto& e : ParseSse(&buf, &comments))
+          events_.push_back(e);
+        comments_ += comments;
+        return !stop_;
+      });
+      std::lock_guard lock(mu_);
+      if (r) {
+        status_ = r->status;
+        content_type_ = r->get_header_value("Content-Type");
+      }
+      finished_ = true;
+    });
+  }
+  ~Follow() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+  bool WaitFinished(seconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      {
+        std::lock_guard lock(mu_);
+        if (finished_) return true;
+      }
+      std::this_thread::sleep_for(milliseconds(20));
+    }
+    return false;
+  }
+  std::vector<SseEvent> events() {
+    std::lock_guard lock(mu_);
+    return events_;
+  }
+  int comments() {
+    std::lock_guard lock(mu_);
+    return comments_;
+  }
+  int status() {
+    std::lock_guard lock(mu_);
+    return status_;
+  }
+  std::string content_type() {
+    std::lock_guard lock(mu_);
+    return content_type_;
+  }
+  void Disconnect() { stop_ = true; }
+
+ private:
+  std::mutex mu_;
+  std::vector<SseEvent> events_;
+  int comments_ = 0;
+  int status_ = 0;
+  std::string content_type_;
+  bool finished_ = false;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+std::string LogLines(const std::vector<SseEvent>& events) {
+  std::string s;
+  for (const auto& e : events)
+    if (e.event == "log") s += e.data + "\n";
+  return s;
+}
+
+TEST_F(Api, AJobRunsToSucceededWithItsLogsTimelineEventsAndMetrics) {
+  auto r = Submit(admin_, Spec("steps", "[python3, main.py, '6']"), Zip({{"main.py", kStepsPy}}));
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 201) << r->body;
+  const json created = Body(r);
+  const std::string id = created["id"];
+  EXPECT_THAT(id, ::testing::MatchesRegex("j-[a-z0-9]{10}"));
+  EXPECT_EQ(r->get_header_value("Location"), "/api/v1/jobs/" + id);
+  EXPECT_EQ(created["phase"], "Queued");
+  EXPECT_EQ(created["owner"], "admin");
+  EXPECT_EQ(created["fleet"], "local");
+  EXPECT_EQ(created["spec"]["name"], "steps");
+  EXPECT_EQ(created["spec"]["entrypoint"], json({"python3", "main.py", "6"}));
+  EXPECT_FALSE(created.contains("timeline"));
+
+  // Follow from the start: the lines arrive while the job runs, then the end event.
+  Follow follow(serve_->port(), "/api/v1/jobs/" + id + "/logs?follow=1", Auth(admin_));
+  ASSERT_TRUE(follow.WaitFinished(seconds(60)));
+  EXPECT_EQ(follow.status(), 200);
+  EXPECT_EQ(follow.content_type(), "text/event-stream");
+  std::vector<SseEvent> events = follow.events();
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(LogLines(events), "step 1\nstep 2\nstep 3\nstep 4\nstep 5\nstep 6\ndone\n");
+  EXPECT_GT(events.size(), 2u) << "the lines came in one piece: they were not streamed";
+  const SseEvent& end = events.back();
+  EXPECT_EQ(end.event, "end");
+  json end_data = json::parse(end.data);
+  EXPECT_EQ(end_data["phase"], "Succeeded");
+  EXPECT_EQ(end_data["exitCode"], 0);
+  EXPECT_EQ(events[events.size() - 2].id, "46");  // the offset after "done"
+
+  json job = WaitForEnd(admin_, id);
+  EXPECT_EQ(job["phase"], "Succeeded");
+  EXPECT_EQ(job["exitCode"], 0);
+  EXPECT_TRUE(job["capsule"].is_object());
+  EXPECT_THAT(job["capsule"].value("key", ""), ::testing::StartsWith("capsules/sha256-"));
+  EXPECT_TRUE(job["startedAt"].is_string());
+  EXPECT_TRUE(job["finishedAt"].is_string());
+  const json& timeline = job["timeline"];
+  ASSERT_GE(timeline.size(), 3u) << job.dump();
+  EXPECT_EQ(timeline[0]["from"], nullptr);
+  EXPECT_EQ(timeline[0]["to"], "Queued");
+  EXPECT_EQ(timeline.back()["to"], "Succeeded");
+  for (size_t i = 1; i < timeline.size(); ++i)
+    EXPECT_EQ(timeline[i]["from"], timeline[i - 1]["to"]) << job.dump();
+
+  // Plain and tail.
+  auto logs = Get("/api/v1/jobs/" + id + "/logs", admin_);
+  ASSERT_TRUE(logs);
+  EXPECT_EQ(logs->status, 200);
+  EXPECT_EQ(logs->get_header_value("Content-Type"), "text/plain; charset=utf-8");
+  EXPECT_EQ(logs->body, "step 1\nstep 2\nstep 3\nstep 4\nstep 5\nstep 6\ndone");
+  logs = Get("/api/v1/jobs/" + id + "/logs?tail=2", admin_);
+  ASSERT_TRUE(logs);
+  EXPECT_EQ(logs->body, "step 6\ndone");
+  logs = Get("/api/v1/jobs/" + id + "/logs?tail=0", admin_);
+  ASSERT_TRUE(logs);
+  EXPECT_EQ(logs->body, "");
+  ExpectError(Get("/api/v1/jobs/" + id + "/logs?tail=-1", admin_), 400, "BadRequest", "tail",
+              "tail");
+
+  // A follow of an ended job sends what is there and ends at once; Last-Event-ID and offset
+  // resume after what a client already has.
+  Follow again(serve_->port(), "/api/v1/jobs/" + id + "/logs?follow=1&tail=1", Auth(admin_));
+  ASSERT_TRUE(again.WaitFinished(seconds(10)));
+  EXPECT_EQ(LogLines(again.events()), "done\n");
+  httplib::Headers resume = Auth(admin_);
+  resume.emplace("Last-Event-ID", "28");  // after "step 4\n"
+  Follow resumed(serve_->port(), "/api/v1/jobs/" + id + "/logs?follow=1", resume);
+  ASSERT_TRUE(resumed.WaitFinished(seconds(10)));
+  EXPECT_EQ(LogLines(resumed.events()), "step 5\nstep 6\ndone\n");
+  EXPECT_EQ(resumed.events().back().event, "end");
+  Follow offset(serve_->port(), "/api/v1/jobs/" + id + "/logs?follow=1&offset=35", Auth(admin_));
+  ASSERT_TRUE(offset.WaitFinished(seconds(10)));
+  EXPECT_EQ(LogLines(offset.events()), "step 6\ndone\n");
+  ExpectError(Get("/api/v1/jobs/" + id + "/logs?follow=1&offset=x", admin_), 400, "BadRequest",
+              "offset");
+
+  auto ev = Get("/api/v1/jobs/" + id + "/events", admin_);
+  ASSERT_TRUE(ev);
+  EXPECT_EQ(ev->status, 200);
+  ASSERT_TRUE(Body(ev)["items"].is_array());
+  for (const auto& e : Body(ev)["items"]) {
+    EXPECT_THAT(e.value("type", ""), ::testing::AnyOf("Normal", "Warning"));
+    EXPECT_TRUE(e["count"].is_number_integer());
+    EXPECT_TRUE(e["firstAt"].is_string());
+  }
+
+  auto cap = Get("/api/v1/capacity", admin_);
+  ASSERT_TRUE(cap);
+  EXPECT_EQ(cap->status, 200);
+  ASSERT_EQ(Body(cap)["fleets"].size(), 1u) << cap->body;
+  EXPECT_EQ(Body(cap)["fleets"][0]["fleet"], "local");
+
+  auto metrics = http_->Get("/metrics");
+  ASSERT_TRUE(metrics);
+  std::map<std::string, double> v;
+  std::istringstream in(metrics->body);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    const size_t sp = line.rfind(' ');
+    ASSERT_NE(sp, std::string::npos) << line;
+    v[line.substr(0, sp)] = std::stod(line.substr(sp + 1));
+  }
+  EXPECT_EQ(v["starforge_jobs{phase=\"Succeeded\"}"], 1);
+  EXPECT_EQ(v["starforge_jobs{phase=\"Running\"}"], 0);
+  EXPECT_GE(v["starforge_transitions_total"], static_cast<double>(timeline.size()));
+  EXPECT_GT(v["starforge_reconciles_total"], 0);
+  EXPECT_EQ(v["starforge_reconcile_duration_seconds_count"], v["starforge_reconciles_total"]);
+  EXPECT_EQ(v["starforge_reconcile_duration_seconds_bucket{le=\"+Inf\"}"],
+            v["starforge_reconcile_duration_seconds_count"]);
+  EXPECT_TRUE(v.contains("starforge_fleet_errors_total"));
+  EXPECT_TRUE(v.contains("starforge_reconcile_errors_total"));
+}
+
+TEST_F(Api, CancelStopsARunningJobAndRepeatsAreHarmless) {
+  const std::string id = SubmitSteps(admin_, "long", "[python3, main.py, '400']");
+  ASSERT_FALSE(id.empty());
+  WaitForPhase(admin_, id, "Running");
+  auto r = Post("/api/v1/jobs/" + id + "/cancel", admin_);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 202) << r->body;
+  EXPECT_EQ(Body(r)["cancelRequested"], true);
+  json job = WaitForEnd(admin_, id);
+  EXPECT_EQ(job["phase"], "Cancelled");
+  r = Post("/api/v1/jobs/" + id + "/cancel", admin_);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(Body(r)["phase"], "Cancelled");
+  auto ev = Get("/api/v1/jobs/" + id + "/events", admin_);
+  ASSERT_TRUE(ev);
+  EXPECT_THAT(ev->body, HasSubstr("cancel requested by admin"));
+}
+
+TEST_F(Api, ListingFiltersAndPages) {
+  std::vector<std::string> ids;
+  for (int i = 0; i < 3; ++i)
+    ids.push_back(SubmitSteps(admin_, "page-" + std::to_string(i), "[python3, main.py, '0']"));
+  auto r = Get("/api/v1/jobs?limit=2", admin_);
+  ASSERT_TRUE(r);
+  json page = Body(r);
+  ASSERT_EQ(page["items"].size(), 2u);
+  EXPECT_EQ(page["items"][0]["id"], ids[2]);
+  EXPECT_EQ(page["items"][1]["id"], ids[1]);
+  EXPECT_FALSE(page["items"][0].contains("spec"));
+  EXPECT_FALSE(page["items"][0].contains("timeline"));
+  ASSERT_TRUE(page["nextCursor"].is_string());
+  r = Get("/api/v1/jobs?limit=2&cursor=" + page["nextCursor"].get<std::string>(), admin_);
+  ASSERT_TRUE(r);
+  page = Body(r);
+  ASSERT_EQ(page["items"].size(), 1u);
+  EXPECT_EQ(page["items"][0]["id"], ids[0]);
+  EXPECT_EQ(page["nextCursor"], nullptr);
+
+  r = Get("/api/v1/jobs?name=page-1", admin_);
+  ASSERT_TRUE(r);
+  ASSERT_EQ(Body(r)["items"].size(), 1u);
+  EXPECT_EQ(Body(r)["items"][0]["id"], ids[1]);
+  r = Get("/api/v1/jobs?fleet=kuberay", admin_);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(Body(r)["items"], json::array());
+  for (const auto& id : ids)
+    WaitForEnd(admin_, id);
+  r = Get("/api/v1/jobs?phase=Succeeded", admin_);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(Body(r)["items"].size(), 3u);
+  r = Get("/api/v1/jobs?phase=Running", admin_);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(Body(r)["items"], json::array());
+
+  ExpectError(Get("/api/v1/jobs?phase=Done", admin_), 400, "BadRequest", "unknown phase \"Done\"",
+              "phase");
+  ExpectError(Get("/api/v1/jobs?limit=0", admin_), 400, "BadRequest", "1 to 500", "limit");
+  ExpectError(Get("/api/v1/jobs?limit=501", admin_), 400, "BadRequest", "1 to 500", "limit");
+  ExpectError(Get("/api/v1/jobs?cursor=abc", admin_), 400, "BadRequest", "cursor", "cursor");
+  ExpectError(Get("/api/v1/jobs?state=Running", admin_), 400, "BadRequest",
+              "unknown query parameter \"state\"", "state");
+}
+
+TEST_F(Api, UnknownRoutesAndMethodsAreJsonErrors) {
+  ExpectError(Get("/api/v1/nope", admin_), 404, "NotFound", "no such route");
+  ExpectError(http_->Get("/"), 404, "NotFound");
+  auto r = http_->Delete("/api/v1/jobs", Auth(admin_));
+  ExpectError(r, 405, "MethodNotAllowed", "use POST or GET");
+  EXPECT_EQ(r->get_header_value("Allow"), "POST, GET");
+  ExpectError(http_->Put("/healthz", "x", "text/plain"), 405, "MethodNotAllowed");
+  ExpectError(Get("/api/v1/jobs/j-x/cancel", admin_), 405, "MethodNotAllowed");
+  // The connection is still usable after each of them.
+  auto h = http_->Get("/healthz");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->status, 200);
+}
+
+TEST_F(Api, EveryDocumentedRouteIsServed) {
+  const std::string id = SubmitSteps(admin_, "routes", "[python3, main.py, '0']");
+  ASSERT_FALSE(id.empty());
+  json doc = json::parse(OpenApiDocument());
+  for (const auto& [path, item] : doc["paths"].items()) {
+    std::string p = std::regex_replace(path, std::regex("\\{id\\}"), id);
+    for (const auto& [method, op] : item.items()) {
+      SCOPED_TRACE(method + " " + path);
+      httplib::Result r =
+          method == "get" ? Get(p, admin_) : http_->Post(p.c_str(), Auth(admin_), "", "text/plain");
+      if (method == "post" && path == "/api/v1/jobs") {
+        ExpectError(r, 400, "BadRequest", "multipart");  // served, and wants a multipart body
+        continue;
+      }
+      ASSERT_TRUE(r);
+      EXPECT_GE(r->status, 200);
+      EXPECT_LT(r->status, 300) << r->body;
+    }
+  }
+  WaitForEnd(admin_, id);
+}
+
+TEST_F(Api, GarbageOnTheWireDoesNotHurtTheServer) {
+  auto send_raw = [&](const std::string& bytes) { return SendRaw(serve_->port(), bytes); };
+  EXPECT_THAT(send_raw("GARBAGE\r\n\r\n"), HasSubstr("400"));
+  EXPECT_THAT(send_raw("GET /healthz HTTP/1.1\r\nHost: x\r\n" + std::string(100000, 'A') + "\r\n\r\n"),
+              ::testing::AnyOf(HasSubstr("400"), ::testing::IsEmpty()));
+  // A chunked upload cut short.
+  EXPECT_THAT(send_raw("POST /api/v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + admin_ +
+                       "\r\nContent-Type: multipart/form-data; boundary=b\r\n"
+                       "Transfer-Encoding: chunked\r\n\r\n5\r\n--b\r\n\r\n"),
+              HasSubstr("400"));
+  auto h = http_->Get("/healthz");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->status, 200);
+}
+
+TEST_F(Api, StopEndsOpenLogStreamsAndRunningJobsSurvive) {
+  ASSERT_EQ(serve_->Stop(), 0);
+  Start({}, {"--sse-keepalive-ms", "200"});
+  const std::string id = SubmitSteps(admin_, "survivor", "[python3, main.py, '400']");
+  ASSERT_FALSE(id.empty());
+  WaitForPhase(admin_, id, "Running");
+  Follow follow(serve_->port(), "/api/v1/jobs/" + id + "/logs?follow=1", Auth(admin_));
+  std::this_thread::sleep_for(milliseconds(800));
+  EXPECT_GT(follow.comments(), 0) << "no keep-alive comment";
+  EXPECT_FALSE(LogLines(follow.events()).empty());
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(serve_->Stop(SIGTERM, seconds(10)), 0) << serve_->Stderr();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, seconds(5));
+  EXPECT_TRUE(follow.WaitFinished(seconds(5)));
+  for (const auto& e : follow.events())
+    EXPECT_NE(e.event, "end");  // the stream was cut, not ended: the job goes on
+
+  // A new server finds the job still running, and can cancel it.
+  Start();
+  json job = WaitForPhase(admin_, id, "Running");
+  auto r = Post("/api/v1/jobs/" + id + "/cancel", admin_);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 202);
+  EXPECT_EQ(WaitForEnd(admin_, id)["phase"], "Cancelled");
+}
+
+class ApiSmallUploads : public Api {
+ protected:
+  void SetUp() override { Start({{"FORGE_CAPSULE_MAX_BYTES", "1Mi"}}); }
+};
+
+TEST_F(ApiSmallUploads, OversizedUploadsAre413AndZipBombsAreRefused) {
+  // Over the limit by its declared length: refused from the header.
+  std::string big(3 << 20, 'x');
+  ExpectError(Submit(admin_, Spec("big"), big), 413, "PayloadTooLarge", "FORGE_CAPSULE_MAX_BYTES");
+  // The body fits the slack for the spec, but the code part alone is over the limit.
+  std::string over((1 << 20) + 1000, 'x');
+  ExpectError(Submit(admin_, Spec("over"), over), 413, "PayloadTooLarge", "1.0 MiB");
+  // 10 MB of zeros compress to a few KB; code may unpack to at most 8 × the limit.
+  json bomb = {{{"name", "bomb"}, {"data", "0000000000"}, {"repeat", 1000000}, {"method", "deflate"}}};
+  const std::string zip = MakeZip(tmp_, bomb);
+  EXPECT_LT(zip.size(), 100000u);
+  ExpectError(Submit(admin_, Spec("bomb"), zip), 422, "Invalid", "more than the 8.0 MiB allowed",
+              "code");
+  // A chunked body declares no length: it is counted while read and cut off at the limit.
+  std::string chunked = "POST /api/v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + admin_ +
+                        "\r\nContent-Type: multipart/form-data; boundary=b\r\n"
+                        "Transfer-Encoding: chunked\r\n\r\n";
+  const std::string head =
+      "--b\r\nContent-Disposition: form-data; name=\"code\"; filename=\"c.zip\"\r\n\r\n";
+  auto chunk = [](const std::string& data) {
+    char size[32];
+    std::snprintf(size, sizeof size, "%zx\r\n", data.size());
+    return size + data + "\r\n";
+  };
+  chunked += chunk(head);
+  for (int i = 0; i < 64; ++i)
+    chunked += chunk(std::string(64 << 10, 'z'));
+  EXPECT_THAT(SendRaw(serve_->port(), chunked), ::testing::StartsWith("HTTP/1.1 413"));
+  ExpectHealthyAndNoJobs();
+}
+
+TEST(ServeCommand, KuberayAsTheDefaultFleetIsNotAvailableYet) {
+  TempDir t;
+  CliRun r = Forge(t, "serve --listen 127.0.0.1:0",
+                   {{"FORGE_STORAGE_ROOT", (t / "root").string()},
+                    {"FORGE_DEFAULT_FLEET_KIND", "kuberay"}});
+  EXPECT_EQ(r.code, 78);
+  EXPECT_THAT(r.err, HasSubstr("the kuberay fleet is not available in forge serve yet"));
+  EXPECT_EQ(r.out, "");
+}
+
+TEST(ServeCommand, AnUnwritableStorageRootSaysWhatToSet) {
+  TempDir t;
+  testing::WriteFile(t / "file", "x");
+  CliRun r = Forge(t, "serve --listen 127.0.0.1:0",
+                   {{"FORGE_STORAGE_ROOT", (t / "file" / "root").string()}});
+  EXPECT_EQ(r.code, 78);
+  EXPECT_THAT(r.err, AllOf(HasSubstr("is not writable"), HasSubstr("set FORGE_STORAGE_ROOT")));
+  r = Forge(t, "token create --user bob", {{"FORGE_STORAGE_ROOT", (t / "file" / "root").string()}});
+  EXPECT_EQ(r.code, 78);
+  EXPECT_THAT(r.err, HasSubstr("set FORGE_STORAGE_ROOT"));
+  EXPECT_EQ(r.out, "");
+}
+
+TEST(ServeCommand, ABusyPortIsAClearError) {
+  TempDir t;
+  std::string error;
+  auto first = ServeProcess::Start(t / "a", {}, {}, &error);
+  ASSERT_TRUE(first) << error;
+  CliRun r = Forge(t, "serve --listen 127.0.0.1:" + std::to_string(first->port()),
+                   {{"FORGE_STORAGE_ROOT", (t / "b").string()}});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.err, HasSubstr("cannot listen on 127.0.0.1:" + std::to_string(first->port())));
+  r = Forge(t, "serve --listen nonsense", {{"FORGE_STORAGE_ROOT", (t / "b").string()}});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("expected HOST:PORT"));
+  EXPECT_EQ(first->Stop(), 0);
+}
+
+}  // namespace
+}  // namespace starforge::api
