@@ -1,0 +1,617 @@
+#include "starforge/controller/controller.h"
+
+#include <signal.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <tuple>
+
+#include "starforge/capsule/capsule.h"
+#include "starforge/capsule/extract.h"
+#include "starforge/jobspec/parse.h"
+
+namespace starforge::controller {
+
+namespace {
+
+namespace fs = std::filesystem;
+using std::chrono::milliseconds;
+using store::Job;
+using store::Phase;
+using store::PhaseChange;
+namespace reasons = store::reasons;
+
+constexpr const char* kCause = "controller";
+constexpr const char* kSource = "controller";
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string Join(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const auto& l : lines) {
+    if (!out.empty()) out += "; ";
+    out += l;
+  }
+  return out;
+}
+
+bool Retryable(objstore::ErrorKind kind) {
+  return kind == objstore::ErrorKind::kUnreachable || kind == objstore::ErrorKind::kTimeout ||
+         kind == objstore::ErrorKind::kServer;
+}
+
+// What one reconcile decided.
+struct Outcome {
+  enum Kind { kDone, kAfter, kRetry } kind = kAfter;
+  milliseconds delay{0};
+  std::string error;  // kRetry: why (for the log)
+};
+
+Outcome Done() {
+  return {Outcome::kDone, milliseconds(0), ""};
+}
+Outcome After(milliseconds d) {
+  return {Outcome::kAfter, d, ""};
+}
+Outcome Now() {
+  return After(milliseconds(0));
+}
+Outcome Retry(std::string why) {
+  return {Outcome::kRetry, milliseconds(0), std::move(why)};
+}
+
+// One job's reconcile: reads of the job row, calls to its fleet, writes through the store.
+// A new one per reconcile; it holds no state between them (level-triggered).
+class Reconciler {
+ public:
+  Reconciler(store::Store& store, fleet::Fleet* fleet, objstore::ObjectStore& objects,
+             const Options& options, Metrics& metrics)
+      : store_(store), fleet_(fleet), objects_(objects), options_(options), metrics_(metrics) {}
+
+  Outcome Run(Job job) {
+    if (store::IsTerminal(job.phase)) return Cleanup(job);
+    if (fleet_ == nullptr) {
+      return Finish(job, Phase::kFailed, reasons::kRejected,
+                    fmt::format("this server has no fleet of kind \"{}\"", job.fleet));
+    }
+    switch (job.phase) {
+      case Phase::kQueued:
+        return Queued(job);
+      case Phase::kPackaging:
+        return Packaging(job);
+      case Phase::kSubmitting:
+        return Submitting(job);
+      case Phase::kPending:
+      case Phase::kRunning:
+        return Observing(job);
+      default:
+        return Cleanup(job);
+    }
+  }
+
+ private:
+  // Moves the job to `to` (with `mutate` in the same transaction) and records a matching event.
+  // A refusal (the job moved on meanwhile) just means: look again.
+  std::optional<Job> Move(const Job& job, Phase to, const std::string& reason,
+                          const std::string& message,
+                          const std::function<void(Job&)>& mutate = nullptr) {
+    auto stored = store_.UpdateJob(job.id, mutate, PhaseChange{to, reason, message, kCause});
+    if (stored && stored->phase == to && to != job.phase) {
+      store_.RecordEvent(
+          job.id, to == Phase::kFailed ? "Warning" : "Normal",
+          reason.empty() ? std::string(store::ToString(to)) : reason,
+          message.empty() ? fmt::format("{} → {}", store::ToString(job.phase), store::ToString(to))
+                          : message,
+          kSource);
+    }
+    return stored;
+  }
+
+  // Ends the job; its cleanup follows at once.
+  Outcome Finish(const Job& job, Phase to, const std::string& reason, const std::string& message,
+                 const std::function<void(Job&)>& mutate = nullptr) {
+    Move(job, to, reason, message, mutate);
+    Failpoint("terminal-recorded");
+    return Now();
+  }
+
+  Outcome CancelledBeforeSubmit(const Job& job) {
+    return Finish(job, Phase::kCancelled, reasons::kCancelledByUser,
+                  "cancelled before it was submitted to the fleet");
+  }
+
+  std::optional<jobspec::JobSpec> Spec(const Job& job, std::string* error) {
+    try {
+      jobspec::ParseResult r =
+          jobspec::FromJson(nlohmann::json::parse(job.spec_json), jobspec::Defaults{});
+      if (r.ok()) return r.spec;
+      std::vector<std::string> lines;
+      for (const auto& e : r.errors)
+        lines.push_back(e.path + ": " + e.message);
+      *error = Join(lines);
+    } catch (const nlohmann::json::exception& e) {
+      *error = e.what();
+    }
+    return std::nullopt;
+  }
+
+  fs::path WorkDir(const Job& job) const {
+    return options_.storage_root / "control" / "work" / job.id;
+  }
+
+  // Removes the packaging scratch and the uploaded archive once the capsule holds the code (or
+  // the job ended). The path is forgotten only after the file is gone, so a crash between the
+  // two repeats a harmless remove.
+  void DiscardUpload(const Job& job) {
+    std::error_code ec;
+    fs::remove_all(WorkDir(job), ec);
+    if (job.upload_path.empty()) return;
+    fs::remove(job.upload_path, ec);
+    if (ec) return;  // kept on record: retried at the next cleanup
+    store_.UpdateJob(job.id, [](Job& j) { j.upload_path.clear(); });
+  }
+
+  Outcome Queued(const Job& job) {
+    if (job.cancel_requested) return CancelledBeforeSubmit(job);
+    std::string error;
+    auto spec = Spec(job, &error);
+    if (!spec) {
+      return Finish(job, Phase::kFailed, reasons::kPackagingFailed,
+                    "the stored JobSpec is not valid: " + error);
+    }
+    // Admitted at submit already; the fleet may have changed since (e.g. a restart with
+    // other settings).
+    const fleet::Admission admission = fleet_->Admit(*spec);
+    if (!admission.possible) {
+      return Finish(
+          job, Phase::kFailed, reasons::kRejected,
+          admission.field.empty() ? admission.message : admission.field + ": " + admission.message);
+    }
+    Move(job, Phase::kPackaging, "", "");
+    return Now();
+  }
+
+  Outcome Packaging(const Job& job) {
+    if (job.cancel_requested) return CancelledBeforeSubmit(job);
+    std::string error;
+    auto spec = Spec(job, &error);
+    if (!spec) {
+      return Finish(job, Phase::kFailed, reasons::kPackagingFailed,
+                    "the stored JobSpec is not valid: " + error);
+    }
+    if (job.upload_path.empty()) {
+      return Finish(job, Phase::kFailed, reasons::kPackagingFailed,
+                    "no code was uploaded with the job: submit it with --code DIR");
+    }
+    const fs::path work = WorkDir(job);
+    const fs::path code = work / "code";
+    std::error_code ec;
+    fs::remove_all(work, ec);  // a previous attempt's leftovers (a crash mid-packaging)
+    fs::create_directories(work, ec);
+    if (ec) return Retry(fmt::format("cannot create {}: {}", work.string(), ec.message()));
+
+    const capsule::ExtractResult extracted = capsule::ExtractZip(job.upload_path, code);
+    if (!extracted.ok()) {
+      fs::remove_all(work, ec);
+      return Finish(job, Phase::kFailed, reasons::kPackagingFailed,
+                    "the uploaded code archive cannot be unpacked: " + Join(extracted.errors));
+    }
+    const capsule::CollectResult collected = capsule::Collect(code);
+    for (const auto& warning : collected.warnings) {
+      store_.RecordEvent(job.id, "Warning", "PackagingWarning", warning, kSource);
+    }
+    if (!collected.ok()) {
+      fs::remove_all(work, ec);
+      return Finish(job, Phase::kFailed, reasons::kPackagingFailed, Join(collected.errors));
+    }
+    capsule::BuildOptions build_options;
+    build_options.output_dir = work;
+    build_options.max_bytes = options_.capsule_max_bytes;
+    const capsule::BuildResult built = capsule::Build(collected.files, *spec, build_options);
+    if (!built.ok()) {
+      fs::remove_all(work, ec);
+      return Finish(job, Phase::kFailed, reasons::kPackagingFailed, Join(built.errors));
+    }
+    Failpoint("packaging-built");
+
+    const std::string key = capsule::ObjectKey(built.sha256);
+    auto put = objects_.PutFile(key, built.path.string());
+    if (!put) {
+      fs::remove_all(work, ec);
+      const std::string message = fmt::format("cannot store the capsule as {} in {}: {}", key,
+                                              objects_.Describe(), put.error().message);
+      if (Retryable(put.error().kind)) {
+        store_.RecordEvent(job.id, "Warning", "CapsuleStoreRetrying", message, kSource);
+        return Retry(message);
+      }
+      return Finish(job, Phase::kFailed, reasons::kStorageFailed, message);
+    }
+    Failpoint("capsule-stored");
+
+    // The digest is on record before anything uses the capsule.
+    const std::string sha = built.sha256;
+    auto moved = Move(job, Phase::kSubmitting, "",
+                      fmt::format("capsule {} ({}, {} files)", key,
+                                  capsule::FormatBytes(built.size), built.user_files),
+                      [&](Job& j) { j.capsule_sha256 = sha; });
+    if (moved) DiscardUpload(*moved);
+    return Now();
+  }
+
+  fleet::SubmitRequest Request(const Job& job, const jobspec::JobSpec& spec) const {
+    fleet::SubmitRequest request;
+    request.job_id = job.id;
+    request.spec = spec;
+    request.capsule_sha256 = job.capsule_sha256;
+    request.capsule_key = capsule::ObjectKey(job.capsule_sha256);
+    request.queued_at = job.created_at;
+    return request;
+  }
+
+  Outcome Submitting(const Job& job) {
+    if (!job.upload_path.empty()) DiscardUpload(job);  // a crash right after Packaging
+    // No handle is on record yet: whatever the fleet may hold is freed by Release, by job id.
+    if (job.cancel_requested) return CancelledBeforeSubmit(job);
+    std::string error;
+    auto spec = Spec(job, &error);
+    if (!spec) {
+      return Finish(job, Phase::kFailed, reasons::kSubmissionFailed,
+                    "the stored JobSpec is not valid: " + error);
+    }
+    const fleet::SubmitResult r = fleet_->Submit(Request(job, *spec));
+    if (!r.ok) {
+      ++metrics_.fleet_errors;
+      const std::string reason = r.reason.empty() ? reasons::kSubmissionFailed : r.reason;
+      if (r.retryable) {
+        store_.RecordEvent(job.id, "Warning", reason, r.message, FleetSource());
+        return Retry(r.message);
+      }
+      return Finish(job, Phase::kFailed, reason, r.message);
+    }
+    Failpoint("submitted");
+    const std::string handle = r.handle;
+    Move(job, Phase::kPending, "",
+         fmt::format("submitted to the {} fleet as {}", job.fleet, handle),
+         [&](Job& j) { j.fleet_handle = handle; });
+    return Now();
+  }
+
+  std::string FleetSource() const { return "fleet:" + fleet_->Kind(); }
+
+  // Records the fleet's events idempotently: the observation lists everything since submit, so
+  // only occurrences beyond what is already counted are recorded.
+  void RecordFleetEvents(const Job& job, const std::vector<fleet::FleetEvent>& events) {
+    if (events.empty()) return;
+    using Key = std::tuple<std::string, std::string, std::string, std::string>;
+    std::map<Key, int> recorded;
+    for (const auto& e : store_.ListEvents(job.id)) {
+      recorded[{e.type, e.reason, e.message, e.source}] = e.count;
+    }
+    std::map<Key, int> seen;
+    for (const auto& e : events) {
+      const std::string source = e.source.empty() ? FleetSource() : e.source;
+      const std::string type = e.type.empty() ? "Normal" : e.type;
+      const Key key{type, e.reason, e.message, source};
+      if (++seen[key] > recorded[key]) {
+        store_.RecordEvent(job.id, type, e.reason, e.message, source);
+        ++recorded[key];
+      }
+    }
+  }
+
+  // When the job entered Pending (the pre-running deadline counts from there).
+  int64_t PendingSince(const Job& job) {
+    int64_t since = job.created_at;
+    for (const auto& t : store_.ListTransitions(job.id)) {
+      if (t.to == Phase::kPending) since = t.at;
+    }
+    return since;
+  }
+
+  Outcome CancelOnFleet(const Job& job, int64_t since_ms) {
+    const std::string err = fleet_->Cancel(job.id, job.fleet_handle, since_ms);
+    if (!err.empty()) {
+      ++metrics_.fleet_errors;
+      return Retry("cancel: " + err);
+    }
+    return Now();
+  }
+
+  Outcome Observing(const Job& job) {
+    const fleet::Observation obs = fleet_->Observe(job.id, job.fleet_handle);
+    if (obs.retryable_error) {
+      ++metrics_.fleet_errors;
+      return Retry("observe: " + obs.message);
+    }
+    RecordFleetEvents(job, obs.events);
+    const int64_t now = NowMs();
+    const bool ended = obs.state == fleet::State::kSucceeded ||
+                       obs.state == fleet::State::kFailed || obs.state == fleet::State::kCancelled;
+
+    if (job.cancel_requested) {
+      if (ended || obs.state == fleet::State::kUnknown) {
+        const std::optional<int> exit_code = obs.exit_code;
+        return Finish(
+            job, Phase::kCancelled, reasons::kCancelledByUser,
+            exit_code ? fmt::format("cancelled; the entrypoint ended with exit code {}", *exit_code)
+                      : "cancelled",
+            [&](Job& j) { j.exit_code = exit_code; });
+      }
+      Outcome o = CancelOnFleet(job, std::max<int64_t>(0, now - job.cancel_requested_at));
+      if (o.kind == Outcome::kRetry) return o;
+      return After(std::min(options_.resync, milliseconds(500)));
+    }
+
+    switch (obs.state) {
+      case fleet::State::kSucceeded: {
+        const int code = obs.exit_code.value_or(0);
+        return Finish(job, Phase::kSucceeded, reasons::kCompleted, obs.message,
+                      [&](Job& j) { j.exit_code = code; });
+      }
+      case fleet::State::kFailed: {
+        const std::optional<int> exit_code = obs.exit_code;
+        std::string message = obs.message;
+        if (message.empty()) {
+          message = exit_code ? fmt::format("the entrypoint exited with code {}", *exit_code)
+                              : "the job failed";
+        }
+        return Finish(job, Phase::kFailed, obs.reason.empty() ? reasons::kAppFailed : obs.reason,
+                      message, [&](Job& j) { j.exit_code = exit_code; });
+      }
+      case fleet::State::kCancelled: {
+        const std::optional<int> exit_code = obs.exit_code;
+        return Finish(job, Phase::kCancelled,
+                      obs.reason.empty() ? reasons::kCancelledByUser : obs.reason,
+                      obs.message.empty() ? "the fleet cancelled the job" : obs.message,
+                      [&](Job& j) { j.exit_code = exit_code; });
+      }
+      case fleet::State::kUnknown:
+        if (job.phase == Phase::kRunning) {
+          return Finish(job, Phase::kFailed, reasons::kRunnerLost,
+                        obs.message.empty()
+                            ? "the fleet lost the running job (no record of it any more)"
+                            : obs.message);
+        }
+        return Resubmit(job);
+      case fleet::State::kPending:
+        return Pending(job, obs, now);
+      case fleet::State::kRunning:
+        return Running(job, now);
+    }
+    return After(options_.resync);
+  }
+
+  // Pending, but the fleet has no record (e.g. its queue was in memory and it restarted):
+  // submit again; the same job id yields the same handle.
+  Outcome Resubmit(const Job& job) {
+    std::string error;
+    auto spec = Spec(job, &error);
+    if (!spec) return Retry("the stored JobSpec is not valid: " + error);
+    const fleet::SubmitResult r = fleet_->Submit(Request(job, *spec));
+    if (!r.ok) {
+      ++metrics_.fleet_errors;
+      if (r.retryable) return Retry(r.message);
+      return Finish(job, Phase::kFailed, r.reason.empty() ? reasons::kSubmissionFailed : r.reason,
+                    r.message);
+    }
+    if (r.handle != job.fleet_handle) {
+      const std::string handle = r.handle;
+      store_.UpdateJob(job.id, [&](Job& j) { j.fleet_handle = handle; });
+    }
+    store_.RecordEvent(job.id, "Normal", "Resubmitted",
+                       "the fleet had no record of the pending job: submitted again", kSource);
+    return After(options_.resync);
+  }
+
+  Outcome Pending(const Job& job, const fleet::Observation& obs, int64_t now) {
+    if (job.phase != Phase::kPending) return After(options_.resync);  // never back from Running
+    std::string error;
+    auto spec = Spec(job, &error);
+    if (spec && spec->pre_running_seconds > 0 &&
+        now - PendingSince(job) > spec->pre_running_seconds * 1000) {
+      Outcome o = CancelOnFleet(job, 0);
+      if (o.kind == Outcome::kRetry) return o;
+      const std::string why = !obs.message.empty() ? obs.message : job.message;
+      const std::string reason = !obs.reason.empty() ? obs.reason : job.reason;
+      return Finish(
+          job, Phase::kFailed, reasons::kPreRunningDeadlineExceeded,
+          fmt::format("not running {} s after it was submitted (deadlines.preRunningSeconds); "
+                      "last status: {}{}{}",
+                      spec->pre_running_seconds, reason, reason.empty() ? "" : ": ",
+                      why.empty() ? "pending" : why));
+    }
+    // What the fleet says about the wait is what the user sees; silence keeps the last word.
+    const bool says_something = !obs.reason.empty() || !obs.message.empty();
+    if (says_something && (obs.reason != job.reason || obs.message != job.message)) {
+      const std::string reason = obs.reason, message = obs.message;
+      store_.UpdateJob(job.id, [&](Job& j) {
+        j.reason = reason;
+        j.message = message;
+      });
+    }
+    return After(options_.resync);
+  }
+
+  Outcome Running(const Job& job, int64_t now) {
+    if (job.phase == Phase::kPending) {
+      Move(job, Phase::kRunning, "", "");
+      Failpoint("running-observed");
+      return Now();  // deadlines count from the stored started_at
+    }
+    std::string error;
+    auto spec = Spec(job, &error);
+    if (spec && spec->running_seconds > 0 && job.started_at > 0 &&
+        now - job.started_at > spec->running_seconds * 1000) {
+      Outcome o = CancelOnFleet(job, 0);
+      if (o.kind == Outcome::kRetry) return o;
+      return Finish(job, Phase::kFailed, reasons::kDeadlineExceeded,
+                    fmt::format("still running after {} s (deadlines.runningSeconds): stopped",
+                                spec->running_seconds));
+    }
+    return After(options_.resync);
+  }
+
+  // Terminal: archive the logs, then give the machines back; each recorded before the next.
+  Outcome Cleanup(const Job& job) {
+    DiscardUpload(job);
+    if (fleet_ == nullptr) {  // nothing ever ran anywhere
+      if (!job.logs_archived || !job.released) {
+        store_.UpdateJob(job.id, [](Job& j) { j.logs_archived = j.released = true; });
+      }
+      return Done();
+    }
+    if (!job.logs_archived) {
+      const fs::path logs = options_.storage_root / "jobs" / job.id / "logs";
+      std::error_code ec;
+      fs::create_directories(logs, ec);
+      const std::string err = fleet_->CollectLogs(job.id, job.fleet_handle, logs);
+      if (!err.empty()) {
+        ++metrics_.fleet_errors;
+        store_.RecordEvent(job.id, "Warning", "LogCollectionFailed", err, kSource);
+        return Retry("collect logs: " + err);
+      }
+      store_.UpdateJob(job.id, [](Job& j) { j.logs_archived = true; });
+      Failpoint("logs-archived");
+    }
+    if (!job.released) {
+      const std::string err = fleet_->Release(job.id, job.fleet_handle);
+      if (!err.empty()) {
+        ++metrics_.fleet_errors;
+        store_.RecordEvent(job.id, "Warning", "ReleaseFailed", err, kSource);
+        return Retry("release: " + err);
+      }
+      store_.UpdateJob(job.id, [](Job& j) { j.released = true; });
+    }
+    return Done();
+  }
+
+  store::Store& store_;
+  fleet::Fleet* fleet_;
+  objstore::ObjectStore& objects_;
+  const Options& options_;
+  Metrics& metrics_;
+};
+
+}  // namespace
+
+void Failpoint(const char* point) {
+  const char* env = std::getenv("STARFORGE_FAILPOINT");
+  if (env != nullptr && std::strcmp(env, point) == 0) ::raise(SIGKILL);
+}
+
+Controller::Controller(store::Store& store, std::map<std::string, fleet::Fleet*> fleets,
+                       objstore::ObjectStore& objects, Options options)
+    : store_(store),
+      fleets_(std::move(fleets)),
+      objects_(objects),
+      options_(std::move(options)),
+      queue_(options_.backoff_base, options_.backoff_max) {
+  for (auto& [kind, fleet] : fleets_) {
+    if (fleet != nullptr) fleet->SetNotify([this](const std::string& id) { Enqueue(id); });
+  }
+}
+
+Controller::~Controller() {
+  Stop();
+  for (auto& [kind, fleet] : fleets_) {
+    if (fleet != nullptr) fleet->SetNotify(nullptr);
+  }
+}
+
+void Controller::Start() {
+  if (running_.exchange(true)) return;
+  store::JobFilter filter;
+  filter.only_unfinished = true;
+  std::vector<store::Job> jobs = store_.ListJobs(filter);
+  for (auto it = jobs.rbegin(); it != jobs.rend(); ++it)
+    queue_.Add(it->id);  // oldest first
+  for (int i = 0; i < std::max(1, options_.workers); ++i) {
+    workers_.emplace_back([this] { Worker(); });
+  }
+}
+
+void Controller::Stop() {
+  queue_.ShutDown();
+  for (auto& t : workers_) {
+    if (t.joinable()) t.join();
+  }
+  workers_.clear();
+  running_ = false;
+}
+
+void Controller::Enqueue(const std::string& job_id) {
+  queue_.Add(job_id);
+}
+
+fleet::Fleet* Controller::FleetFor(const std::string& kind) {
+  auto it = fleets_.find(kind);
+  return it == fleets_.end() ? nullptr : it->second;
+}
+
+std::optional<milliseconds> Controller::Reconcile(const std::string& job_id) {
+  const auto start = std::chrono::steady_clock::now();
+  ++metrics_.reconciles;
+  Outcome outcome;
+  try {
+    std::optional<Job> job = store_.GetJob(job_id);
+    if (!job) {
+      outcome = Done();  // nothing to do for a job that does not exist
+    } else {
+      outcome = Reconciler(store_, FleetFor(job->fleet), objects_, options_, metrics_)
+                    .Run(std::move(*job));
+    }
+  } catch (const std::exception& e) {
+    outcome = Retry(e.what());
+  }
+
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  const double seconds = std::chrono::duration<double>(elapsed).count();
+  for (size_t i = 0; i < std::size(Metrics::kBuckets); ++i) {
+    if (seconds <= Metrics::kBuckets[i]) ++metrics_.latency_buckets[i];
+  }
+  ++metrics_.latency_count;
+  metrics_.latency_sum_us += std::chrono::duration_cast<std::chrono::microseconds>(elapsed).count();
+
+  switch (outcome.kind) {
+    case Outcome::kDone:
+      queue_.Forget(job_id);
+      return std::nullopt;
+    case Outcome::kAfter:
+      queue_.Forget(job_id);
+      return outcome.delay;
+    case Outcome::kRetry:
+      break;
+  }
+  ++metrics_.reconcile_errors;
+  std::fprintf(stderr, "controller: job %s: %s (will retry)\n", job_id.c_str(),
+               outcome.error.c_str());
+  // The queue owns the per-job backoff; the delay returned is the one it applies.
+  queue_.AddRateLimited(job_id);
+  const int failures = queue_.Failures(job_id);
+  milliseconds delay = options_.backoff_max;
+  if (failures <= 30) {
+    delay = std::min(options_.backoff_max, options_.backoff_base * (int64_t{1} << (failures - 1)));
+  }
+  return delay;
+}
+
+void Controller::Worker() {
+  while (std::optional<std::string> key = queue_.Get()) {
+    std::optional<milliseconds> next = Reconcile(*key);
+    // After a failure this repeats the backoff AddRateLimited scheduled: AddAfter keeps the
+    // earliest, so it is the same retry, not a second one.
+    if (next) queue_.AddAfter(*key, *next);
+    queue_.Done(*key);
+  }
+}
+
+}  // namespace starforge::controller

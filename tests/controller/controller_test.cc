@@ -1,0 +1,867 @@
+// The controller with the real store (a SQLite file), the real filesystem object store, real
+// capsules and a scripted fleet: every phase path, retries, deadlines, idempotence, restarts and
+// SIGKILL at each failpoint.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zip.h>
+
+#include <algorithm>
+#include <deque>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "starforge/capsule/capsule.h"
+#include "starforge/capsule/extract.h"
+#include "starforge/controller/controller.h"
+#include "starforge/jobspec/parse.h"
+#include "starforge/objstore/fs_store.h"
+
+namespace starforge::controller {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using store::Job;
+using store::Phase;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "controller-test-XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) == nullptr) std::abort();
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+std::string Slurp(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+int64_t WallMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// A zip of `files` (path → contents), as `forge submit --code` uploads it.
+void WriteZip(const fs::path& path, const std::map<std::string, std::string>& files) {
+  fs::create_directories(path.parent_path());
+  int err = 0;
+  zip_t* z = zip_open(path.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &err);
+  ASSERT_NE(z, nullptr);
+  for (const auto& [name, data] : files) {
+    zip_source_t* src = zip_source_buffer(z, data.data(), data.size(), 0);
+    ASSERT_GE(zip_file_add(z, name.c_str(), src, ZIP_FL_ENC_UTF_8), 0);
+  }
+  if (files.empty()) {
+    // libzip writes no file for an empty archive: write the 22-byte end record ourselves.
+    zip_discard(z);
+    std::ofstream(path, std::ios::binary) << std::string("PK\x05\x06", 4) << std::string(18, '\0');
+    return;
+  }
+  ASSERT_EQ(zip_close(z), 0);
+}
+
+jobspec::JobSpec Spec(const std::string& extra = "") {
+  jobspec::ParseResult r = jobspec::Parse(
+      "name: tiny\nimage: python:3.11\nentrypoint: python train.py\npools: [{name: main}]\n" +
+          extra,
+      jobspec::Defaults{});
+  if (!r.ok()) std::abort();
+  return *r.spec;
+}
+
+// A fleet whose answers the test scripts. Thread-safe (workers call it). With `log` set, every
+// mutating call is appended to that file, so calls are counted across processes.
+class FakeFleet : public fleet::Fleet {
+ public:
+  explicit FakeFleet(std::string kind = "local", fs::path log = {})
+      : kind_(std::move(kind)), log_(std::move(log)) {}
+
+  std::string Kind() const override { return kind_; }
+
+  fleet::Admission Admit(const jobspec::JobSpec&) override {
+    std::lock_guard lock(mu_);
+    return admission;
+  }
+
+  fleet::SubmitResult Submit(const fleet::SubmitRequest& request) override {
+    std::lock_guard lock(mu_);
+    Log("submit " + request.job_id);
+    submits.push_back(request);
+    if (!submit_script.empty()) {
+      fleet::SubmitResult r = submit_script.front();
+      submit_script.pop_front();
+      if (!r.ok) return r;
+    }
+    auto [it, fresh] = state.try_emplace(request.job_id, fleet::State::kPending);
+    (void)it;
+    (void)fresh;
+    return fleet::SubmitResult{true, "h-" + request.job_id, "", "", false};
+  }
+
+  fleet::Observation Observe(const std::string& job_id, const std::string& handle) override {
+    std::lock_guard lock(mu_);
+    ++observes;
+    if (!handle.empty()) handles_seen.insert(handle);
+    if (observe_errors > 0) {
+      --observe_errors;
+      fleet::Observation o;
+      o.retryable_error = true;
+      o.message = "fleet unreachable";
+      return o;
+    }
+    fleet::Observation o = observation;
+    auto it = state.find(job_id);
+    o.state = it == state.end() ? fleet::State::kUnknown : it->second;
+    if (auto_run && it != state.end()) {
+      // Pending → Running → Succeeded, one step per observation.
+      if (it->second == fleet::State::kPending)
+        it->second = fleet::State::kRunning;
+      else if (it->second == fleet::State::kRunning)
+        it->second = fleet::State::kSucceeded;
+      o.state = it->second;
+      if (o.state == fleet::State::kSucceeded) o.exit_code = 0;
+    }
+    return o;
+  }
+
+  std::string Cancel(const std::string& job_id, const std::string&, int64_t since_ms) override {
+    std::lock_guard lock(mu_);
+    Log("cancel " + job_id);
+    cancels.push_back(since_ms);
+    if (cancels_until_stopped > 0 && --cancels_until_stopped > 0) return "";
+    auto it = state.find(job_id);
+    if (it != state.end()) it->second = fleet::State::kCancelled;
+    return "";
+  }
+
+  std::string CollectLogs(const std::string& job_id, const std::string&,
+                          const fs::path& logs_dir) override {
+    std::lock_guard lock(mu_);
+    Log("collect " + job_id);
+    calls.push_back("collect");
+    if (collect_errors > 0) {
+      --collect_errors;
+      return "log store unavailable";
+    }
+    std::ofstream(logs_dir / "driver.log") << "loss 0.1\n";
+    return "";
+  }
+
+  std::string Release(const std::string& job_id, const std::string&) override {
+    std::lock_guard lock(mu_);
+    Log("release " + job_id);
+    calls.push_back("release");
+    if (release_errors > 0) {
+      --release_errors;
+      return "cannot delete";
+    }
+    return "";
+  }
+
+  nlohmann::json Capacity() override { return {{"fleet", kind_}}; }
+
+  void Set(const std::string& job_id, fleet::State s, std::optional<int> exit_code = {}) {
+    std::lock_guard lock(mu_);
+    state[job_id] = s;
+    observation.exit_code = exit_code;
+  }
+  void PokeController(const std::string& job_id) { Notify(job_id); }
+
+  size_t SubmitCount() {
+    std::lock_guard lock(mu_);
+    return submits.size();
+  }
+
+  // Scripted behaviour and what was called (guard with the fleet's lock when workers run).
+  std::mutex mu_;
+  fleet::Admission admission;
+  std::deque<fleet::SubmitResult> submit_script;
+  std::map<std::string, fleet::State> state;
+  fleet::Observation observation;  // reason/message/events/exit code for every Observe
+  bool auto_run = false;
+  int observe_errors = 0;
+  int cancels_until_stopped = 0;  // > 0: Cancel stops the job only at that call
+  int collect_errors = 0;
+  int release_errors = 0;
+  std::vector<fleet::SubmitRequest> submits;
+  std::set<std::string> handles_seen;
+  std::vector<int64_t> cancels;
+  std::vector<std::string> calls;
+  int observes = 0;
+
+ private:
+  void Log(const std::string& line) {
+    if (log_.empty()) return;
+    std::ofstream(log_, std::ios::app) << line << "\n";
+  }
+  std::string kind_;
+  fs::path log_;
+};
+
+// An object store that fails the first PutFile calls as scripted, then is the real one.
+class FlakyObjects : public objstore::ObjectStore {
+ public:
+  explicit FlakyObjects(objstore::ObjectStore& real) : real_(real) {}
+  objstore::Result<objstore::PutOutcome> PutFile(const std::string& key, const std::string& path,
+                                                 const objstore::Progress& p) override {
+    ++puts;
+    if (!failures.empty()) {
+      objstore::Error e{failures.front(), "scripted failure"};
+      failures.pop_front();
+      return e;
+    }
+    return real_.PutFile(key, path, p);
+  }
+  objstore::Result<objstore::PutOutcome> PutBytes(const std::string& key, std::string_view b,
+                                                  const objstore::Progress& p) override {
+    return real_.PutBytes(key, b, p);
+  }
+  objstore::Result<std::optional<objstore::ObjectInfo>> Head(const std::string& key) override {
+    return real_.Head(key);
+  }
+  objstore::Result<int64_t> GetFile(const std::string& key, const std::string& path,
+                                    const objstore::Progress& p) override {
+    return real_.GetFile(key, path, p);
+  }
+  objstore::Result<std::string> GetBytes(const std::string& key) override {
+    return real_.GetBytes(key);
+  }
+  objstore::Result<std::string> PresignGet(const std::string& key, int64_t s,
+                                           std::time_t now) override {
+    return real_.PresignGet(key, s, now);
+  }
+  std::string Describe() const override { return "flaky " + real_.Describe(); }
+
+  std::deque<objstore::ErrorKind> failures;
+  int puts = 0;
+
+ private:
+  objstore::ObjectStore& real_;
+};
+
+Options FastOptions(const fs::path& root) {
+  Options o;
+  o.storage_root = root;
+  o.workers = 2;
+  o.resync = 20ms;
+  o.backoff_base = 5ms;
+  o.backoff_max = 40ms;
+  return o;
+}
+
+class ControllerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    store_->SetClockForTesting([this] { return WallMs() + clock_offset_.load(); });
+  }
+
+  // A job as the API creates it: canonical spec, uploaded code under control/uploads/.
+  Job Submit(const jobspec::JobSpec& spec = Spec(), const std::string& fleet = "local",
+             std::map<std::string, std::string> code = {{"train.py", "print('hi')\n"}}) {
+    Job j;
+    j.id = store::NewJobId();
+    j.owner = "alice";
+    j.name = spec.name;
+    j.fleet = fleet;
+    j.spec_json = jobspec::ToCanonicalText(spec);
+    j.upload_path = (root() / "control/uploads" / (j.id + ".zip")).string();
+    WriteZip(j.upload_path, code);
+    return store_->CreateJob(j, "user:alice");
+  }
+
+  Job Get(const std::string& id) { return *store_->GetJob(id); }
+
+  // Reconciles (synchronously, ignoring delays) until `until` holds or the job is done.
+  Job Drive(const std::string& id, const std::function<bool(const Job&)>& until = nullptr,
+            int max_steps = 40) {
+    for (int i = 0; i < max_steps; ++i) {
+      if (until && until(Get(id))) break;
+      if (!controller_->Reconcile(id)) break;
+    }
+    return Get(id);
+  }
+  Job DriveTo(const std::string& id, Phase phase) {
+    return Drive(id, [phase](const Job& j) { return j.phase == phase; });
+  }
+
+  std::vector<Phase> Path(const std::string& id) {
+    std::vector<Phase> out;
+    for (const auto& t : store_->ListTransitions(id))
+      out.push_back(t.to);
+    return out;
+  }
+
+  fs::path root() const { return tmp_.path(); }
+
+  TempDir tmp_;
+  std::atomic<int64_t> clock_offset_{0};
+  std::unique_ptr<store::Store> store_ = store::Store::Open(tmp_.path() / "state.db");
+  std::unique_ptr<objstore::ObjectStore> fs_objects_ =
+      objstore::OpenFilesystem(tmp_.path() / "objects");
+  FlakyObjects objects_{*fs_objects_};
+  FakeFleet fleet_;
+  std::unique_ptr<Controller> controller_ = std::make_unique<Controller>(
+      *store_, std::map<std::string, fleet::Fleet*>{{"local", &fleet_}}, objects_,
+      FastOptions(tmp_.path()));
+};
+
+TEST_F(ControllerTest, ASuccessfulJobGoesThroughEveryPhaseAndIsCleanedUp) {
+  const Job created = Submit();
+  Job job = DriveTo(created.id, Phase::kPending);
+  ASSERT_EQ(job.phase, Phase::kPending) << job.reason << ": " << job.message;
+  ASSERT_EQ(fleet_.submits.size(), 1u);
+  const fleet::SubmitRequest& req = fleet_.submits[0];
+  EXPECT_EQ(req.job_id, created.id);
+  EXPECT_EQ(req.capsule_sha256, job.capsule_sha256);
+  EXPECT_EQ(req.capsule_key, capsule::ObjectKey(job.capsule_sha256));
+  EXPECT_EQ(req.queued_at, created.created_at);
+  EXPECT_EQ(req.spec, Spec());
+  EXPECT_EQ(job.fleet_handle, "h-" + created.id);
+  // The upload and the packaging scratch are gone once the capsule is stored.
+  EXPECT_EQ(job.upload_path, "");
+  EXPECT_FALSE(fs::exists(created.upload_path));
+  EXPECT_FALSE(fs::exists(root() / "control/work" / created.id));
+
+  // The stored capsule holds the user's code and exactly the stored JobSpec.
+  const fs::path unpacked = root() / "unpacked";
+  const fs::path capsule = root() / "objects" / capsule::ObjectKey(job.capsule_sha256);
+  ASSERT_TRUE(fs::exists(capsule));
+  ASSERT_TRUE(capsule::ExtractZip(capsule, unpacked).ok());
+  EXPECT_EQ(Slurp(unpacked / capsule::kJobSpecPath), job.spec_json);
+  EXPECT_EQ(Slurp(unpacked / "train.py"), "print('hi')\n");
+
+  fleet_.Set(created.id, fleet::State::kRunning);
+  job = DriveTo(created.id, Phase::kRunning);
+  EXPECT_EQ(job.phase, Phase::kRunning);
+  EXPECT_GT(job.started_at, 0);
+
+  fleet_.Set(created.id, fleet::State::kSucceeded, 0);
+  job = Drive(created.id);
+  EXPECT_EQ(job.phase, Phase::kSucceeded);
+  EXPECT_EQ(job.reason, store::reasons::kCompleted);
+  EXPECT_EQ(job.exit_code, 0);
+  EXPECT_TRUE(job.logs_archived);
+  EXPECT_TRUE(job.released);
+  EXPECT_GT(job.finished_at, 0);
+  EXPECT_THAT(fleet_.calls, ElementsAre("collect", "release"));
+  EXPECT_TRUE(fs::exists(root() / "jobs" / created.id / "logs/driver.log"));
+  EXPECT_THAT(Path(created.id), ElementsAre(Phase::kQueued, Phase::kPackaging, Phase::kSubmitting,
+                                            Phase::kPending, Phase::kRunning, Phase::kSucceeded));
+  // Done: further reconciles touch nothing.
+  EXPECT_FALSE(controller_->Reconcile(created.id));
+  EXPECT_EQ(fleet_.calls.size(), 2u);
+  EXPECT_EQ(fleet_.submits.size(), 1u);
+
+  // One Normal event per phase change.
+  std::vector<std::string> reasons;
+  for (const auto& e : store_->ListEvents(created.id)) {
+    EXPECT_EQ(e.count, 1) << e.reason;
+    reasons.push_back(e.reason);
+  }
+  EXPECT_THAT(reasons, ElementsAre("Packaging", "Submitting", "Pending", "Running", "Completed"));
+
+  const Metrics& m = controller_->metrics();
+  EXPECT_GT(m.reconciles, 5);
+  EXPECT_EQ(m.reconcile_errors, 0);
+  EXPECT_EQ(m.latency_count, m.reconciles);
+  EXPECT_EQ(m.latency_buckets[std::size(Metrics::kBuckets) - 1], m.reconciles);  // all ≤ 5 s
+  EXPECT_GT(m.latency_sum_us, 0);
+}
+
+TEST_F(ControllerTest, ANonZeroExitIsAppFailedWithItsExitCode) {
+  const Job created = Submit();
+  DriveTo(created.id, Phase::kPending);
+  fleet_.Set(created.id, fleet::State::kFailed, 3);
+  const Job job = Drive(created.id);
+  EXPECT_EQ(job.phase, Phase::kFailed);
+  EXPECT_EQ(job.reason, store::reasons::kAppFailed);
+  EXPECT_EQ(job.exit_code, 3);
+  EXPECT_THAT(job.message, HasSubstr("exited with code 3"));
+  EXPECT_TRUE(job.logs_archived && job.released);
+  EXPECT_THAT(Path(job.id).back(), Phase::kFailed);
+  EXPECT_EQ(store_->ListEvents(job.id).back().type, "Warning");
+}
+
+TEST_F(ControllerTest, TheFleetsFailureReasonIsKept) {
+  const Job created = Submit();
+  DriveTo(created.id, Phase::kPending);
+  fleet_.observation.reason = "ImagePullFailed";
+  fleet_.observation.message = "image python:3.11 cannot be pulled";
+  fleet_.Set(created.id, fleet::State::kFailed);
+  fleet_.observation.reason = "ImagePullFailed";
+  const Job job = Drive(created.id);
+  EXPECT_EQ(job.reason, "ImagePullFailed");
+  EXPECT_EQ(job.message, "image python:3.11 cannot be pulled");
+  EXPECT_FALSE(job.exit_code);
+}
+
+// Cancel before the fleet has the job: Cancelled at once, the fleet is never asked to cancel.
+class CancelBeforeSubmitTest : public ControllerTest,
+                               public ::testing::WithParamInterface<Phase> {};
+
+TEST_P(CancelBeforeSubmitTest, IsCancelledWithoutTheFleet) {
+  const Job created = Submit();
+  if (GetParam() != Phase::kQueued) DriveTo(created.id, GetParam());
+  ASSERT_EQ(Get(created.id).phase, GetParam());
+  store_->UpdateJob(created.id, [](Job& j) {
+    j.cancel_requested = true;
+    j.cancel_requested_at = WallMs();
+  });
+  const Job job = Drive(created.id);
+  EXPECT_EQ(job.phase, Phase::kCancelled);
+  EXPECT_EQ(job.reason, store::reasons::kCancelledByUser);
+  EXPECT_TRUE(fleet_.submits.empty());
+  EXPECT_TRUE(fleet_.cancels.empty());
+  EXPECT_TRUE(job.logs_archived && job.released);
+  EXPECT_FALSE(fs::exists(created.upload_path));  // the upload is not left behind
+  EXPECT_FALSE(fs::exists(root() / "control/work" / created.id));
+}
+
+INSTANTIATE_TEST_SUITE_P(Phases, CancelBeforeSubmitTest,
+                         ::testing::Values(Phase::kQueued, Phase::kPackaging, Phase::kSubmitting),
+                         [](const auto& p) { return std::string(store::ToString(p.param)); });
+
+class CancelOnFleetTest : public ControllerTest, public ::testing::WithParamInterface<Phase> {};
+
+TEST_P(CancelOnFleetTest, CancelsOnTheFleetUntilItStops) {
+  const Job created = Submit();
+  DriveTo(created.id, Phase::kPending);
+  if (GetParam() == Phase::kRunning) {
+    fleet_.Set(created.id, fleet::State::kRunning);
+    DriveTo(created.id, Phase::kRunning);
+  }
+  ASSERT_EQ(Get(created.id).phase, GetParam());
+  fleet_.cancels_until_stopped = 3;  // SIGTERM is ignored twice; the third call stops it
+  store_->UpdateJob(created.id, [](Job& j) {
+    j.cancel_requested = true;
+    j.cancel_requested_at = WallMs() - 5000;
+  });
+  const Job job = Drive(created.id);
+  EXPECT_EQ(job.phase, Phase::kCancelled);
+  EXPECT_EQ(job.reason, store::reasons::kCancelledByUser);
+  ASSERT_EQ(fleet_.cancels.size(), 3u);
+  EXPECT_GE(fleet_.cancels[0], 5000);  // the fleet escalates from how long ago it was asked
+  EXPECT_LE(fleet_.cancels[0], fleet_.cancels[2]);
+  EXPECT_THAT(fleet_.calls, ElementsAre("collect", "release"));
+  EXPECT_EQ(fleet_.submits.size(), 1u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Phases, CancelOnFleetTest,
+                         ::testing::Values(Phase::kPending, Phase::kRunning),
+                         [](const auto& p) { return std::string(store::ToString(p.param)); });
+
+TEST_F(ControllerTest, AJobTheFleetCanNeverRunIsRejected) {
+  fleet_.admission = {false, "needs 9 GPUs; this machine has 0: use the kuberay fleet",
+                      "pools[0].gpusPerMachine"};
+  const Job job = Drive(Submit().id);
+  EXPECT_EQ(job.phase, Phase::kFailed);
+  EXPECT_EQ(job.reason, store::reasons::kRejected);
+  EXPECT_THAT(job.message, HasSubstr("pools[0].gpusPerMachine"));
+  EXPECT_THAT(job.message, HasSubstr("use the kuberay fleet"));
+  EXPECT_TRUE(fleet_.submits.empty());
+  EXPECT_THAT(Path(job.id), ElementsAre(Phase::kQueued, Phase::kFailed));
+}
+
+TEST_F(ControllerTest, AJobForAFleetThisServerLacksIsRejected) {
+  const Job job = Drive(Submit(Spec(), "kuberay").id);
+  EXPECT_EQ(job.phase, Phase::kFailed);
+  EXPECT_EQ(job.reason, store::reasons::kRejected);
+  EXPECT_THAT(job.message, HasSubstr("kuberay"));
+  EXPECT_TRUE(job.logs_archived && job.released);  // nothing to clean on a fleet that is absent
+  EXPECT_TRUE(fleet_.calls.empty());
+}
+
+TEST_F(ControllerTest, AFinalSubmitRefusalFailsTheJobWithItsReason) {
+  fleet_.submit_script.push_back({false, "", "Rejected", "no node has 8 GPUs", false});
+  const Job job = Drive(Submit().id);
+  EXPECT_EQ(job.phase, Phase::kFailed);
+  EXPECT_EQ(job.reason, "Rejected");
+  EXPECT_EQ(job.message, "no node has 8 GPUs");
+  EXPECT_EQ(controller_->metrics().fleet_errors, 1);
+}
+
+TEST_F(ControllerTest, ATransientSubmitFailureIsRetriedWithBackoff) {
+  for (int i = 0; i < 2; ++i) {
+    fleet_.submit_script.push_back({false, "", "SubmissionFailed", "API server timeout", true});
+  }
+  const Job created = Submit();
+  DriveTo(created.id, Phase::kSubmitting);
+  auto first = controller_->Reconcile(created.id);
+  auto second = controller_->Reconcile(created.id);
+  ASSERT_TRUE(first && second);
+  EXPECT_EQ(*first, 5ms);  // backoff_base, then doubled
+  EXPECT_EQ(*second, 10ms);
+  EXPECT_EQ(Get(created.id).phase, Phase::kSubmitting);
+  const Job job = DriveTo(created.id, Phase::kPending);
+  EXPECT_EQ(job.phase, Phase::kPending);
+  EXPECT_EQ(fleet_.submits.size(), 3u);
+  EXPECT_EQ(controller_->metrics().fleet_errors, 2);
+  EXPECT_EQ(controller_->metrics().reconcile_errors, 2);
+  // The warning is one event seen twice.
+  int warnings = 0;
+  for (const auto& e : store_->ListEvents(created.id)) {
+    if (e.type == "Warning") {
+      ++warnings;
+      EXPECT_EQ(e.count, 2);
+      EXPECT_EQ(e.message, "API server timeout");
+    }
+  }
+  EXPECT_EQ(warnings, 1);
+}
+
+TEST_F(ControllerTest, ABadUploadFailsPackagingWithTheReason) {
+  Job created = Submit();
+  std::ofstream(created.upload_path, std::ios::trunc) << "this is not a zip";
+  Job job = Drive(created.id);
+  EXPECT_EQ(job.phase, Phase::kFailed);
+  EXPECT_EQ(job.reason, store::reasons::kPackagingFailed);
+  EXPECT_THAT(job.message, HasSubstr("cannot be unpacked"));
+  EXPECT_TRUE(fleet_.submits.empty());
+
+  // An archive without files: the builder's own message.
+  job = Drive(Submit(Spec(), "local", {}).id);
+  EXPECT_EQ(job.phase, Phase::kFailed);
+  EXPECT_EQ(job.reason, store::reasons::kPackagingFailed);
+  EXPECT_THAT(job.message, HasSubstr("no files"));
+  EXPECT_FALSE(fs::exists(root() / "control/work" / job.id));
+}
+
+TEST_F(ControllerTest, ObjectStoreFaultsAreRetriedOrFailTheJob) {
+  objects_.failures = {objstore::ErrorKind::kUnreachable, objstore::ErrorKind::kServer};
+  const Job ok = Submit();
+  auto delay = controller_->Reconcile(ok.id);  // Queued → Packaging
+  delay = controller_->Reconcile(ok.id);       // upload fails: backoff
+  ASSERT_TRUE(delay);
+  EXPECT_EQ(*delay, 5ms);
+  EXPECT_EQ(Get(ok.id).phase, Phase::kPackaging);
+  EXPECT_EQ(DriveTo(ok.id, Phase::kSubmitting).phase, Phase::kSubmitting);
+  EXPECT_EQ(objects_.puts, 3);
+  EXPECT_FALSE(Get(ok.id).capsule_sha256.empty());
+
+  objects_.failures = {objstore::ErrorKind::kAccessDenied};
+  const Job job = Drive(Submit().id);
+  EXPECT_EQ(job.phase, Phase::kFailed);
+  EXPECT_EQ(job.reason, store::reasons::kStorageFailed);
+  EXPECT_THAT(job.message, HasSubstr("scripted failure"));
+}
+
+TEST_F(ControllerTest, LeftoversOfAnInterruptedPackagingAreReplaced) {
+  const Job created = Submit();
+  DriveTo(created.id, Phase::kPackaging);
+  const fs::path stale = root() / "control/work" / created.id / "code/stale.py";
+  fs::create_directories(stale.parent_path());
+  std::ofstream(stale) << "left by a crash";
+  const Job job = DriveTo(created.id, Phase::kSubmitting);
+  const fs::path unpacked = root() / "unpacked";
+  ASSERT_TRUE(
+      capsule::ExtractZip(root() / "objects" / capsule::ObjectKey(job.capsule_sha256), unpacked)
+          .ok());
+  EXPECT_FALSE(fs::exists(unpacked / "stale.py"));
+  EXPECT_TRUE(fs::exists(unpacked / "train.py"));
+}
+
+TEST_F(ControllerTest, ThePreRunningDeadlineFailsAJobStuckInPending) {
+  clock_offset_ = -10'000;  // the job entered Pending 10 s ago
+  const Job created = Submit(Spec("deadlines: {preRunningSeconds: 2}\n"));
+  DriveTo(created.id, Phase::kPending);
+  clock_offset_ = 0;
+  fleet_.observation.reason = "Unschedulable";
+  fleet_.observation.message = "0/3 nodes have 4 free GPUs";
+  const Job job = Drive(created.id);
+  EXPECT_EQ(job.phase, Phase::kFailed);
+  EXPECT_EQ(job.reason, store::reasons::kPreRunningDeadlineExceeded);
+  EXPECT_THAT(job.message, HasSubstr("0/3 nodes have 4 free GPUs"));
+  EXPECT_THAT(job.message, HasSubstr("preRunningSeconds"));
+  EXPECT_EQ(fleet_.cancels.size(), 1u);
+  EXPECT_THAT(fleet_.calls, ElementsAre("collect", "release"));
+}
+
+TEST_F(ControllerTest, APendingJobWithinItsDeadlineShowsTheFleetsReason) {
+  const Job created = Submit(Spec("deadlines: {preRunningSeconds: 600}\n"));
+  DriveTo(created.id, Phase::kPending);
+  fleet_.observation.reason = store::reasons::kWaitingForResources;
+  fleet_.observation.message = "2 jobs ahead";
+  controller_->Reconcile(created.id);
+  Job job = Get(created.id);
+  EXPECT_EQ(job.phase, Phase::kPending);
+  EXPECT_EQ(job.reason, store::reasons::kWaitingForResources);
+  EXPECT_EQ(job.message, "2 jobs ahead");
+  const int64_t version = job.version;
+  controller_->Reconcile(created.id);  // nothing new: nothing written
+  EXPECT_EQ(Get(created.id).version, version);
+  EXPECT_TRUE(fleet_.cancels.empty());
+}
+
+TEST_F(ControllerTest, TheRunningDeadlineStopsAJobThatRunsTooLong) {
+  const Job created = Submit(Spec("deadlines: {runningSeconds: 3}\n"));
+  DriveTo(created.id, Phase::kPending);
+  fleet_.Set(created.id, fleet::State::kRunning);
+  clock_offset_ = -10'000;  // it started running 10 s ago
+  DriveTo(created.id, Phase::kRunning);
+  clock_offset_ = 0;
+  const Job job = Drive(created.id);
+  EXPECT_EQ(job.phase, Phase::kFailed);
+  EXPECT_EQ(job.reason, store::reasons::kDeadlineExceeded);
+  EXPECT_THAT(job.message, HasSubstr("runningSeconds"));
+  EXPECT_EQ(fleet_.cancels.size(), 1u);
+}
+
+TEST_F(ControllerTest, RepeatedReconcilesSubmitOnceAndDedupEvents) {
+  const Job created = Submit();
+  DriveTo(created.id, Phase::kPending);
+  fleet_.observation.events = {
+      {"Warning", "FailedScheduling", "0/1 nodes available", "kuberay:pod-a"},
+      {"Warning", "FailedScheduling", "0/1 nodes available", "kuberay:pod-a"},
+      {"Normal", "Pulled", "image pulled", ""},
+  };
+  for (int i = 0; i < 15; ++i)
+    controller_->Reconcile(created.id);
+  fleet_.Set(created.id, fleet::State::kRunning);
+  for (int i = 0; i < 15; ++i)
+    controller_->Reconcile(created.id);
+  EXPECT_EQ(fleet_.submits.size(), 1u);
+  EXPECT_EQ(fleet_.handles_seen, std::set<std::string>{"h-" + created.id});
+  std::map<std::string, int> counts;
+  for (const auto& e : store_->ListEvents(created.id))
+    counts[e.reason + "/" + e.source] += e.count;
+  EXPECT_EQ(counts["FailedScheduling/kuberay:pod-a"], 2);  // as often as the fleet saw it
+  EXPECT_EQ(counts["Pulled/fleet:local"], 1);
+  EXPECT_EQ(counts["Running/controller"], 1);
+  EXPECT_EQ(Path(created.id).size(), 5u);
+}
+
+TEST_F(ControllerTest, APendingJobTheFleetForgotIsSubmittedAgainARunningOneIsLost) {
+  const Job created = Submit();
+  DriveTo(created.id, Phase::kPending);
+  fleet_.state.clear();  // e.g. the fleet's queue was in memory
+  controller_->Reconcile(created.id);
+  EXPECT_EQ(fleet_.submits.size(), 2u);
+  EXPECT_EQ(fleet_.submits[1].job_id, created.id);
+  EXPECT_EQ(fleet_.submits[1].queued_at, created.created_at);  // keeps its place in line
+  EXPECT_EQ(Get(created.id).phase, Phase::kPending);
+
+  fleet_.Set(created.id, fleet::State::kRunning);
+  DriveTo(created.id, Phase::kRunning);
+  fleet_.state.clear();
+  const Job job = Drive(created.id);
+  EXPECT_EQ(job.phase, Phase::kFailed);
+  EXPECT_EQ(job.reason, store::reasons::kRunnerLost);
+  EXPECT_EQ(fleet_.submits.size(), 2u);
+}
+
+TEST_F(ControllerTest, TransientObserveErrorsAreRetried) {
+  const Job created = Submit();
+  DriveTo(created.id, Phase::kPending);
+  fleet_.observe_errors = 2;
+  fleet_.Set(created.id, fleet::State::kRunning);
+  EXPECT_TRUE(controller_->Reconcile(created.id));
+  EXPECT_EQ(Get(created.id).phase, Phase::kPending);
+  EXPECT_EQ(DriveTo(created.id, Phase::kRunning).phase, Phase::kRunning);
+  EXPECT_EQ(controller_->metrics().fleet_errors, 2);
+}
+
+TEST_F(ControllerTest, CleanupArchivesLogsBeforeReleasingAndRetriesEach) {
+  const Job created = Submit();
+  DriveTo(created.id, Phase::kPending);
+  fleet_.Set(created.id, fleet::State::kSucceeded, 0);
+  fleet_.collect_errors = 2;
+  fleet_.release_errors = 1;
+  DriveTo(created.id, Phase::kSucceeded);
+  Job job = Get(created.id);
+  EXPECT_FALSE(job.logs_archived);
+  ASSERT_TRUE(controller_->Reconcile(created.id));  // collect fails
+  job = Get(created.id);
+  EXPECT_FALSE(job.logs_archived);
+  EXPECT_THAT(fleet_.calls, ElementsAre("collect"));  // no release before the logs are safe
+  job = Drive(created.id);
+  EXPECT_TRUE(job.logs_archived && job.released);
+  EXPECT_THAT(fleet_.calls, ElementsAre("collect", "collect", "collect", "release", "release"));
+}
+
+TEST_F(ControllerTest, WorkersDriveJobsOldestFirstAndFleetNotificationsWakeThem) {
+  Options one = FastOptions(root());
+  one.workers = 1;
+  one.resync = 10s;  // only notifications move the jobs along
+  controller_ = std::make_unique<Controller>(
+      *store_, std::map<std::string, fleet::Fleet*>{{"local", &fleet_}}, objects_, one);
+  std::vector<std::string> ids;
+  for (int i = 0; i < 3; ++i)
+    ids.push_back(Submit().id);
+  controller_->Start();
+  auto wait_for = [&](const std::function<bool()>& ok) {
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (!ok() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(5ms);
+    return ok();
+  };
+  ASSERT_TRUE(wait_for([&] {
+    for (const auto& id : ids) {
+      if (Get(id).phase != Phase::kPending) return false;
+    }
+    return true;
+  }));
+  {
+    std::lock_guard lock(fleet_.mu_);
+    ASSERT_EQ(fleet_.submits.size(), 3u);
+    for (size_t i = 0; i < 3; ++i)
+      EXPECT_EQ(fleet_.submits[i].job_id, ids[i]);
+  }
+  for (const auto& id : ids) {
+    fleet_.Set(id, fleet::State::kSucceeded, 0);
+    fleet_.PokeController(id);
+  }
+  EXPECT_TRUE(wait_for([&] {
+    for (const auto& id : ids) {
+      if (!Get(id).released) return false;
+    }
+    return true;
+  }));
+  controller_->Stop();
+  for (const auto& id : ids)
+    EXPECT_EQ(Get(id).phase, Phase::kSucceeded);
+}
+
+TEST_F(ControllerTest, ANewControllerFinishesAnInFlightJobOnce) {
+  const Job created = Submit();
+  fleet_.Set(created.id, fleet::State::kPending);
+  DriveTo(created.id, Phase::kPending);
+  fleet_.Set(created.id, fleet::State::kRunning);
+  DriveTo(created.id, Phase::kRunning);
+  controller_.reset();  // the server stops
+
+  fleet_.Set(created.id, fleet::State::kSucceeded, 0);
+  Controller again(*store_, {{"local", &fleet_}}, objects_, FastOptions(root()));
+  again.Start();
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (!Get(created.id).released && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(5ms);
+  }
+  again.Stop();
+  const Job job = Get(created.id);
+  EXPECT_EQ(job.phase, Phase::kSucceeded);
+  EXPECT_TRUE(job.logs_archived && job.released);
+  std::lock_guard lock(fleet_.mu_);
+  EXPECT_EQ(fleet_.submits.size(), 1u);
+  EXPECT_THAT(fleet_.calls, ElementsAre("collect", "release"));
+  EXPECT_THAT(Path(created.id), ElementsAre(Phase::kQueued, Phase::kPackaging, Phase::kSubmitting,
+                                            Phase::kPending, Phase::kRunning, Phase::kSucceeded));
+}
+
+// A controller process is SIGKILLed at a failpoint; a new one over the same database, object
+// store and fleet finishes the job exactly once.
+class FailpointTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(FailpointTest, ARestartAfterSigkillFinishesTheJobOnce) {
+  TempDir tmp;
+  const fs::path db = tmp.path() / "state.db";
+  const fs::path fleet_log = tmp.path() / "fleet.log";
+  std::string job_id;
+  std::string upload;
+  {
+    auto store = store::Store::Open(db);
+    Job j;
+    j.id = store::NewJobId();
+    j.owner = "alice";
+    j.name = "tiny";
+    j.fleet = "local";
+    j.spec_json = jobspec::ToCanonicalText(Spec());
+    j.upload_path = upload = (tmp.path() / "control/uploads" / (j.id + ".zip")).string();
+    WriteZip(upload, {{"train.py", "print('hi')\n"}});
+    job_id = store->CreateJob(j, "api").id;
+  }
+
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::setenv("STARFORGE_FAILPOINT", GetParam(), 1);
+    auto store = store::Store::Open(db);
+    auto objects = objstore::OpenFilesystem(tmp.path() / "objects");
+    FakeFleet fleet("local", fleet_log);
+    fleet.auto_run = true;
+    Controller c(*store, {{"local", &fleet}}, *objects, FastOptions(tmp.path()));
+    for (int i = 0; i < 50 && c.Reconcile(job_id); ++i) {
+    }
+    ::_exit(0);  // the failpoint was never reached
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
+      << "the controller did not die at " << GetParam();
+
+  auto store = store::Store::Open(db);
+  auto objects = objstore::OpenFilesystem(tmp.path() / "objects");
+  FakeFleet fleet("local", fleet_log);
+  fleet.auto_run = true;
+  // The fleet outlives the server: what the dead controller submitted is still there.
+  if (Slurp(fleet_log).find("submit") != std::string::npos) {
+    fleet.state[job_id] = fleet::State::kPending;
+  }
+  Controller c(*store, {{"local", &fleet}}, *objects, FastOptions(tmp.path()));
+  for (int i = 0; i < 50 && c.Reconcile(job_id); ++i) {
+  }
+
+  const Job job = *store->GetJob(job_id);
+  EXPECT_EQ(job.phase, Phase::kSucceeded) << job.reason << ": " << job.message;
+  EXPECT_TRUE(job.logs_archived);
+  EXPECT_TRUE(job.released);
+  EXPECT_EQ(job.upload_path, "");
+  EXPECT_FALSE(fs::exists(upload));
+  EXPECT_FALSE(fs::exists(tmp.path() / "control/work" / job_id));
+  EXPECT_TRUE(fs::exists(tmp.path() / "objects" / capsule::ObjectKey(job.capsule_sha256)));
+  // Every phase once, in order: nothing was done twice or skipped.
+  std::vector<Phase> path;
+  for (const auto& t : store->ListTransitions(job_id))
+    path.push_back(t.to);
+  EXPECT_THAT(path, ElementsAre(Phase::kQueued, Phase::kPackaging, Phase::kSubmitting,
+                                Phase::kPending, Phase::kRunning, Phase::kSucceeded));
+  // Across both processes: the logs collected once and the job released once (a Submit may be
+  // repeated after "submitted": the fleet answers it with the same handle).
+  const std::string log = Slurp(fleet_log);
+  auto count = [&](const std::string& what) {
+    size_t n = 0;
+    for (size_t at = log.find(what); at != std::string::npos; at = log.find(what, at + 1))
+      ++n;
+    return n;
+  };
+  EXPECT_EQ(count("collect"), 1u) << log;
+  EXPECT_EQ(count("release"), 1u) << log;
+  EXPECT_EQ(count("submit"), std::string(GetParam()) == "submitted" ? 2u : 1u) << log;
+  EXPECT_EQ(job.fleet_handle, "h-" + job_id);
+}
+
+INSTANTIATE_TEST_SUITE_P(Points, FailpointTest,
+                         ::testing::Values("packaging-built", "capsule-stored", "submitted",
+                                           "running-observed", "terminal-recorded",
+                                           "logs-archived"),
+                         [](const auto& p) {
+                           std::string name = p.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
+
+}  // namespace
+}  // namespace starforge::controller
