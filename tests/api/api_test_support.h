@@ -132,7 +132,7 @@ class ServeProcess {
               ("serve-" + std::to_string(::getpid()) + "-" + std::to_string(Counter()++));
     fs::create_directories(s->dir_);
     const std::string port_file = (s->dir_ / "port").string();
-    std::vector<std::string> argv = {STARFORGE_FORGE_BIN, "serve",   "--listen",
+    std::vector<std::string> argv = {STARFORGE_FORGE_BIN, "serve",       "--listen",
                                      "127.0.0.1:0",       "--port-file", port_file};
     argv.insert(argv.end(), args.begin(), args.end());
     std::vector<std::string> envv = {"PATH=/usr/bin:/bin", "HOME=" + root.string(),

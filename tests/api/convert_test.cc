@@ -11,8 +11,8 @@
 namespace starforge::api {
 namespace {
 
-using ::testing::HasSubstr;
 using nlohmann::json;
+using ::testing::HasSubstr;
 
 TEST(FormatTime, Rfc3339UtcWithMilliseconds) {
   EXPECT_EQ(FormatTime(0), "1970-01-01T00:00:00.000Z");
@@ -55,9 +55,8 @@ TEST(JobJson, TheContractsShapeWithNullsBeforeThingsHappen) {
   j.finished_at = 3000;
   j.logs_archived = true;
   out = JobJson(j, /*with_spec=*/true);
-  EXPECT_EQ(out["capsule"],
-            json({{"sha256", std::string(64, 'a')},
-                  {"key", "capsules/sha256-" + std::string(64, 'a') + ".zip"}}));
+  EXPECT_EQ(out["capsule"], json({{"sha256", std::string(64, 'a')},
+                                  {"key", "capsules/sha256-" + std::string(64, 'a') + ".zip"}}));
   EXPECT_EQ(out["exitCode"], 3);
   EXPECT_EQ(out["phase"], "Failed");
   EXPECT_EQ(out["cleanup"]["logsArchived"], true);

@@ -52,7 +52,9 @@ TEST(OpenApi, PublicRoutesOptOutOfAuthAndOthersDoNot) {
       ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
     const json& op = doc.at("paths").at(r.path).at(method);
     EXPECT_EQ(op.contains("security"), !r.auth) << r.method << " " << r.path;
-    if (!r.auth) EXPECT_EQ(op.at("security"), json::array()) << r.path;
+    if (!r.auth) {
+      EXPECT_EQ(op.at("security"), json::array()) << r.path;
+    }
     // Every {param} of the path is declared.
     std::smatch m;
     std::string rest = r.path;

@@ -17,13 +17,13 @@
 namespace starforge::api {
 namespace {
 
-using ::testing::AllOf;
-using ::testing::HasSubstr;
-using ::testing::Not;
 using nlohmann::json;
+using ::testing::AllOf;
 using testing::CliRun;
 using testing::Forge;
+using ::testing::HasSubstr;
 using testing::MakeZip;
+using ::testing::Not;
 using testing::ParseSse;
 using testing::ServeProcess;
 using testing::SseEvent;
@@ -54,7 +54,8 @@ json Body(const httplib::Result& r) {
   return json::parse(r->body, nullptr, /*allow_exceptions=*/false);
 }
 
-// Sends `bytes` on a fresh connection, half-closes it, and returns all the server answers.
+// Sends `bytes` on a fresh connection and returns what the server answers within a second of
+// quiet. (No half-close: httplib takes a half-closed connection for a closed one.)
 std::string SendRaw(int port, const std::string& bytes) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
@@ -68,7 +69,8 @@ std::string SendRaw(int port, const std::string& bytes) {
       if (w <= 0) break;
       sent += static_cast<size_t>(w);
     }
-    ::shutdown(fd, SHUT_WR);
+    timeval tv{1, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     char buf[4096];
     ssize_t n;
     while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0)
@@ -175,7 +177,9 @@ class Api : public ::testing::Test {
     json b = Body(r);
     EXPECT_EQ(b.value("error", ""), kind) << r->body;
     EXPECT_THAT(b.value("message", ""), HasSubstr(message_part)) << r->body;
-    if (!field.empty()) EXPECT_EQ(b.value("field", ""), field) << r->body;
+    if (!field.empty()) {
+      EXPECT_EQ(b.value("field", ""), field) << r->body;
+    }
   }
 
   void ExpectHealthyAndNoJobs() {
@@ -253,9 +257,9 @@ TEST_F(Api, TokensAreCheckedAndNeverLogged) {
 TEST_F(Api, TheAdminTokenIsPrintedOnceOnTheFirstStartOnly) {
   ASSERT_FALSE(admin_.empty());
   const std::string first = serve_->Stdout();
-  EXPECT_THAT(first, ::testing::MatchesRegex(
-                         "admin token \\(shown once, store it now\\): sf_[a-z0-9]{40}\n"
-                         "forge serve: listening on http://127\\.0\\.0\\.1:[0-9]+\n"));
+  EXPECT_THAT(
+      first, ::testing::MatchesRegex("admin token \\(shown once, store it now\\): sf_[a-z0-9]{40}\n"
+                                     "forge serve: listening on http://127\\.0\\.0\\.1:[0-9]+\n"));
   ASSERT_EQ(serve_->Stop(), 0);
   EXPECT_THAT(serve_->Stderr(), Not(HasSubstr(admin_)));
   // The token is stored only as a hash.
@@ -307,8 +311,8 @@ TEST_F(Api, UsersSeeOnlyTheirOwnJobsAndTheAdminSeesAll) {
 
   // Another user's job is exactly as missing as a job that does not exist.
   for (const std::string& path :
-       {"/api/v1/jobs/" + bobs, "/api/v1/jobs/" + bobs + "/events", "/api/v1/jobs/" + bobs + "/logs",
-        "/api/v1/jobs/" + bobs + "/logs?follow=1"}) {
+       {"/api/v1/jobs/" + bobs, "/api/v1/jobs/" + bobs + "/events",
+        "/api/v1/jobs/" + bobs + "/logs", "/api/v1/jobs/" + bobs + "/logs?follow=1"}) {
     ExpectError(Get(path, eve), 404, "NotFound", "job " + bobs + " not found");
   }
   ExpectError(Get("/api/v1/jobs/j-doesnotexi", eve), 404, "NotFound", "job j-doesnotexi not found");
@@ -319,14 +323,16 @@ TEST_F(Api, UsersSeeOnlyTheirOwnJobsAndTheAdminSeesAll) {
     auto r = Get("/api/v1/jobs" + query, token);
     std::vector<std::string> out;
     EXPECT_TRUE(r && r->status == 200) << (r ? r->body : "no response");
-    if (r)
-      for (const auto& j : Body(r)["items"])
+    const json list = Body(r);
+    if (r) {
+      for (const auto& j : list["items"])
         out.push_back(j["id"]);
+    }
     return out;
   };
   EXPECT_EQ(ids("", bob), std::vector<std::string>{bobs});
   EXPECT_EQ(ids("", eve), std::vector<std::string>{});
-  EXPECT_EQ(ids("?owner=admin", bob), std::vector<std::string>{bobs});  // admin-only filter
+  EXPECT_EQ(ids("?owner=admin", bob), std::vector<std::string>{bobs});   // admin-only filter
   EXPECT_EQ(ids("", admin_), (std::vector<std::string>{bobs, admins}));  // newest first
   EXPECT_EQ(ids("?owner=bob", admin_), std::vector<std::string>{bobs});
   EXPECT_EQ(ids("?owner=eve", admin_), std::vector<std::string>{});
@@ -344,7 +350,8 @@ TEST_F(Api, MalformedAndInvalidSubmissionsAreClear4xxAndLeaveNothing) {
   auto r = Submit(admin_, "name: x\npools: [\n", zip);
   ExpectError(r, 400, "BadRequest", "not valid YAML or JSON", "spec");
   EXPECT_THAT(Body(r).value("message", ""), HasSubstr("line"));
-  ExpectError(Submit(admin_, "{\"name\": \"x\",", zip), 400, "BadRequest", "not valid YAML", "spec");
+  ExpectError(Submit(admin_, "{\"name\": \"x\",", zip), 400, "BadRequest", "not valid YAML",
+              "spec");
 
   r = Submit(admin_, Spec("typo", "[python3, main.py]", "gpuz: 1\n"), zip);
   ExpectError(r, 422, "Invalid", "gpuz", "gpuz");
@@ -354,7 +361,8 @@ TEST_F(Api, MalformedAndInvalidSubmissionsAreClear4xxAndLeaveNothing) {
              zip);
   ExpectError(r, 422, "Invalid", "invalid JobSpec");
   std::set<std::string> fields;
-  for (const auto& e : Body(r)["errors"])
+  const json invalid = Body(r);
+  for (const auto& e : invalid["errors"])
     fields.insert(e["field"].get<std::string>());
   EXPECT_EQ(fields, (std::set<std::string>{"name", "pools[0].machines", "pools[0].gpusPerMachine"}))
       << r->body;
@@ -414,12 +422,12 @@ TEST_F(Api, ImpossibleJobsAreRejectedWithoutAJob) {
   EXPECT_THAT(Body(r).value("message", ""), HasSubstr("kuberay"));
   r = Submit(admin_,
              "name: gpus\nimage: python:3\nentrypoint: [python3, main.py]\n"
-             "pools: [{name: main, gpuSeries: h200, gpusPerMachine: 1000}]\n",
+             "pools: [{name: main, gpuSeries: h200, gpusPerMachine: 8}]\n",
              zip);
   ExpectError(r, 422, "Rejected");
   r = Submit(admin_, Spec("k", "[python3, main.py]", "fleet: kuberay\n"), zip);
-  ExpectError(r, 422, "Rejected", "fleet \"kuberay\" is not available on this server; configured: local",
-              "fleet");
+  ExpectError(r, 422, "Rejected",
+              "fleet \"kuberay\" is not available on this server; configured: local", "fleet");
   ExpectHealthyAndNoJobs();
 }
 
@@ -581,7 +589,8 @@ TEST_F(Api, AJobRunsToSucceededWithItsLogsTimelineEventsAndMetrics) {
   ASSERT_TRUE(ev);
   EXPECT_EQ(ev->status, 200);
   ASSERT_TRUE(Body(ev)["items"].is_array());
-  for (const auto& e : Body(ev)["items"]) {
+  const json events_json = Body(ev);
+  for (const auto& e : events_json["items"]) {
     EXPECT_THAT(e.value("type", ""), ::testing::AnyOf("Normal", "Warning"));
     EXPECT_TRUE(e["count"].is_number_integer());
     EXPECT_TRUE(e["firstAt"].is_string());
@@ -717,12 +726,13 @@ TEST_F(Api, EveryDocumentedRouteIsServed) {
 TEST_F(Api, GarbageOnTheWireDoesNotHurtTheServer) {
   auto send_raw = [&](const std::string& bytes) { return SendRaw(serve_->port(), bytes); };
   EXPECT_THAT(send_raw("GARBAGE\r\n\r\n"), HasSubstr("400"));
-  EXPECT_THAT(send_raw("GET /healthz HTTP/1.1\r\nHost: x\r\n" + std::string(100000, 'A') + "\r\n\r\n"),
-              ::testing::AnyOf(HasSubstr("400"), ::testing::IsEmpty()));
-  // A chunked upload cut short.
+  EXPECT_THAT(
+      send_raw("GET /healthz HTTP/1.1\r\nHost: x\r\n" + std::string(100000, 'A') + "\r\n\r\n"),
+      ::testing::AnyOf(HasSubstr("400"), ::testing::IsEmpty()));
+  // A chunked upload with a broken chunk.
   EXPECT_THAT(send_raw("POST /api/v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + admin_ +
                        "\r\nContent-Type: multipart/form-data; boundary=b\r\n"
-                       "Transfer-Encoding: chunked\r\n\r\n5\r\n--b\r\n\r\n"),
+                       "Transfer-Encoding: chunked\r\n\r\n5\r\n--b\r\n\r\nzz\r\n"),
               HasSubstr("400"));
   auto h = http_->Get("/healthz");
   ASSERT_TRUE(h);
@@ -768,7 +778,8 @@ TEST_F(ApiSmallUploads, OversizedUploadsAre413AndZipBombsAreRefused) {
   std::string over((1 << 20) + 1000, 'x');
   ExpectError(Submit(admin_, Spec("over"), over), 413, "PayloadTooLarge", "1.0 MiB");
   // 10 MB of zeros compress to a few KB; code may unpack to at most 8 × the limit.
-  json bomb = {{{"name", "bomb"}, {"data", "0000000000"}, {"repeat", 1000000}, {"method", "deflate"}}};
+  json bomb = {
+      {{"name", "bomb"}, {"data", "0000000000"}, {"repeat", 1000000}, {"method", "deflate"}}};
   const std::string zip = MakeZip(tmp_, bomb);
   EXPECT_LT(zip.size(), 100000u);
   ExpectError(Submit(admin_, Spec("bomb"), zip), 422, "Invalid", "more than the 8.0 MiB allowed",
@@ -793,9 +804,9 @@ TEST_F(ApiSmallUploads, OversizedUploadsAre413AndZipBombsAreRefused) {
 
 TEST(ServeCommand, KuberayAsTheDefaultFleetIsNotAvailableYet) {
   TempDir t;
-  CliRun r = Forge(t, "serve --listen 127.0.0.1:0",
-                   {{"FORGE_STORAGE_ROOT", (t / "root").string()},
-                    {"FORGE_DEFAULT_FLEET_KIND", "kuberay"}});
+  CliRun r = Forge(
+      t, "serve --listen 127.0.0.1:0",
+      {{"FORGE_STORAGE_ROOT", (t / "root").string()}, {"FORGE_DEFAULT_FLEET_KIND", "kuberay"}});
   EXPECT_EQ(r.code, 78);
   EXPECT_THAT(r.err, HasSubstr("the kuberay fleet is not available in forge serve yet"));
   EXPECT_EQ(r.out, "");

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
 #include "fleet_test_support.h"
@@ -208,6 +209,49 @@ while True:
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_TRUE(testing::IsDead(entrypoint));
   EXPECT_TRUE(testing::IsDead(runner));
+}
+
+TEST_F(LocalFleetTest, CancelNeverSignalsARecycledPid) {
+  // launch.json names a pid that now belongs to another process (different start time).
+  const pid_t stranger = ::fork();
+  ASSERT_GE(stranger, 0);
+  if (stranger == 0) {
+    ::setpgid(0, 0);
+    ::execlp("sleep", "sleep", "30", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::setpgid(stranger, stranger);
+  const fs::path fleet_dir = JobDir("j-recycled") / "fleet";
+  fs::create_directories(fleet_dir);
+  const int fd = ::open((fleet_dir / "run.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX), 0);  // "the runner" still holds its lock
+  std::ifstream stat("/proc/" + std::to_string(stranger) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  std::istringstream fields(text.substr(text.rfind(')') + 2));
+  std::string field;
+  for (int i = 0; i < 20; ++i)
+    fields >> field;  // field 22
+  const uint64_t start = std::stoull(field);
+  auto write_launch = [&](uint64_t start_time) {
+    testing::Spit(fleet_dir / "launch.json",
+                  nlohmann::json{{"pid", stranger}, {"startTime", start_time}}.dump());
+  };
+
+  LocalFleet fleet(Options(), *store_);
+  write_launch(start + 1);
+  EXPECT_EQ(fleet.Cancel("j-recycled", "local:j-recycled", 0), "");
+  EXPECT_EQ(fleet.Cancel("j-recycled", "local:j-recycled", 60'000), "");
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  int status = 0;
+  EXPECT_EQ(::waitpid(stranger, &status, WNOHANG), 0) << "a stranger was signalled";
+
+  write_launch(start);  // now it is "our runner"
+  EXPECT_EQ(fleet.Cancel("j-recycled", "local:j-recycled", 0), "");
+  ASSERT_EQ(::waitpid(stranger, &status, 0), stranger);
+  EXPECT_TRUE(WIFSIGNALED(status));
+  EXPECT_EQ(WTERMSIG(status), SIGTERM);
+  ::close(fd);
 }
 
 TEST_F(LocalFleetTest, JobsWaitInFifoOrderForCpus) {

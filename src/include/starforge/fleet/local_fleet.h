@@ -4,6 +4,9 @@
 // status.json (written by the runner), logs/runner.log (the runner's own stdout+stderr),
 // fleet/run.lock (held by the runner process for its whole life: locked = alive),
 // fleet/launch.json (pid and start time of the runner, written before Submit returns).
+// Also fleet/request.json (the accepted job: a waiting job re-enters the queue from it after a
+// restart), fleet/cancel.json (a cancel was requested; what was sent), fleet/failed.json (the
+// runner could not be started) and fleet/capsule.zip. docs/local-fleet.md has the details.
 // The runner runs in its own session (setsid, never our child: double fork), so it outlives
 // `forge serve`; a restarted server re-adopts it from these files.
 #pragma once

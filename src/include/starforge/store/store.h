@@ -74,6 +74,10 @@ class Store {
   // one transaction. If `change` is set and differs from the current phase, also sets phase,
   // reason, message, started_at/finished_at and appends the Transition. Refuses (returns
   // nullopt, writes nothing) a change out of a terminal phase. Returns the stored job.
+  // Also nullopt for a missing job or a change back to an earlier phase. `mutate` runs under
+  // the store's lock (it must not call the store); the store keeps seq, id, created_at,
+  // updated_at, started_at, finished_at and version itself, and a phase set by `mutate` throws
+  // std::logic_error (phases change only with `change`, which records the Transition).
   std::optional<Job> UpdateJob(const std::string& id, const std::function<void(Job&)>& mutate,
                                const std::optional<PhaseChange>& change = std::nullopt);
 
@@ -90,7 +94,8 @@ class Store {
   // Users and API tokens. Tokens are stored as SHA-256 hex only; the clear token is returned
   // once by CreateToken and never again.
   std::optional<User> GetUser(const std::string& name);
-  User EnsureUser(const std::string& name, bool admin);  // creates or returns; admin only grows
+  // Creates or returns; admin only grows. A bad name throws std::invalid_argument saying why.
+  User EnsureUser(const std::string& name, bool admin);
   int64_t CountUsers();
   // A new random token "sf_" + 40 [a-z0-9] for `user` (which must exist); returns it in clear.
   std::string CreateToken(const std::string& user, const std::string& description);
