@@ -59,7 +59,15 @@ int Report(Context& c, const ApiError& e) {
 }
 
 // The client for this command, or nullopt (reason printed, *exit set).
-std::optional<ApiClient> Connect(Context& c, const std::string& server_flag, int* exit) {
+// `config_loaded`: the caller already loaded (and reported on) the FORGE_* settings.
+std::optional<ApiClient> Connect(Context& c, const std::string& server_flag, int* exit,
+                                 bool config_loaded = false) {
+  // A misspelt FORGE_TOKEN would otherwise fail as "not logged in" with no hint why. Other
+  // settings' errors concern `forge serve`, not this client: only their warnings are shown.
+  if (!config_loaded) {
+    for (const auto& w : config::Load(c.env).warnings)
+      c.err << "forge: warning: " << w << "\n";
+  }
   const LoadedSettings loaded = LoadClientSettings(ConfigPath(c));
   if (!loaded.warning.empty()) c.err << "forge: warning: " << loaded.warning << "\n";
   if (!loaded.error.empty()) {
@@ -76,16 +84,6 @@ std::optional<ApiClient> Connect(Context& c, const std::string& server_flag, int
     return std::nullopt;
   }
   return ApiClient(ep->server, ep->token);
-}
-
-// The FORGE_* settings a JobSpec is parsed with. FORGE_SERVER and FORGE_TOKEN are the client's
-// own (read directly), so the settings table need not know them to stay quiet about them.
-bool LoadJobConfig(Context& c, config::Config* cfg) {
-  std::map<std::string, std::string> env = c.env;
-  env.erase("FORGE_SERVER");
-  env.erase("FORGE_TOKEN");
-  Context filtered{env, c.in, c.out, c.err};
-  return LoadConfig(filtered, cfg);
 }
 
 std::string JobPath(const std::string& id) {
@@ -173,6 +171,8 @@ std::string ReadToken(Context& c, bool from_stdin, const std::string& server) {
 }
 
 int Login(Context& c, const std::string& server_flag, bool token_stdin) {
+  for (const auto& w : config::Load(c.env).warnings)
+    c.err << "forge: warning: " << w << "\n";
   const fs::path path = ConfigPath(c);
   LoadedSettings loaded = LoadClientSettings(path);
   if (!loaded.error.empty()) c.err << "forge: warning: " << loaded.error << " (replacing it)\n";
@@ -292,7 +292,7 @@ struct SubmitOptions {
 
 int Submit(Context& c, const std::string& server, const SubmitOptions& o) {
   config::Config cfg;
-  if (!LoadJobConfig(c, &cfg)) return kExitUsage;
+  if (!LoadConfig(c, &cfg)) return kExitUsage;
   std::string spec_text;
   if (!ReadInput(c, o.job_file, &spec_text)) return kExitInvalid;
   // Fail fast, before zipping anything: the same checks (and defaults) as `forge validate`.
@@ -314,7 +314,7 @@ int Submit(Context& c, const std::string& server, const SubmitOptions& o) {
   }
 
   int exit = 0;
-  std::optional<ApiClient> client = Connect(c, server, &exit);
+  std::optional<ApiClient> client = Connect(c, server, &exit, /*config_loaded=*/true);
   if (!client) return exit;
   // Unreachable or logged out: say so before zipping a large tree for nothing.
   json who;

@@ -6,6 +6,8 @@
 #include <ctime>
 #include <map>
 
+#include "starforge/capsule/capsule.h"
+
 namespace starforge::cli {
 
 namespace {
@@ -78,10 +80,20 @@ void Flatten(const json& value, const std::string& prefix,
   out->emplace_back(prefix, value);
 }
 
-std::string Upper(std::string text) {
-  for (char& ch : text)
-    ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
-  return text;
+// A JSON key as a column header: "cpusInUse" → "CPUS IN USE", "cpus.total" → "CPUS.TOTAL".
+std::string Header(const std::string& key) {
+  std::string out;
+  for (size_t i = 0; i < key.size(); ++i) {
+    const unsigned char ch = static_cast<unsigned char>(key[i]);
+    if (std::isupper(ch) && i > 0 && std::islower(static_cast<unsigned char>(key[i - 1])))
+      out.push_back(' ');
+    out.push_back(static_cast<char>(std::toupper(ch)));
+  }
+  return out;
+}
+
+bool EndsWith(std::string_view text, std::string_view suffix) {
+  return text.size() >= suffix.size() && text.substr(text.size() - suffix.size()) == suffix;
 }
 
 // Indents every line of `block` by `n` spaces.
@@ -407,15 +419,25 @@ std::string CapacityTable(const json& capacity) {
   }
   const auto fleet_key = std::find(keys.begin(), keys.end(), "fleet");
   if (fleet_key != keys.end()) std::rotate(keys.begin(), fleet_key, fleet_key + 1);
+  // "memoryBytes": 25276502016 reads better as MEMORY 23.5 GiB.
+  auto is_bytes = [](const std::string& k) { return EndsWith(k, "Bytes") && k.size() > 5; };
   std::vector<std::string> header;
   for (const auto& k : keys)
-    header.push_back(Upper(k));
+    header.push_back(Header(is_bytes(k) ? k.substr(0, k.size() - 5) : k));
   std::vector<std::vector<std::string>> rows;
   for (const auto& m : flat) {
     std::vector<std::string> row;
     for (const auto& k : keys) {
       const auto it = m.find(k);
-      row.push_back(it == m.end() ? "-" : Cell(it->second));
+      if (it == m.end()) {
+        row.push_back("-");
+      } else if (it->second.is_array() && !it->second.empty() && it->second[0].is_object()) {
+        row.push_back(std::to_string(it->second.size()));  // a list of things: how many
+      } else if (is_bytes(k) && it->second.is_number_unsigned()) {
+        row.push_back(capsule::FormatBytes(it->second.get<uint64_t>()));
+      } else {
+        row.push_back(Cell(it->second));
+      }
     }
     rows.push_back(std::move(row));
   }

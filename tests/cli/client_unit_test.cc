@@ -250,15 +250,14 @@ TEST(Describe, EverySectionOfAJob) {
 
 TEST(Capacity, OneRowPerFleetOneColumnPerKey) {
   const json cap = json::parse(R"({"fleets": [
-      {"fleet": "local", "cpus": {"total": 8, "used": 1}, "gpus": {"total": 0, "used": 0},
-       "running": 1, "waiting": 0},
-      {"fleet": "kuberay", "gpuSeries": ["a100", "h100"], "running": 4}]})");
+      {"cpus": 2, "cpusInUse": 1, "fleet": "local", "jobs": [{"id": "j-1"}, {"id": "j-2"}],
+       "memoryBytes": 25276502016, "gpus": {"total": 0, "used": 0}},
+      {"fleet": "kuberay", "gpuSeries": ["a100", "h100"], "jobs": []}]})");
   EXPECT_EQ(
       CapacityTable(cap),
-      "FLEET     CPUS.TOTAL   CPUS.USED   GPUS.TOTAL   GPUS.USED   RUNNING   WAITING   GPUSERIES\n"
-      "local     8            1           0            0           1         0         -\n"
-      "kuberay   -            -           -            -           4         -         "
-      "a100,h100\n");
+      "FLEET     CPUS   CPUS IN USE   GPUS.TOTAL   GPUS.USED   JOBS     MEMORY     GPU SERIES\n"
+      "local     2      1             0            0           2        23.5 GiB   -\n"
+      "kuberay   -      -             -            -           <none>   -          a100,h100\n");
   EXPECT_EQ(CapacityTable(json::object()), "No fleets.\n");
 }
 

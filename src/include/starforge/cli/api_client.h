@@ -95,7 +95,7 @@ struct StreamOptions {
   // A stream that drops is reopened with Last-Event-ID after `retry_delay` (doubling up to
   // `max_retry_delay`); after this many consecutive failed attempts to reopen it, Stream gives
   // up with kUnreachable. (A stream that cannot be opened in the first place fails at once.)
-  int max_reconnects = 30;
+  int max_reconnects = 10;
   std::chrono::milliseconds retry_delay{500};
   std::chrono::milliseconds max_retry_delay{5000};
   // No bytes (not even the server's 15 s heartbeat) for this long: the stream is dead; reopen.
