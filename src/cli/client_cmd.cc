@@ -283,6 +283,56 @@ int ExitForPhase(const std::string& phase) {
   return kExitInvalid;
 }
 
+// Zips the code into a private temporary directory (gone when this returns) and POSTs it with
+// the JobSpec text; 0 with *job set, or the exit code after printing why not.
+int SendJob(Context& c, ApiClient& client, const fs::path& dir, const capsule::CollectResult& files,
+            const std::string& spec_text, const std::string& job_file, json* job) {
+  ScratchDir scratch;
+  if (scratch.path().empty()) {
+    c.err << "forge: cannot create a temporary directory in " << fs::temp_directory_path().string()
+          << "\n";
+    return kExitInvalid;
+  }
+  const fs::path zip = scratch.path() / "code.zip";
+  ProgressLine progress(c);
+  const std::string count =
+      std::to_string(files.files.size()) + (files.files.size() == 1 ? " file" : " files");
+  const std::string error = WriteCodeZip(files.files, zip, [&](double fraction) {
+    progress.Show("zipping " + dir.string() + ": " + count + ", " +
+                  std::to_string(static_cast<int>(fraction * 100)) + "%");
+  });
+  progress.Clear();
+  if (!error.empty()) {
+    c.err << "forge: " << error << "\n";
+    return kExitInvalid;
+  }
+  std::error_code ec;
+  const uint64_t zip_size = fs::file_size(zip, ec);
+  c.err << "uploading " << dir.string() << ": " << count << ", "
+        << capsule::FormatBytes(files.TotalBytes()) << " (" << capsule::FormatBytes(zip_size)
+        << " zipped)\n";
+
+  std::vector<FormPart> parts(2);
+  parts[0].name = "spec";
+  parts[0].data = spec_text;
+  parts[0].filename = job_file == "-" ? "job.yaml" : fs::path(job_file).filename().string();
+  parts[1].name = "code";
+  parts[1].file = zip;
+  parts[1].filename = "code.zip";
+  parts[1].content_type = "application/zip";
+  const ApiError e = client.PostForm(
+      "/api/v1/jobs", parts,
+      [&](uint64_t sent, uint64_t total) {
+        progress.Show("uploading " + capsule::FormatBytes(sent) + " of " +
+                      capsule::FormatBytes(total) + " (" +
+                      std::to_string(total ? 100 * sent / total : 100) + "%)");
+      },
+      job);
+  progress.Clear();
+  if (!e.ok()) return Report(c, e);
+  return 0;
+}
+
 struct SubmitOptions {
   std::string job_file;
   std::string code;
@@ -333,50 +383,9 @@ int Submit(Context& c, const std::string& server, const SubmitOptions& o) {
           << " has no files to send (all ignored? see its .forgeignore)\n";
     return kExitInvalid;
   }
-  ScratchDir scratch;
-  if (scratch.path().empty()) {
-    c.err << "forge: cannot create a temporary directory in " << fs::temp_directory_path().string()
-          << "\n";
-    return kExitInvalid;
-  }
-  const fs::path zip = scratch.path() / "code.zip";
-  ProgressLine progress(c);
-  const std::string count =
-      std::to_string(files.files.size()) + (files.files.size() == 1 ? " file" : " files");
-  error = WriteCodeZip(files.files, zip, [&](double fraction) {
-    progress.Show("zipping " + dir->string() + ": " + count + ", " +
-                  std::to_string(static_cast<int>(fraction * 100)) + "%");
-  });
-  progress.Clear();
-  if (!error.empty()) {
-    c.err << "forge: " << error << "\n";
-    return kExitInvalid;
-  }
-  std::error_code ec;
-  const uint64_t zip_size = fs::file_size(zip, ec);
-  c.err << "uploading " << dir->string() << ": " << count << ", "
-        << capsule::FormatBytes(files.TotalBytes()) << " (" << capsule::FormatBytes(zip_size)
-        << " zipped)\n";
-
-  std::vector<FormPart> parts(2);
-  parts[0].name = "spec";
-  parts[0].data = spec_text;
-  parts[0].filename = o.job_file == "-" ? "job.yaml" : fs::path(o.job_file).filename().string();
-  parts[1].name = "code";
-  parts[1].file = zip;
-  parts[1].filename = "code.zip";
-  parts[1].content_type = "application/zip";
   json job;
-  const ApiError e = client->PostForm(
-      "/api/v1/jobs", parts,
-      [&](uint64_t sent, uint64_t total) {
-        progress.Show("uploading " + capsule::FormatBytes(sent) + " of " +
-                      capsule::FormatBytes(total) + " (" +
-                      std::to_string(total ? 100 * sent / total : 100) + "%)");
-      },
-      &job);
-  progress.Clear();
-  if (!e.ok()) return Report(c, e);
+  if (const int failed = SendJob(c, *client, *dir, files, spec_text, o.job_file, &job); failed != 0)
+    return failed;
   const std::string id = job.value("id", std::string());
   if (id.empty()) {
     c.err << "forge: the server accepted the job but its answer has no id\n";
@@ -479,10 +488,15 @@ std::string RenderJobs(const std::vector<json>& jobs, const std::string& output,
   return out;
 }
 
-// What makes a row worth printing again under --watch.
+// What makes a row worth printing again under --watch: a change a user can see (not every
+// update of the job's record, e.g. an observation that changed nothing).
 std::string WatchKey(const json& job) {
-  return job.value("phase", std::string()) + "\n" + job.value("reason", std::string()) + "\n" +
-         job.value("message", std::string()) + "\n" + job.value("updatedAt", std::string());
+  json key = json::object();
+  for (const char* field :
+       {"phase", "reason", "message", "capsule", "cancelRequested", "cleanup", "exitCode"}) {
+    if (job.contains(field)) key[field] = job[field];
+  }
+  return key.dump();
 }
 
 int Get(Context& c, const std::string& server, const GetOptions& o) {
