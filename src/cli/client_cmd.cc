@@ -21,6 +21,7 @@
 #include "starforge/cli/code_archive.h"
 #include "starforge/cli/forge.h"
 #include "starforge/jobspec/parse.h"
+#include "starforge/store/job.h"
 
 namespace starforge::cli {
 
@@ -499,7 +500,22 @@ std::string WatchKey(const json& job) {
   return key.dump();
 }
 
-int Get(Context& c, const std::string& server, const GetOptions& o) {
+// "running" → "Running": phases are case-sensitive in the API, not worth a round trip to learn.
+std::string CanonicalPhase(const std::string& text) {
+  for (int p = static_cast<int>(store::Phase::kQueued);
+       p <= static_cast<int>(store::Phase::kCancelled); ++p) {
+    const std::string_view name = store::ToString(static_cast<store::Phase>(p));
+    if (std::equal(name.begin(), name.end(), text.begin(), text.end(), [](char a, char b) {
+          return std::tolower(static_cast<unsigned char>(a)) ==
+                 std::tolower(static_cast<unsigned char>(b));
+        }))
+      return std::string(name);
+  }
+  return text;  // the server's error lists the phases
+}
+
+int Get(Context& c, const std::string& server, GetOptions o) {
+  o.phase = CanonicalPhase(o.phase);
   int exit = 0;
   std::optional<ApiClient> client = Connect(c, server, &exit);
   if (!client) return exit;

@@ -336,7 +336,7 @@ TEST_F(ClientFake, GetJobsFollowsEveryPageAndShowsOnlyYourOwnByDefault) {
   EXPECT_EQ(json::parse(r.out)["items"].size(), 5u);
   r = Forge("get jobs -A --limit 3 -o name");
   EXPECT_EQ(r.out, "job/j-0000000005\njob/j-0000000004\njob/j-0000000003\n");
-  r = Forge("get jobs --phase Running -o wide");
+  r = Forge("get jobs --phase running -o wide");
   EXPECT_THAT(r.out,
               ContainsRegex("^ID             NAME    PHASE     REASON   AGE   FLEET   OWNER   "
                             "CAPSULE   MESSAGE\n"
