@@ -272,7 +272,7 @@ TEST_F(Api, TheAdminTokenIsPrintedOnceOnTheFirstStartOnly) {
   auto r = Get("/api/v1/whoami", admin_);  // the first token still works
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);
-  ASSERT_EQ(serve_->Stop(), 0);
+  ASSERT_EQ(serve_->Stop(SIGINT), 0);  // Ctrl-C stops it as gracefully as SIGTERM
   EXPECT_THAT(serve_->Stderr(), Not(HasSubstr("sf_")));
 }
 
@@ -437,6 +437,10 @@ class Follow {
   Follow(int port, const std::string& path, const httplib::Headers& headers) {
     thread_ = std::thread([this, port, path, headers] {
       httplib::Client c("127.0.0.1", port);
+      {
+        std::lock_guard lock(mu_);
+        client_ = &c;
+      }
       c.set_read_timeout(60, 0);
       std::string buf;
       auto r = c.Get(path.c_str(), headers, [&](const char* data, size_t n) {
@@ -449,6 +453,7 @@ class Follow {
         return !stop_;
       });
       std::lock_guard lock(mu_);
+      client_ = nullptr;
       if (r) {
         status_ = r->status;
         content_type_ = r->get_header_value("Content-Type");
@@ -487,7 +492,12 @@ class Follow {
     std::lock_guard lock(mu_);
     return content_type_;
   }
-  void Disconnect() { stop_ = true; }
+  // Closes the connection now, even while waiting for data.
+  void Disconnect() {
+    stop_ = true;
+    std::lock_guard lock(mu_);
+    if (client_) client_->stop();
+  }
 
  private:
   std::mutex mu_;
@@ -497,6 +507,7 @@ class Follow {
   std::string content_type_;
   bool finished_ = false;
   std::atomic<bool> stop_{false};
+  httplib::Client* client_ = nullptr;
   std::thread thread_;
 };
 
@@ -739,16 +750,44 @@ TEST_F(Api, GarbageOnTheWireDoesNotHurtTheServer) {
   EXPECT_EQ(h->status, 200);
 }
 
+TEST_F(Api, AClientThatLeavesEndsItsStream) {
+  auto r = Submit(admin_, Spec("quiet"),
+                  Zip({{"main.py", "import time\nprint('up', flush=True)\ntime.sleep(120)\n"}}));
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 201) << r->body;
+  const std::string id = Body(r)["id"];
+  WaitForPhase(admin_, id, "Running");
+  // The job is silent and keep-alives are 15 s apart: only noticing the closed connection can
+  // end the stream (the request is logged when it ends).
+  {
+    Follow leaver(serve_->port(), "/api/v1/jobs/" + id + "/logs?follow=1", Auth(admin_));
+    std::this_thread::sleep_for(milliseconds(300));
+    leaver.Disconnect();
+    ASSERT_TRUE(leaver.WaitFinished(seconds(5)));
+  }
+  const std::string logged = "GET /api/v1/jobs/" + id + "/logs 200";
+  for (int i = 0; i < 50 && serve_->Stderr().find(logged) == std::string::npos; ++i)
+    std::this_thread::sleep_for(milliseconds(100));
+  EXPECT_THAT(serve_->Stderr(), HasSubstr(logged)) << "the stream outlived its client";
+  r = Post("/api/v1/jobs/" + id + "/cancel", admin_);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(WaitForEnd(admin_, id)["phase"], "Cancelled");
+}
+
 TEST_F(Api, StopEndsOpenLogStreamsAndRunningJobsSurvive) {
   ASSERT_EQ(serve_->Stop(), 0);
   Start({}, {"--sse-keepalive-ms", "200"});
-  const std::string id = SubmitSteps(admin_, "survivor", "[python3, main.py, '400']");
-  ASSERT_FALSE(id.empty());
+  // One line, then silence: the stream gets keep-alive comments.
+  auto r = Submit(admin_, Spec("survivor"),
+                  Zip({{"main.py", "import time\nprint('up', flush=True)\ntime.sleep(120)\n"}}));
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 201) << r->body;
+  const std::string id = Body(r)["id"];
   WaitForPhase(admin_, id, "Running");
   Follow follow(serve_->port(), "/api/v1/jobs/" + id + "/logs?follow=1", Auth(admin_));
   std::this_thread::sleep_for(milliseconds(800));
   EXPECT_GT(follow.comments(), 0) << "no keep-alive comment";
-  EXPECT_FALSE(LogLines(follow.events()).empty());
+  EXPECT_EQ(LogLines(follow.events()), "up\n");
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_EQ(serve_->Stop(SIGTERM, seconds(10)), 0) << serve_->Stderr();
   EXPECT_LT(std::chrono::steady_clock::now() - t0, seconds(5));
@@ -759,7 +798,7 @@ TEST_F(Api, StopEndsOpenLogStreamsAndRunningJobsSurvive) {
   // A new server finds the job still running, and can cancel it.
   Start();
   json job = WaitForPhase(admin_, id, "Running");
-  auto r = Post("/api/v1/jobs/" + id + "/cancel", admin_);
+  r = Post("/api/v1/jobs/" + id + "/cancel", admin_);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 202);
   EXPECT_EQ(WaitForEnd(admin_, id)["phase"], "Cancelled");
