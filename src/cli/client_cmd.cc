@@ -1,7 +1,717 @@
+// `forge login`, `submit`, `get`, `describe`, `logs`, `cancel`, `capacity`: clients of the REST
+// API of `forge serve` (docs/cli.md; the contract is docs of src/api). kubectl habits: -o
+// wide|json|yaml|name, --watch, `describe` sections, exit codes a script can branch on.
+#include <termios.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <thread>
+
 #include "command.h"
+#include "starforge/capsule/capsule.h"
+#include "starforge/capsule/collect.h"
+#include "starforge/cli/api_client.h"
+#include "starforge/cli/client_config.h"
+#include "starforge/cli/client_output.h"
+#include "starforge/cli/code_archive.h"
+#include "starforge/cli/forge.h"
+#include "starforge/jobspec/parse.h"
+#include "starforge/store/job.h"
 
 namespace starforge::cli {
 
-void RegisterClientCommands(Registry& /*registry*/) {}
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr std::chrono::seconds kWatchInterval{2};
+constexpr int64_t kPageSize = 500;  // the API's maximum `limit`
+
+// A variable the command may read: the Context's (FORGE_* from main; anything in tests), else
+// the process environment (HOME, XDG_CONFIG_HOME, NO_COLOR are not FORGE_* settings).
+std::string Env(const Context& c, const char* name) {
+  const auto it = c.env.find(name);
+  if (it != c.env.end()) return it->second;
+  const char* value = std::getenv(name);
+  return value != nullptr ? value : "";
+}
+
+fs::path ConfigPath(const Context& c) {
+  return ClientConfigPath(Env(c, "XDG_CONFIG_HOME"), Env(c, "HOME"));
+}
+
+bool StdoutColor(const Context& c) {
+  return &c.out == &std::cout && ::isatty(STDOUT_FILENO) && Env(c, "NO_COLOR").empty();
+}
+
+bool StderrIsTerminal(const Context& c) {
+  return &c.err == &std::cerr && ::isatty(STDERR_FILENO);
+}
+
+int Report(Context& c, const ApiError& e) {
+  c.err << e.ToString();
+  return e.ExitCode();
+}
+
+// The client for this command, or nullopt (reason printed, *exit set).
+// `config_loaded`: the caller already loaded (and reported on) the FORGE_* settings.
+std::optional<ApiClient> Connect(Context& c, const std::string& server_flag, int* exit,
+                                 bool config_loaded = false) {
+  // A misspelt FORGE_TOKEN would otherwise fail as "not logged in" with no hint why. Other
+  // settings' errors concern `forge serve`, not this client: only their warnings are shown.
+  if (!config_loaded) {
+    for (const auto& w : config::Load(c.env).warnings)
+      c.err << "forge: warning: " << w << "\n";
+  }
+  const LoadedSettings loaded = LoadClientSettings(ConfigPath(c));
+  if (!loaded.warning.empty()) c.err << "forge: warning: " << loaded.warning << "\n";
+  if (!loaded.error.empty()) {
+    c.err << "forge: " << loaded.error << "\n";
+    *exit = kExitUsage;
+    return std::nullopt;
+  }
+  std::string error;
+  const std::optional<Endpoint> ep = ResolveEndpoint(
+      server_flag, Env(c, "FORGE_SERVER"), Env(c, "FORGE_TOKEN"), loaded.settings, &error);
+  if (!ep) {
+    c.err << "forge: " << error << "\n";
+    *exit = kExitUsage;
+    return std::nullopt;
+  }
+  return ApiClient(ep->server, ep->token);
+}
+
+std::string JobPath(const std::string& id) {
+  return "/api/v1/jobs/" + UrlEncode(id);
+}
+
+std::string PrintJob(const json& job, const std::string& output) {
+  if (output == "name") return "job/" + job.value("id", std::string()) + "\n";
+  return Format(job, output);
+}
+
+// One line rewritten in place on a terminal; nothing otherwise.
+class ProgressLine {
+ public:
+  explicit ProgressLine(const Context& c) : err_(c.err), enabled_(StderrIsTerminal(c)) {}
+  ~ProgressLine() { Clear(); }
+  void Show(const std::string& text) {
+    if (!enabled_) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_ < std::chrono::milliseconds(100)) return;
+    last_ = now;
+    err_ << "\r\033[K" << text << std::flush;
+    shown_ = true;
+  }
+  void Clear() {
+    if (shown_) err_ << "\r\033[K" << std::flush;
+    shown_ = false;
+  }
+
+ private:
+  std::ostream& err_;
+  bool enabled_;
+  bool shown_ = false;
+  std::chrono::steady_clock::time_point last_{};
+};
+
+// A private temporary directory, removed with everything in it.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    std::string tmpl = (fs::temp_directory_path() / "forge-submit-XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) != nullptr) path_ = tmpl;
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    if (!path_.empty()) fs::remove_all(path_, ec);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+// ---- login ----
+
+std::string Trim(std::string s) {
+  const size_t b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return "";
+  const size_t e = s.find_last_not_of(" \t\r\n");
+  return s.substr(b, e - b + 1);
+}
+
+// The token from standard input: typed without echo on a terminal, else its first line.
+std::string ReadToken(Context& c, bool from_stdin, const std::string& server) {
+  const bool tty = &c.in == &std::cin && ::isatty(STDIN_FILENO);
+  std::string line;
+  if (tty && !from_stdin) {
+    c.err << "Token for " << server << " (input hidden): " << std::flush;
+    termios saved{};
+    const bool have = ::tcgetattr(STDIN_FILENO, &saved) == 0;
+    if (have) {
+      termios quiet = saved;
+      quiet.c_lflag &= ~static_cast<tcflag_t>(ECHO);
+      ::tcsetattr(STDIN_FILENO, TCSAFLUSH, &quiet);
+    }
+    std::getline(c.in, line);
+    if (have) ::tcsetattr(STDIN_FILENO, TCSAFLUSH, &saved);
+    c.err << "\n";
+  } else {
+    std::getline(c.in, line);
+  }
+  return Trim(line);
+}
+
+int Login(Context& c, const std::string& server_flag, bool token_stdin) {
+  for (const auto& w : config::Load(c.env).warnings)
+    c.err << "forge: warning: " << w << "\n";
+  const fs::path path = ConfigPath(c);
+  LoadedSettings loaded = LoadClientSettings(path);
+  if (!loaded.error.empty()) c.err << "forge: warning: " << loaded.error << " (replacing it)\n";
+  std::string error;
+  // Logging in never reuses a saved token: only the server comes from the flag, env or file.
+  ClientSettings for_server = loaded.settings;
+  for_server.token.clear();
+  const std::optional<Endpoint> ep =
+      ResolveEndpoint(server_flag, Env(c, "FORGE_SERVER"), "", for_server, &error);
+  if (!ep) {
+    c.err << "forge: " << error << "\n";
+    return kExitUsage;
+  }
+  const std::string token = ReadToken(c, token_stdin, ep->server);
+  if (token.empty()) {
+    c.err << "forge: no token given: paste the token that `forge serve` printed at its first "
+             "start (or `forge token create --user NAME`), or pipe it: forge login --token-stdin "
+             "< FILE\n";
+    return kExitUsage;
+  }
+  ApiClient client(ep->server, token);
+  json who;
+  ApiError e = client.GetJson("/api/v1/whoami", &who);
+  if (e.kind == ApiError::Kind::kUnauthorized) {
+    e.message = "the server at " + ep->server +
+                " rejected this token: check it (the admin token is printed once by the first "
+                "`forge serve`; `forge token create --user NAME` makes more)";
+  }
+  if (!e.ok()) return Report(c, e);
+  error = SaveClientSettings(path, {ep->server, token});
+  if (!error.empty()) {
+    c.err << "forge: " << error << "\n";
+    return kExitInvalid;
+  }
+  const std::string user = who.value("user", std::string("?"));
+  c.out << "logged in to " << ep->server << " as " << user
+        << (who.value("admin", false) ? " (admin)" : "") << "; saved to " << path.string() << "\n";
+  return kExitOk;
+}
+
+// ---- logs ----
+
+struct FollowOutcome {
+  ApiError error;
+  bool ended = false;
+  json end;  // the end event's data
+};
+
+// Streams the job's log to standard output until its end event.
+FollowOutcome FollowLogs(Context& c, ApiClient& client, const std::string& id,
+                         std::string last_event_id) {
+  FollowOutcome outcome;
+  StreamOptions options;
+  options.on_reconnect = [&c](const ApiError& why) {
+    c.err << "forge: warning: " << why.message << "; resuming the log stream\n" << std::flush;
+  };
+  outcome.error = client.Stream(
+      JobPath(id) + "/logs?follow=1", &last_event_id,
+      [&](const SseEvent& ev) {
+        if (ev.event == "log") {
+          c.out << ev.data << "\n" << std::flush;
+          return true;
+        }
+        if (ev.event == "end") {
+          outcome.ended = true;
+          outcome.end = json::parse(ev.data, nullptr, /*allow_exceptions=*/false);
+          if (!outcome.end.is_object()) outcome.end = json::object();
+          return false;
+        }
+        return true;  // events of a newer server that this client does not know
+      },
+      options);
+  return outcome;
+}
+
+int Logs(Context& c, const std::string& server, const std::string& id, bool follow, int64_t tail) {
+  int exit = 0;
+  std::optional<ApiClient> client = Connect(c, server, &exit);
+  if (!client) return exit;
+  if (!follow) {
+    std::string text;
+    const std::string query = tail >= 0 ? "?tail=" + std::to_string(tail) : "";
+    const ApiError e = client->GetText(JobPath(id) + "/logs" + query, &text);
+    if (!e.ok()) return Report(c, e);
+    c.out << text << std::flush;
+    return kExitOk;
+  }
+  std::string from;  // the stream's resume point: a byte offset in the log
+  if (tail >= 0) {
+    // The stream starts where this text ends, so no line is shown twice or missed.
+    std::string text;
+    const ApiError e = client->GetText(JobPath(id) + "/logs", &text);
+    if (!e.ok()) return Report(c, e);
+    const size_t start = TailStart(text, tail);
+    c.out << text.substr(start) << std::flush;
+    from = std::to_string(text.size());
+  }
+  const FollowOutcome outcome = FollowLogs(c, *client, id, from);
+  if (!outcome.error.ok()) return Report(c, outcome.error);
+  return kExitOk;
+}
+
+// ---- submit ----
+
+int ExitForPhase(const std::string& phase) {
+  if (phase == "Succeeded") return kExitOk;
+  if (phase == "Cancelled") return kExitCancelled;
+  return kExitInvalid;
+}
+
+// Zips the code into a private temporary directory (gone when this returns) and POSTs it with
+// the JobSpec text; 0 with *job set, or the exit code after printing why not.
+int SendJob(Context& c, ApiClient& client, const fs::path& dir, const capsule::CollectResult& files,
+            const std::string& spec_text, const std::string& job_file, json* job) {
+  ScratchDir scratch;
+  if (scratch.path().empty()) {
+    c.err << "forge: cannot create a temporary directory in " << fs::temp_directory_path().string()
+          << "\n";
+    return kExitInvalid;
+  }
+  const fs::path zip = scratch.path() / "code.zip";
+  ProgressLine progress(c);
+  const std::string count =
+      std::to_string(files.files.size()) + (files.files.size() == 1 ? " file" : " files");
+  const std::string error = WriteCodeZip(files.files, zip, [&](double fraction) {
+    progress.Show("zipping " + dir.string() + ": " + count + ", " +
+                  std::to_string(static_cast<int>(fraction * 100)) + "%");
+  });
+  progress.Clear();
+  if (!error.empty()) {
+    c.err << "forge: " << error << "\n";
+    return kExitInvalid;
+  }
+  std::error_code ec;
+  const uint64_t zip_size = fs::file_size(zip, ec);
+  c.err << "uploading " << dir.string() << ": " << count << ", "
+        << capsule::FormatBytes(files.TotalBytes()) << " (" << capsule::FormatBytes(zip_size)
+        << " zipped)\n";
+
+  std::vector<FormPart> parts(2);
+  parts[0].name = "spec";
+  parts[0].data = spec_text;
+  parts[0].filename = job_file == "-" ? "job.yaml" : fs::path(job_file).filename().string();
+  parts[1].name = "code";
+  parts[1].file = zip;
+  parts[1].filename = "code.zip";
+  parts[1].content_type = "application/zip";
+  const ApiError e = client.PostForm(
+      "/api/v1/jobs", parts,
+      [&](uint64_t sent, uint64_t total) {
+        progress.Show("uploading " + capsule::FormatBytes(sent) + " of " +
+                      capsule::FormatBytes(total) + " (" +
+                      std::to_string(total ? 100 * sent / total : 100) + "%)");
+      },
+      job);
+  progress.Clear();
+  if (!e.ok()) return Report(c, e);
+  return 0;
+}
+
+struct SubmitOptions {
+  std::string job_file;
+  std::string code;
+  bool follow = false;
+  std::string output;
+};
+
+int Submit(Context& c, const std::string& server, const SubmitOptions& o) {
+  config::Config cfg;
+  if (!LoadConfig(c, &cfg)) return kExitUsage;
+  std::string spec_text;
+  if (!ReadInput(c, o.job_file, &spec_text)) return kExitInvalid;
+  // Fail fast, before zipping anything: the same checks (and defaults) as `forge validate`.
+  jobspec::Defaults defaults;
+  defaults.fleet = config::ToString(cfg.default_fleet_kind);
+  defaults.nemo_rl_image = cfg.image_nemo_rl;
+  defaults.pre_running_seconds = cfg.kuberay_prerunning_deadline_s;
+  const jobspec::ParseResult parsed = jobspec::Parse(spec_text, defaults);
+  const std::string source = o.job_file == "-" ? "<stdin>" : o.job_file;
+  if (!parsed.ok()) {
+    PrintErrors(c, source, parsed.errors);
+    return kExitInvalid;
+  }
+  std::string error;
+  const std::optional<fs::path> dir = ResolveCodeDir(o.code, parsed.spec->code, o.job_file, &error);
+  if (!dir) {
+    c.err << "forge: " << error << "\n";
+    return kExitInvalid;
+  }
+
+  int exit = 0;
+  std::optional<ApiClient> client = Connect(c, server, &exit, /*config_loaded=*/true);
+  if (!client) return exit;
+  // Unreachable or logged out: say so before zipping a large tree for nothing.
+  json who;
+  if (const ApiError e = client->GetJson("/api/v1/whoami", &who); !e.ok()) return Report(c, e);
+
+  const capsule::CollectResult files = capsule::Collect(*dir);
+  for (const auto& w : files.warnings)
+    c.err << "forge: warning: " << w << "\n";
+  if (!files.ok()) {
+    for (const auto& e : files.errors)
+      c.err << "forge: " << dir->string() << ": " << e << "\n";
+    return kExitInvalid;
+  }
+  if (files.files.empty()) {
+    c.err << "forge: " << dir->string()
+          << " has no files to send (all ignored? see its .forgeignore)\n";
+    return kExitInvalid;
+  }
+  json job;
+  if (const int failed = SendJob(c, *client, *dir, files, spec_text, o.job_file, &job); failed != 0)
+    return failed;
+  const std::string id = job.value("id", std::string());
+  if (id.empty()) {
+    c.err << "forge: the server accepted the job but its answer has no id\n";
+    return kExitInvalid;
+  }
+  if (o.output.empty()) {
+    c.out << "job/" << id << " submitted\n" << std::flush;
+  } else {
+    c.out << PrintJob(job, o.output) << std::flush;
+  }
+  if (!o.follow) return kExitOk;
+
+  const FollowOutcome outcome = FollowLogs(c, *client, id, "");
+  if (!outcome.error.ok()) return Report(c, outcome.error);
+  // The end event has the phase; the job has the message too.
+  json final_job;
+  std::string phase = outcome.end.value("phase", std::string());
+  std::string reason = outcome.end.value("reason", std::string());
+  std::string message;
+  if (client->GetJson(JobPath(id), &final_job).ok() && final_job.is_object()) {
+    phase = final_job.value("phase", phase);
+    reason = final_job.value("reason", reason);
+    message = final_job.value("message", std::string());
+  }
+  c.err << "job/" << id << " " << (phase.empty() ? "ended" : phase);
+  if (!reason.empty()) c.err << " (" << reason << ")";
+  if (!message.empty()) c.err << ": " << message;
+  c.err << "\n";
+  return ExitForPhase(phase);
+}
+
+// ---- get / describe / cancel / capacity ----
+
+struct GetOptions {
+  std::string id;
+  std::string output;
+  bool watch = false;
+  std::string phase;
+  bool all_users = false;
+  int64_t limit = 0;  // 0 = all
+};
+
+// Every job the options select, following nextCursor; or one job.
+ApiError FetchJobs(ApiClient& client, const GetOptions& o, const std::string& owner,
+                   std::vector<json>* jobs) {
+  jobs->clear();
+  if (!o.id.empty()) {
+    json job;
+    ApiError e = client.GetJson(JobPath(o.id), &job);
+    if (e.ok()) jobs->push_back(std::move(job));
+    return e;
+  }
+  std::string cursor;
+  for (;;) {
+    int64_t page = kPageSize;
+    if (o.limit > 0) page = std::min<int64_t>(page, o.limit - static_cast<int64_t>(jobs->size()));
+    std::string query = "?limit=" + std::to_string(page);
+    if (!o.phase.empty()) query += "&phase=" + UrlEncode(o.phase);
+    if (!owner.empty()) query += "&owner=" + UrlEncode(owner);
+    if (!cursor.empty()) query += "&cursor=" + UrlEncode(cursor);
+    json list;
+    ApiError e = client.GetJson("/api/v1/jobs" + query, &list);
+    if (!e.ok()) return e;
+    const auto items = list.find("items");
+    if (!list.is_object() || items == list.end() || !items->is_array()) {
+      e.kind = ApiError::Kind::kProtocol;
+      e.message = "the server's job list has no \"items\" array";
+      return e;
+    }
+    for (json& job : *items)
+      jobs->push_back(std::move(job));
+    const auto next = list.find("nextCursor");
+    if (next == list.end() || !next->is_string() || next->get<std::string>().empty()) break;
+    if (o.limit > 0 && static_cast<int64_t>(jobs->size()) >= o.limit) break;
+    cursor = next->get<std::string>();
+  }
+  if (o.limit > 0 && static_cast<int64_t>(jobs->size()) > o.limit)
+    jobs->resize(static_cast<size_t>(o.limit));
+  return {};
+}
+
+std::string RenderJobs(const std::vector<json>& jobs, const std::string& output, bool header,
+                       bool color, std::vector<size_t>* widths) {
+  const int64_t now = NowMs();
+  if (output == "json" || output == "yaml") {
+    return Format(json{{"items", jobs}}, output);
+  }
+  std::string out;
+  if (output == "name") {
+    for (const json& job : jobs)
+      out += "job/" + job.value("id", std::string()) + "\n";
+    return out;
+  }
+  const bool wide = output == "wide";
+  std::vector<std::vector<std::string>> rows;
+  for (const json& job : jobs)
+    rows.push_back(JobRow(job, wide, now));
+  out = RenderTable(JobHeader(wide), rows, color, widths);
+  if (!header) out.erase(0, out.find('\n') + 1);
+  return out;
+}
+
+// What makes a row worth printing again under --watch: a change a user can see (not every
+// update of the job's record, e.g. an observation that changed nothing).
+std::string WatchKey(const json& job) {
+  json key = json::object();
+  for (const char* field :
+       {"phase", "reason", "message", "capsule", "cancelRequested", "cleanup", "exitCode"}) {
+    if (job.contains(field)) key[field] = job[field];
+  }
+  return key.dump();
+}
+
+// "running" → "Running": phases are case-sensitive in the API, not worth a round trip to learn.
+std::string CanonicalPhase(const std::string& text) {
+  for (int p = static_cast<int>(store::Phase::kQueued);
+       p <= static_cast<int>(store::Phase::kCancelled); ++p) {
+    const std::string_view name = store::ToString(static_cast<store::Phase>(p));
+    if (std::equal(name.begin(), name.end(), text.begin(), text.end(), [](char a, char b) {
+          return std::tolower(static_cast<unsigned char>(a)) ==
+                 std::tolower(static_cast<unsigned char>(b));
+        }))
+      return std::string(name);
+  }
+  return text;  // the server's error lists the phases
+}
+
+int Get(Context& c, const std::string& server, GetOptions o) {
+  o.phase = CanonicalPhase(o.phase);
+  int exit = 0;
+  std::optional<ApiClient> client = Connect(c, server, &exit);
+  if (!client) return exit;
+  std::string owner;
+  if (o.id.empty() && !o.all_users) {
+    // An admin sees every job; like kubectl's current namespace, the default is your own.
+    json who;
+    const ApiError e = client->GetJson("/api/v1/whoami", &who);
+    if (!e.ok()) return Report(c, e);
+    if (who.value("admin", false)) owner = who.value("user", std::string());
+  }
+  const bool color = StdoutColor(c);
+  std::vector<size_t> widths;  // of the first table, for the rows --watch adds
+  std::vector<json> jobs;
+  ApiError e = FetchJobs(*client, o, owner, &jobs);
+  if (!e.ok()) return Report(c, e);
+  const bool single = !o.id.empty();
+  if ((o.output == "json" || o.output == "yaml") && single) {
+    c.out << Format(jobs.front(), o.output);
+  } else if (jobs.empty() && o.output != "json" && o.output != "yaml") {
+    c.err << "No jobs found.\n";
+  } else {
+    c.out << RenderJobs(jobs, o.output, true, color, &widths);
+  }
+  c.out << std::flush;
+  if (!o.watch) return kExitOk;
+
+  std::map<std::string, std::string> seen;
+  for (const json& job : jobs)
+    seen[job.value("id", std::string())] = WatchKey(job);
+  bool reported = false;
+  for (;;) {
+    std::this_thread::sleep_for(kWatchInterval);
+    e = FetchJobs(*client, o, owner, &jobs);
+    if (e.kind == ApiError::Kind::kUnreachable) {
+      // A restarting server is a pause, not the end of the watch.
+      if (!reported) c.err << e.ToString() << "forge: still watching; retrying every 2 s\n";
+      reported = true;
+      continue;
+    }
+    if (!e.ok()) return Report(c, e);
+    reported = false;
+    std::vector<json> changed;
+    // Oldest first, so a burst of new jobs reads in submission order.
+    for (auto it = jobs.rbegin(); it != jobs.rend(); ++it) {
+      const std::string id = it->value("id", std::string());
+      const std::string key = WatchKey(*it);
+      auto [at, inserted] = seen.emplace(id, key);
+      if (!inserted && at->second == key) continue;
+      at->second = key;
+      changed.push_back(*it);
+    }
+    if (changed.empty()) continue;
+    if (o.output == "json") {
+      for (const json& job : changed)
+        c.out << job.dump() << "\n";
+    } else if (o.output == "yaml") {
+      for (const json& job : changed)
+        c.out << "---\n" << Format(job, "yaml");
+    } else {
+      c.out << RenderJobs(changed, o.output, false, color, &widths);
+    }
+    c.out << std::flush;
+  }
+}
+
+int Describe(Context& c, const std::string& server, const std::string& id) {
+  int exit = 0;
+  std::optional<ApiClient> client = Connect(c, server, &exit);
+  if (!client) return exit;
+  json job;
+  ApiError e = client->GetJson(JobPath(id), &job);
+  if (!e.ok()) return Report(c, e);
+  json events;
+  e = client->GetJson(JobPath(id) + "/events", &events);
+  if (!e.ok()) return Report(c, e);
+  c.out << DescribeJob(job, events, NowMs(), StdoutColor(c));
+  return kExitOk;
+}
+
+int Cancel(Context& c, const std::string& server, const std::string& id) {
+  int exit = 0;
+  std::optional<ApiClient> client = Connect(c, server, &exit);
+  if (!client) return exit;
+  json job;
+  int status = 0;
+  const ApiError e = client->PostJson(JobPath(id) + "/cancel", nullptr, &job, &status);
+  if (!e.ok()) return Report(c, e);
+  if (status == 202) {
+    c.out << "job/" << id << " cancel requested\n";
+  } else {
+    c.out << "job/" << id << " already " << job.value("phase", std::string("finished"))
+          << "; nothing to cancel\n";
+  }
+  return kExitOk;
+}
+
+int Capacity(Context& c, const std::string& server, const std::string& output) {
+  int exit = 0;
+  std::optional<ApiClient> client = Connect(c, server, &exit);
+  if (!client) return exit;
+  json capacity;
+  const ApiError e = client->GetJson("/api/v1/capacity", &capacity);
+  if (!e.ok()) return Report(c, e);
+  c.out << (output.empty() ? CapacityTable(capacity) : Format(capacity, output));
+  return kExitOk;
+}
+
+void AddServer(CLI::App* app, std::string* server) {
+  app->add_option("--server", *server,
+                  "StarForge server URL (default: FORGE_SERVER, then `forge login`'s, then " +
+                      std::string(kDefaultServer) + ")");
+}
+
+}  // namespace
+
+void RegisterClientCommands(Registry& registry) {
+  struct Options {
+    std::string server;
+    bool token_stdin = false;
+    SubmitOptions submit;
+    GetOptions get;
+    std::string id;
+    bool follow = false;
+    int64_t tail = -1;
+    std::string output;
+  };
+  auto opts = std::make_shared<Options>();
+
+  CLI::App* login = registry.Add(
+      "login", "Save the server URL and your API token (verified) for the other commands",
+      [opts](Context& c) { return Login(c, opts->server, opts->token_stdin); });
+  AddServer(login, &opts->server);
+  login->add_flag("--token-stdin", opts->token_stdin,
+                  "Read the token from standard input (the default when it is not a terminal)");
+
+  CLI::App* submit = registry.Add(
+      "submit",
+      "Send a JobSpec and its code to the server; with --follow, stream the logs and exit with "
+      "the job's outcome (0 Succeeded, 1 Failed, 2 Cancelled)",
+      [opts](Context& c) { return Submit(c, opts->server, opts->submit); });
+  submit->add_option("JOB", opts->submit.job_file, "JobSpec file (YAML or JSON; - for stdin)")
+      ->required();
+  submit->add_option("--code", opts->submit.code,
+                     "Code directory (default: the JobSpec's code:, relative to its file)");
+  submit->add_flag("-f,--follow", opts->submit.follow,
+                   "Stream the job's logs until it ends; exit with its outcome");
+  submit->add_option("-o,--output", opts->submit.output, "Print the job as json, yaml or name")
+      ->check(CLI::IsMember({"json", "yaml", "name"}));
+  AddServer(submit, &opts->server);
+
+  CLI::App* get = registry.app().add_subcommand("get", "List jobs, or show one");
+  get->require_subcommand(1);
+  CLI::App* jobs = registry.Add(get, "jobs", "List your jobs (newest first), or show job ID",
+                                [opts](Context& c) { return Get(c, opts->server, opts->get); });
+  jobs->alias("job");
+  jobs->add_option("ID", opts->get.id, "A job id: show only this job");
+  jobs->add_option("-o,--output", opts->get.output, "wide, json, yaml or name (default: a table)")
+      ->check(CLI::IsMember({"wide", "json", "yaml", "name"}));
+  jobs->add_flag("-w,--watch", opts->get.watch,
+                 "After the list, print jobs again as they change (every 2 s) until interrupted");
+  jobs->add_option("--phase", opts->get.phase, "Only jobs in this phase (e.g. Running)");
+  jobs->add_flag("-A,--all-users", opts->get.all_users, "Every user's jobs (admin only)");
+  jobs->add_option("--limit", opts->get.limit, "At most N jobs (default: all)")
+      ->check(CLI::PositiveNumber);
+  AddServer(jobs, &opts->server);
+
+  CLI::App* describe = registry.app().add_subcommand("describe", "Show a job in detail");
+  describe->require_subcommand(1);
+  CLI::App* describe_job =
+      registry.Add(describe, "job", "A job's spec, phase, reason, timeline and events",
+                   [opts](Context& c) { return Describe(c, opts->server, opts->id); });
+  describe_job->alias("jobs");
+  describe_job->add_option("ID", opts->id, "Job id")->required();
+  AddServer(describe_job, &opts->server);
+
+  CLI::App* logs = registry.Add(
+      "logs", "Print a job's log (its entrypoint's output); -f follows it until the job ends",
+      [opts](Context& c) { return Logs(c, opts->server, opts->id, opts->follow, opts->tail); });
+  logs->add_option("ID", opts->id, "Job id")->required();
+  logs->add_flag("-f,--follow", opts->follow, "Keep streaming until the job ends");
+  logs->add_option("--tail", opts->tail, "Only the last N lines")->check(CLI::NonNegativeNumber);
+  AddServer(logs, &opts->server);
+
+  CLI::App* cancel =
+      registry.Add("cancel", "Stop a job (SIGTERM, then SIGKILL after a grace period)",
+                   [opts](Context& c) { return Cancel(c, opts->server, opts->id); });
+  cancel->add_option("ID", opts->id, "Job id")->required();
+  AddServer(cancel, &opts->server);
+
+  CLI::App* capacity = registry.Add("capacity", "What each fleet has and uses", [opts](Context& c) {
+    return Capacity(c, opts->server, opts->output);
+  });
+  capacity->add_option("-o,--output", opts->output, "json or yaml (default: a table)")
+      ->check(CLI::IsMember({"json", "yaml"}));
+  AddServer(capacity, &opts->server);
+}
 
 }  // namespace starforge::cli

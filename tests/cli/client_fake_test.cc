@@ -1,0 +1,425 @@
+// The `forge` client commands as a user runs them (the real binary, its exit codes and streams)
+// against FakeApi, a loopback server that speaks the REST contract and lets each test decide
+// the answers: paging, error bodies, dropped log streams, job outcomes.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <fstream>
+#include <regex>
+
+#include "../objstore/s3peer.h"
+#include "fake_api.h"
+#include "starforge/capsule/extract.h"
+
+namespace starforge::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using objstore::testing::Slurp;
+using objstore::testing::TempDir;
+using ::testing::AllOf;
+using ::testing::ContainsRegex;
+using testing::FakeApi;
+using testing::FakeRequest;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+struct Result {
+  int code;
+  std::string out;
+  std::string err;
+};
+
+const std::string kExamples = std::string(STARFORGE_SOURCE_DIR) + "/examples";
+
+class ClientFake : public ::testing::Test {
+ protected:
+  // Runs `forge <args>` in the temporary home with only PATH, HOME and `env` set.
+  Result Forge(const std::string& args, const std::string& env, const std::string& input = "") {
+    std::ofstream(home.path() / ".stdin") << input;
+    const std::string cmd = "cd '" + home.path().string() +
+                            "' && env -i PATH=/usr/bin:/bin HOME='" + home.path().string() + "' " +
+                            env + " " + STARFORGE_FORGE_BIN + " " + args + " <.stdin >.out 2>.err";
+    const int status = std::system(cmd.c_str());
+    Result r{WEXITSTATUS(status), Slurp(home / ".out"), Slurp(home / ".err")};
+    // Whatever happened, the token is never shown.
+    EXPECT_THAT(r.out, Not(HasSubstr(FakeApi::kToken))) << args;
+    EXPECT_THAT(r.err, Not(HasSubstr(FakeApi::kToken))) << args;
+    return r;
+  }
+  Result Forge(const std::string& args) { return Forge(args, LoggedIn()); }
+  std::string LoggedIn() const {
+    return "FORGE_SERVER=" + api.url() + " FORGE_TOKEN=" + FakeApi::kToken;
+  }
+  // Copies examples/tiny-train to <home>/proj and returns the JobSpec's path there.
+  std::string TinyTrain() {
+    fs::copy(kExamples + "/tiny-train", home.path() / "proj", fs::copy_options::recursive);
+    return (home.path() / "proj/job.yaml").string();
+  }
+  std::vector<FakeRequest> Requests(const std::string& prefix) {
+    std::vector<FakeRequest> out;
+    for (auto& r : api.requests()) {
+      if (r.path.rfind(prefix, 0) == 0) out.push_back(r);
+    }
+    return out;
+  }
+
+  TempDir home;
+  FakeApi api;
+};
+
+int ClosedPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);  // nothing listens there now
+  return ntohs(addr.sin_port);
+}
+
+TEST_F(ClientFake, LoginVerifiesTheTokenAndSavesItPrivately) {
+  Result r = Forge("login --server " + api.url() + " --token-stdin", "",
+                   std::string(FakeApi::kToken) + "\n");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const fs::path config = home.path() / ".config/starforge/config.json";
+  EXPECT_EQ(r.out,
+            "logged in to " + api.url() + " as admin (admin); saved to " + config.string() + "\n");
+  struct stat st {};
+  ASSERT_EQ(::stat(config.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  ASSERT_EQ(::stat(config.parent_path().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  const json saved = json::parse(Slurp(config));
+  EXPECT_EQ(saved["server"], api.url());
+  EXPECT_EQ(saved["token"], FakeApi::kToken);
+  ASSERT_EQ(Requests("/api/v1/whoami").size(), 1u);
+
+  // Later commands need neither FORGE_SERVER nor FORGE_TOKEN.
+  api.AddJob("a", "Running");
+  r = Forge("get jobs", "");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("j-0000000001   a      Running"));
+}
+
+TEST_F(ClientFake, LoginHonoursXdgConfigHome) {
+  Result r =
+      Forge("login --token-stdin",
+            "FORGE_SERVER=" + api.url() + " XDG_CONFIG_HOME=" + (home / "xdg"), FakeApi::kToken);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(home.path() / "xdg/starforge/config.json"));
+  EXPECT_FALSE(fs::exists(home.path() / ".config"));
+}
+
+TEST_F(ClientFake, LoginWithARejectedTokenSavesNothing) {
+  Result r = Forge("login --server " + api.url(), "", "sf_wrongwrongwrong\n");
+  EXPECT_EQ(r.code, 5);
+  EXPECT_EQ(r.err, "forge: the server at " + api.url() +
+                       " rejected this token: check it (the admin token is printed once by the "
+                       "first `forge serve`; `forge token create --user NAME` makes more)\n");
+  EXPECT_THAT(r.out + r.err, Not(HasSubstr("sf_wrongwrongwrong")));
+  EXPECT_FALSE(fs::exists(home.path() / ".config/starforge/config.json"));
+
+  r = Forge("login --server " + api.url(), "", "");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("forge: no token given"));
+}
+
+TEST_F(ClientFake, AnUnreachableServerSaysWhatToDo) {
+  const std::string url = "http://127.0.0.1:" + std::to_string(ClosedPort());
+  for (const std::string args : {"get jobs", "describe job j-1", "logs j-1 -f", "capacity"}) {
+    Result r = Forge(args, "FORGE_SERVER=" + url + " FORGE_TOKEN=" + FakeApi::kToken);
+    EXPECT_EQ(r.code, 5) << args;
+    EXPECT_EQ(r.err, "forge: cannot reach the StarForge server at " + url +
+                         ": connection refused — is `forge serve` running? set FORGE_SERVER or "
+                         "run `forge login`\n")
+        << args;
+  }
+  Result r = Forge("submit " + TinyTrain(), "FORGE_SERVER=" + url);
+  EXPECT_EQ(r.code, 5);
+  EXPECT_THAT(r.err, HasSubstr("cannot reach the StarForge server"));
+  EXPECT_THAT(r.err, Not(HasSubstr("uploading"))) << "it stops before zipping anything";
+}
+
+TEST_F(ClientFake, MissingOrRejectedTokensSayRunForgeLogin) {
+  Result r = Forge("get jobs", "FORGE_SERVER=" + api.url());
+  EXPECT_EQ(r.code, 5);
+  EXPECT_EQ(r.err,
+            "forge: not logged in to " + api.url() + ": run `forge login` (or set FORGE_TOKEN)\n");
+  r = Forge("get jobs", "FORGE_SERVER=" + api.url() + " FORGE_TOKEN=sf_notthisonenotthisone");
+  EXPECT_EQ(r.code, 5);
+  EXPECT_EQ(r.err, "forge: token rejected by " + api.url() + ": run `forge login`\n");
+  EXPECT_THAT(r.err, Not(HasSubstr("sf_notthisone")));
+}
+
+TEST_F(ClientFake, ASavedTokenIsNeverSentToAnotherServer) {
+  ASSERT_EQ(Forge("login --server " + api.url(), "", FakeApi::kToken).code, 0);
+  FakeApi other;
+  Result r = Forge("get jobs --server " + other.url(), "");
+  EXPECT_EQ(r.code, 5);
+  EXPECT_THAT(r.err, HasSubstr("not logged in to " + other.url()));
+  ASSERT_FALSE(other.requests().empty());
+  for (const auto& req : other.requests())
+    EXPECT_EQ(req.authorization, "");
+}
+
+TEST_F(ClientFake, SubmitSendsTheJobSpecTextAndTheCodeAsAZip) {
+  const std::string job = TinyTrain();
+  std::ofstream(home / "proj/run.sh") << "#!/bin/sh\nexec python3 train.py\n";
+  ::chmod((home / "proj/run.sh").c_str(), 0755);
+  fs::create_directories(home.path() / "proj/checkpoints");
+  std::ofstream(home / "proj/checkpoints/old.json") << "{}";
+
+  Result r = Forge("submit proj/job.yaml");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "job/j-0000000001 submitted\n");
+  EXPECT_THAT(r.err,
+              ContainsRegex("^uploading proj/: 4 files, [0-9.]+ KiB \\([0-9.]+ KiB zipped\\)\n$"));
+  EXPECT_EQ(api.last_spec(), Slurp(job)) << "the server parses the user's own text";
+  EXPECT_EQ(api.last_code_filename(), "code.zip");
+
+  std::ofstream(home / "got.zip", std::ios::binary) << api.last_code();
+  const auto x = capsule::ExtractZip(home.path() / "got.zip", home.path() / "got");
+  ASSERT_TRUE(x.ok()) << x.errors.front();
+  EXPECT_EQ(x.files, 4u);
+  EXPECT_EQ(Slurp(home / "got/train.py"), Slurp(kExamples + "/tiny-train/train.py"));
+  EXPECT_FALSE(fs::exists(home.path() / "got/checkpoints")) << ".forgeignore applies";
+  EXPECT_EQ(fs::status(home.path() / "got/run.sh").permissions() & fs::perms::owner_exec,
+            fs::perms::owner_exec);
+
+  r = Forge("submit proj/job.yaml -o name");
+  EXPECT_EQ(r.out, "job/j-0000000002\n");
+  r = Forge("submit proj/job.yaml -o json --code proj");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["id"], "j-0000000003");
+  // From standard input, the code directory is relative to the working directory.
+  r = Forge("submit - --code proj", LoggedIn(), Slurp(job));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(api.last_spec(), Slurp(job));
+}
+
+TEST_F(ClientFake, SubmitChecksTheJobSpecAndCodeBeforeAnyRequest) {
+  std::ofstream(home / "bad.yaml") << "name: Bad_Name\nimage: x\nentrypoint: [python]\n"
+                                      "pools: [{name: a, gpusPerMachine: -1}]\ncode: .\n";
+  Result r = Forge("submit bad.yaml");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.err, HasSubstr("bad.yaml: pools[0].gpusPerMachine: must be ≥ 0, got -1"));
+  std::ofstream(home / "nocode.yaml") << "name: ok\nimage: x\nentrypoint: [python]\n"
+                                         "pools: [{name: a}]\n";
+  r = Forge("submit nocode.yaml");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.err, "forge: no code directory: pass --code DIR or set code: in the JobSpec\n");
+  r = Forge("submit nocode.yaml --code nowhere");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.err, "forge: code directory nowhere (from --code) does not exist\n");
+  EXPECT_TRUE(api.requests().empty());
+}
+
+TEST_F(ClientFake, SubmitPrintsTheServersErrorWithEveryField) {
+  TinyTrain();
+  api.RefuseSubmissions(
+      422, {{"error", "Invalid"},
+            {"message", "the JobSpec is invalid"},
+            {"errors",
+             {{{"field", "pools[0].cpusPerMachine"}, {"message", "more than this machine has (2)"}},
+              {{"field", "image"}, {"message", "required"}}}}});
+  Result r = Forge("submit proj/job.yaml");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.out, "");
+  EXPECT_THAT(r.err, HasSubstr("forge: the JobSpec is invalid\n"
+                               "  pools[0].cpusPerMachine: more than this machine has (2)\n"
+                               "  image: required\n"));
+  api.RefuseSubmissions(413, {{"error", "PayloadTooLarge"},
+                              {"message", "the upload is over FORGE_CAPSULE_MAX_BYTES (1 KiB)"}});
+  r = Forge("submit proj/job.yaml");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.err, HasSubstr("forge: the upload is over FORGE_CAPSULE_MAX_BYTES (1 KiB)\n"));
+}
+
+TEST_F(ClientFake, SubmitFollowStreamsTheLogAndExitsWithTheOutcome) {
+  TinyTrain();
+  struct Case {
+    const char* phase;
+    const char* reason;
+    int exit_code;
+    int forge_exit;
+    std::string final_line;
+  };
+  const std::vector<Case> cases = {
+      {"Succeeded", "Completed", 0, 0, " Succeeded \\(Completed\\)\n"},
+      {"Failed", "AppFailed", 3, 1, " Failed \\(AppFailed\\): the entrypoint exited with code 3\n"},
+      {"Cancelled", "CancelledByUser", 143, 2, " Cancelled \\(CancelledByUser\\)\n"},
+  };
+  for (const Case& c : cases) {
+    api.on_submit = [&](const std::string& id) {
+      api.Play(id, {"step 0 loss 0.77", "", "step 10 loss 0.31"}, c.phase, c.reason, c.exit_code);
+    };
+    Result r = Forge("submit proj/job.yaml --follow");
+    EXPECT_EQ(r.code, c.forge_exit) << c.phase << "\n" << r.err;
+    EXPECT_THAT(r.out, ContainsRegex("^job/j-[0-9]+ submitted\nstep 0 loss 0.77\n\nstep 10 "
+                                     "loss 0.31\n$"))
+        << c.phase;
+    EXPECT_THAT(r.err, ContainsRegex("\njob/j-[0-9]+" + c.final_line + "$")) << c.phase;
+  }
+}
+
+TEST_F(ClientFake, AFollowedLogResumesAfterADroppedConnectionWithoutRepeats) {
+  const std::string id = api.AddJob("j", "Running");
+  api.DropNextStream();
+  std::vector<std::string> lines;
+  for (int i = 0; i < 8; ++i)
+    lines.push_back("line " + std::to_string(i));
+  api.Play(id, lines, "Succeeded", "Completed", 0);
+  Result r = Forge("logs " + id + " -f");
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::string expected;
+  for (const auto& l : lines)
+    expected += l + "\n";
+  EXPECT_EQ(r.out, expected);
+  EXPECT_THAT(r.err, HasSubstr("; resuming the log stream"));
+  const auto streams = Requests("/api/v1/jobs/" + id + "/logs?follow=1");
+  ASSERT_GE(streams.size(), 2u);
+  EXPECT_EQ(streams[0].last_event_id, "");
+  // It resumes at the byte offset after the last line it printed.
+  const size_t offset = std::stoul(streams[1].last_event_id);
+  ASSERT_GT(offset, 0u);
+  ASSERT_LT(offset, expected.size());
+  EXPECT_EQ(expected[offset - 1], '\n');
+}
+
+TEST_F(ClientFake, LogsPrintsTailsAndFollowsFromWhereTheTailEnds) {
+  const std::string id = api.AddJob("j", "Succeeded");
+  api.SetLog(id, "a\nb\nc\n");
+  EXPECT_EQ(Forge("logs " + id).out, "a\nb\nc\n");
+  EXPECT_EQ(Forge("logs " + id + " --tail 2").out, "b\nc\n");
+  Result r = Forge("logs " + id + " --tail 1 -f");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "c\n");
+  const auto streams = Requests("/api/v1/jobs/" + id + "/logs?follow=1");
+  ASSERT_EQ(streams.size(), 1u);
+  EXPECT_EQ(streams[0].last_event_id, "6");
+  r = Forge("logs j-nope");
+  EXPECT_EQ(r.code, 4);
+  EXPECT_EQ(r.err, "forge: job j-nope not found\n");
+}
+
+TEST_F(ClientFake, GetJobsFollowsEveryPageAndShowsOnlyYourOwnByDefault) {
+  for (int i = 1; i <= 5; ++i)
+    api.AddJob("job-" + std::to_string(i), i % 2 ? "Running" : "Succeeded",
+               i == 5 ? "bob" : "admin");
+  Result r = Forge("get jobs");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, ContainsRegex("^ID             NAME    PHASE       REASON   AGE\n"
+                                   "j-0000000004   job-4   Succeeded   <none>   [0-9]+s\n"
+                                   "j-0000000003   job-3   Running     <none>   [0-9]+"));
+  EXPECT_THAT(r.out, Not(HasSubstr("job-5"))) << "bob's";
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 5);
+  const auto lists = Requests("/api/v1/jobs?");
+  ASSERT_EQ(lists.size(), 2u) << "two pages of (at most) two";
+  EXPECT_EQ(lists[0].path, "/api/v1/jobs?limit=500&owner=admin");
+  EXPECT_THAT(lists[1].path, HasSubstr("&cursor="));
+
+  r = Forge("get jobs --all-users -o name");
+  EXPECT_EQ(r.out,
+            "job/j-0000000005\njob/j-0000000004\njob/j-0000000003\njob/j-0000000002\n"
+            "job/j-0000000001\n");
+  r = Forge("get jobs -A -o json");
+  EXPECT_EQ(json::parse(r.out)["items"].size(), 5u);
+  r = Forge("get jobs -A --limit 3 -o name");
+  EXPECT_EQ(r.out, "job/j-0000000005\njob/j-0000000004\njob/j-0000000003\n");
+  r = Forge("get jobs --phase running -o wide");
+  EXPECT_THAT(r.out,
+              ContainsRegex("^ID             NAME    PHASE     REASON   AGE   FLEET   OWNER   "
+                            "CAPSULE   MESSAGE\n"
+                            "j-0000000003   job-3   Running   <none>   [0-9]s    local   admin   "
+                            "<none>    <none>\n"));
+  EXPECT_THAT(r.out, HasSubstr("job-3   Running"));
+  EXPECT_THAT(r.out, Not(HasSubstr("Succeeded")));
+  EXPECT_THAT(api.requests().back().path, HasSubstr("phase=Running"));
+  r = Forge("get jobs --phase Cancelled");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err, "No jobs found.\n");
+}
+
+TEST_F(ClientFake, GetOneJobAndDescribeIt) {
+  const std::string id = api.AddJob("one", "Failed");
+  api.SetPhase(id, "Failed", "AppFailed", "the entrypoint exited with code 3");
+  api.SetEvents(id, json::parse(R"([{"type":"Warning","reason":"BackOff","message":"again",
+      "source":"controller","count":2,"firstAt":"2026-01-01T00:00:00.000Z",
+      "lastAt":"2026-01-01T00:00:00.000Z"}])"));
+  Result r = Forge("get job " + id);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr(id + "   one    Failed   AppFailed"));
+  r = Forge("get job " + id + " -o yaml");
+  EXPECT_THAT(r.out, HasSubstr("timeline:"));
+  r = Forge("get job j-nope");
+  EXPECT_EQ(r.code, 4);
+  EXPECT_EQ(r.err, "forge: job j-nope not found\n");
+
+  r = Forge("describe job " + id);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, AllOf(HasSubstr("Name:         one\n"), HasSubstr("Phase:        Failed\n"),
+                           HasSubstr("Message:      the entrypoint exited with code 3\n"),
+                           HasSubstr("Timeline:\n"), HasSubstr("Warning   BackOff   controller")));
+  EXPECT_EQ(r.out.find('\033'), std::string::npos) << "no colour into a file";
+  EXPECT_EQ(Forge("describe job j-nope").code, 4);
+}
+
+TEST_F(ClientFake, CancelSaysWhatHappened) {
+  const std::string running = api.AddJob("r", "Running");
+  const std::string done = api.AddJob("d", "Succeeded");
+  Result r = Forge("cancel " + running);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "job/" + running + " cancel requested\n");
+  r = Forge("cancel " + done);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "job/" + done + " already Succeeded; nothing to cancel\n");
+  EXPECT_EQ(Forge("cancel j-nope").code, 4);
+}
+
+TEST_F(ClientFake, CapacityAsATableOrJson) {
+  Result r = Forge("capacity");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "FLEET   CPUS.TOTAL   CPUS.USED   RUNNING\nlocal   8            1           1\n");
+  r = Forge("capacity -o json");
+  EXPECT_EQ(json::parse(r.out)["fleets"][0]["fleet"], "local");
+}
+
+TEST_F(ClientFake, WatchPrintsRowsAsTheyChange) {
+  const std::string id = api.AddJob("w", "Running");
+  std::thread change([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+    api.SetPhase(id, "Succeeded", "Completed", "");
+  });
+  Result r = Forge("get jobs --watch", "timeout -s INT 4 env " + LoggedIn());
+  change.join();
+  EXPECT_EQ(r.code, 124) << "runs until interrupted";
+  EXPECT_THAT(r.out, ContainsRegex("^ID             NAME   PHASE     REASON   AGE\n" + id +
+                                   "   w      Running   <none>   [0-9]s\n" + id +
+                                   "   w      Succeeded   Completed   [0-9]s\n$"))
+      << "later rows keep the first table's columns where they fit";
+}
+
+TEST_F(ClientFake, UsageErrorsExitTwo) {
+  EXPECT_EQ(Forge("get").code, 2);
+  EXPECT_EQ(Forge("get jobs -o table").code, 2);
+  EXPECT_EQ(Forge("describe job").code, 2);
+  EXPECT_EQ(Forge("logs").code, 2);
+  Result r = Forge("get jobs --server ftp://x");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "forge: --server: server URL ftp://x: use http:// or https://\n");
+}
+
+}  // namespace
+}  // namespace starforge::cli
