@@ -72,6 +72,8 @@ bool SkipHeader(const std::string& name) {
       "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding",
       "upgrade", "content-length", "host", "authorization", "accept-encoding",
       "proxy-authorization",
+      // kubesim's controller credentials never reach a backend
+      "x-kubesim-controller", "x-kubesim-controller-key",
       // httplib's server adds these to every request
       "local_addr", "local_port", "remote_addr", "remote_port"};
   std::string lower;
