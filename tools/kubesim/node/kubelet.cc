@@ -199,6 +199,12 @@ std::vector<std::pair<std::string, std::string>> BaseEnv() {
   return out;
 }
 
+kube::InformerOptions InformerFor(const kube::ResourceRef& r) {
+  kube::InformerOptions o;
+  o.resource = r;
+  return o;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -266,14 +272,14 @@ void Kubelet::Start(const controllers::ControllerContext& ctx) {
     enqueue(o);
     MarkHostsDirty();
   };
-  pods_ = std::make_unique<kube::Informer>(*client_, kube::InformerOptions{kube::resources::kPods},
+  pods_ = std::make_unique<kube::Informer>(*client_, InformerFor(kube::resources::kPods),
                                            ph);
   kube::InformerHandlers sh;
   sh.on_add = [this](const json&) { MarkHostsDirty(); };
   sh.on_update = [this](const json&, const json&) { MarkHostsDirty(); };
   sh.on_delete = [this](const json&) { MarkHostsDirty(); };
   services_ = std::make_unique<kube::Informer>(
-      *client_, kube::InformerOptions{kube::resources::kServices}, sh);
+      *client_, InformerFor(kube::resources::kServices), sh);
   kube::InformerHandlers nh;
   nh.on_add = [this](const json& node) {
     // Pods bound to a node that did not exist yet become ours now.
@@ -283,7 +289,7 @@ void Kubelet::Start(const controllers::ControllerContext& ctx) {
       if (Str(Obj(pod, "spec"), "nodeName") == name) queue_.Add(key);
     }
   };
-  nodes_ = std::make_unique<kube::Informer>(*client_, kube::InformerOptions{kube::resources::kNodes},
+  nodes_ = std::make_unique<kube::Informer>(*client_, InformerFor(kube::resources::kNodes),
                                             nh);
   nodes_->Start();
   services_->Start();
@@ -1043,11 +1049,14 @@ bool Kubelet::StartContainer(Pod& p, const json& pod, Container& c) {
     if (path != opts_.ray_bin_dir && path.rfind(opts_.ray_bin_dir + ":", 0) != 0) {
       path = opts_.ray_bin_dir + ":" + path;
     }
-    SandboxMount m;
-    m.source = opts_.ray_bin_dir;
-    m.target = opts_.ray_bin_dir;
-    m.read_only = true;
-    mounts.push_back(m);
+    std::error_code ec;
+    if (fs::is_directory(opts_.ray_bin_dir, ec)) {
+      SandboxMount m;
+      m.source = opts_.ray_bin_dir;
+      m.target = opts_.ray_bin_dir;
+      m.read_only = true;
+      mounts.push_back(m);
+    }
   }
   SandboxMount hosts;
   hosts.source = p.hosts_file;

@@ -46,6 +46,12 @@ std::string Now() {
   return controllers::EventRecorder::NowSeconds();
 }
 
+kube::InformerOptions InformerFor(const kube::ResourceRef& r) {
+  kube::InformerOptions o;
+  o.resource = r;
+  return o;
+}
+
 }  // namespace
 
 Scheduler::~Scheduler() {
@@ -91,7 +97,7 @@ void Scheduler::Start(const controllers::ControllerContext& ctx) {
     }
     if (Holds(pod)) RetryUnschedulable();
   };
-  pods_ = std::make_unique<kube::Informer>(*client_, kube::InformerOptions{kube::resources::kPods},
+  pods_ = std::make_unique<kube::Informer>(*client_, InformerFor(kube::resources::kPods),
                                            ph);
   kube::InformerHandlers nh;
   nh.on_add = [this](const json&) { RetryUnschedulable(); };
@@ -105,7 +111,7 @@ void Scheduler::Start(const controllers::ControllerContext& ctx) {
     }
   };
   nh.on_delete = [this](const json&) { RetryUnschedulable(); };
-  nodes_ = std::make_unique<kube::Informer>(*client_, kube::InformerOptions{kube::resources::kNodes},
+  nodes_ = std::make_unique<kube::Informer>(*client_, InformerFor(kube::resources::kNodes),
                                             nh);
   nodes_->Start();
   pods_->Start();
@@ -192,8 +198,10 @@ void Scheduler::ScheduleOne(const std::string& key) {
     last_attempt_[key] = std::chrono::steady_clock::now();
   }
   std::map<std::string, json> nodes;
-  for (auto& [k, n] : nodes_->Snapshot())
-    nodes[Str(Obj(n, "metadata"), "name")] = std::move(n);
+  for (auto& [k, n] : nodes_->Snapshot()) {
+    const std::string node_name = Str(Obj(n, "metadata"), "name");
+    nodes[node_name] = std::move(n);  // (json's operator= takes its argument by value)
+  }
   std::map<std::string, NodeUsage> usage;
   const auto snapshot = pods_->Snapshot();
   for (const auto& [k, p] : snapshot) {
