@@ -24,10 +24,9 @@ void Server::Bind(const httplib::Request& req, httplib::Response& res, const Tar
                "Binding \"" + t.name + "\" is invalid: target.name: Required value");
     e.details = {{"name", t.name},
                  {"kind", "Binding"},
-                 {"causes",
-                  json::array({{{"reason", "FieldValueRequired"},
-                                {"message", "Required value"},
-                                {"field", "target.name"}}})}};
+                 {"causes", json::array({{{"reason", "FieldValueRequired"},
+                                          {"message", "Required value"},
+                                          {"field", "target.name"}}})}};
     throw e;
   }
   const std::string kind = target.value("kind", "Node");
@@ -45,10 +44,9 @@ void Server::Bind(const httplib::Request& req, httplib::Response& res, const Tar
   if (pod == nullptr) throw NotFoundError(*t.r, t.name);
   json obj = *pod;
   json& md = obj["metadata"];
-  const std::string want_uid =
-      body.contains("metadata") && body["metadata"].is_object()
-          ? body["metadata"].value("uid", "")
-          : "";
+  const std::string want_uid = body.contains("metadata") && body["metadata"].is_object()
+                                   ? body["metadata"].value("uid", "")
+                                   : "";
   if (!want_uid.empty() && want_uid != md.value("uid", "")) {
     throw conflict("Precondition failed: UID in precondition: " + want_uid +
                    ", UID in object meta: " + md.value("uid", ""));

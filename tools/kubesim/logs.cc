@@ -150,8 +150,8 @@ void Server::Log(const httplib::Request& req, httplib::Response& res, const Targ
       // The kubelet names each run's log "<dir>/<restart>.log": the previous run is one less.
       const std::string prev = PreviousLogFile(file);
       if (prev.empty() || !std::filesystem::exists(prev)) {
-        throw BadRequest("previous terminated container \"" + container + "\" in pod \"" +
-                         t.name + "\" not found");
+        throw BadRequest("previous terminated container \"" + container + "\" in pod \"" + t.name +
+                         "\" not found");
       }
       file = prev;
     }

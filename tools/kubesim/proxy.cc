@@ -5,9 +5,10 @@
 // "portName=HOST:PORT,other=HOST:PORT". The port is resolved as kube-apiserver does
 // (pkg/registry/core/service/storage ResourceLocation): a number maps to the service port's name,
 // and that name must be one of the service's ports. Without the annotation and without a ready
-// selected pod the service has no endpoints: 503 "no endpoints available for service". The request (method, path, query, body,
-// headers without Authorization and hop-by-hop ones, plus X-Forwarded-*) goes to the backend; its
-// status, headers and body come back as they are, streamed chunk by chunk.
+// selected pod the service has no endpoints: 503 "no endpoints available for service". The request
+// (method, path, query, body, headers without Authorization and hop-by-hop ones, plus
+// X-Forwarded-*) goes to the backend; its status, headers and body come back as they are, streamed
+// chunk by chunk.
 #include <chrono>
 #include <condition_variable>
 #include <deque>

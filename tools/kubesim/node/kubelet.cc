@@ -1,12 +1,12 @@
 #include "node/kubelet.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
-#include <signal.h>
-#include <sys/mount.h>
-#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -89,7 +89,8 @@ std::string GoDuration(milliseconds d) {
     char frac[8];
     std::snprintf(frac, sizeof frac, "%03lld", static_cast<long long>(ms % 1000));
     std::string f = frac;
-    while (!f.empty() && f.back() == '0') f.pop_back();
+    while (!f.empty() && f.back() == '0')
+      f.pop_back();
     secs += "." + f;
   }
   return out + secs + "s";
@@ -141,7 +142,8 @@ std::string ReadFile(const std::string& path) {
 }
 
 std::string Trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\r')) s.pop_back();
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\r'))
+    s.pop_back();
   return s;
 }
 
@@ -272,14 +274,13 @@ void Kubelet::Start(const controllers::ControllerContext& ctx) {
     enqueue(o);
     MarkHostsDirty();
   };
-  pods_ = std::make_unique<kube::Informer>(*client_, InformerFor(kube::resources::kPods),
-                                           ph);
+  pods_ = std::make_unique<kube::Informer>(*client_, InformerFor(kube::resources::kPods), ph);
   kube::InformerHandlers sh;
   sh.on_add = [this](const json&) { MarkHostsDirty(); };
   sh.on_update = [this](const json&, const json&) { MarkHostsDirty(); };
   sh.on_delete = [this](const json&) { MarkHostsDirty(); };
-  services_ = std::make_unique<kube::Informer>(
-      *client_, InformerFor(kube::resources::kServices), sh);
+  services_ =
+      std::make_unique<kube::Informer>(*client_, InformerFor(kube::resources::kServices), sh);
   kube::InformerHandlers nh;
   nh.on_add = [this](const json& node) {
     // Pods bound to a node that did not exist yet become ours now.
@@ -289,8 +290,7 @@ void Kubelet::Start(const controllers::ControllerContext& ctx) {
       if (Str(Obj(pod, "spec"), "nodeName") == name) queue_.Add(key);
     }
   };
-  nodes_ = std::make_unique<kube::Informer>(*client_, InformerFor(kube::resources::kNodes),
-                                            nh);
+  nodes_ = std::make_unique<kube::Informer>(*client_, InformerFor(kube::resources::kNodes), nh);
   nodes_->Start();
   services_->Start();
   pods_->Start();
@@ -366,6 +366,7 @@ void Kubelet::Monitor() {
         for (auto* list : {&p->inits, &p->mains}) {
           for (Container& c : *list) {
             if (c.pid <= 0 || c.exited) continue;
+            if (c.ns_fd < 0) PinNamespace(c);
             int status = 0;
             const pid_t r = waitpid(c.pid, &status, WNOHANG);
             if (r == c.pid || (r < 0 && errno == ECHILD)) {
@@ -496,8 +497,8 @@ void Kubelet::Prober() {
           const bool http = Obj(probe, "httpGet").is_object();
           const json& h = http ? probe["httpGet"] : probe["tcpSocket"];
           json port_spec = {{"port", 0}, {"targetPort", Obj(h, "port")}};
-          const int64_t port = ResolveTargetPort(port_spec, json{{"spec", {{"containers",
-                                                                            json::array({container_spec})}}}});
+          const int64_t port = ResolveTargetPort(
+              port_spec, json{{"spec", {{"containers", json::array({container_spec})}}}});
           const std::string host = Str(h, "host").empty() ? ip : Str(h, "host");
           if (port <= 0) {
             output = "port not found";
@@ -515,8 +516,8 @@ void Kubelet::Prober() {
                                ": connect: connection refused";
           } else {
             ok = TcpConnects(host, static_cast<int>(port), timeout);
-            output = "dial tcp " + host + ":" + std::to_string(port) +
-                     ": connect: connection refused";
+            output =
+                "dial tcp " + host + ":" + std::to_string(port) + ": connect: connection refused";
           }
         } else {
           ok = true;  // grpc probes: not run, counted as passing
@@ -546,8 +547,9 @@ void Kubelet::Prober() {
               changed = true;
             }
             auto cur = pods_->Get(p->key);
-            if (cur) Event(*p, *cur, &c, "Warning", "Unhealthy",
-                           "Readiness probe failed: " + Trim(output));
+            if (cur)
+              Event(*p, *cur, &c, "Warning", "Unhealthy",
+                    "Readiness probe failed: " + Trim(output));
           }
         }
         if (changed) queue_.Add(p->key);
@@ -595,8 +597,8 @@ void Kubelet::Reconcile(const std::string& key) {
     p->name = Str(md, "name");
     p->node = node;
     size_t i = 0;
-    for (const auto& c : Obj(spec, "initContainers").is_array() ? spec["initContainers"]
-                                                                  : json::array()) {
+    for (const auto& c :
+         Obj(spec, "initContainers").is_array() ? spec["initContainers"] : json::array()) {
       Container k;
       k.name = Str(c, "name");
       k.init = true;
@@ -832,8 +834,8 @@ void Kubelet::SyncPod(Pod& p, const json& pod) {
       if (c.pid > 0 && c.exited) ReapExit(p, pod, c);
     }
   }
-  const std::string policy = Str(spec, "restartPolicy").empty() ? "Always"
-                                                                  : Str(spec, "restartPolicy");
+  const std::string policy =
+      Str(spec, "restartPolicy").empty() ? "Always" : Str(spec, "restartPolicy");
   bool inits_done = true;
   for (Container& c : p.inits) {
     if (c.pid > 0) {
@@ -871,9 +873,9 @@ void Kubelet::SyncPod(Pod& p, const json& pod) {
 void Kubelet::MaybeRestart(Pod& p, const json& pod, Container& c) {
   if (c.has_exit()) c.last_state = c.state;
   const milliseconds delay =
-      c.crash_step == 0
-          ? milliseconds(0)
-          : std::min(opts_.backoff_cap, opts_.backoff * (int64_t{1} << std::min(c.crash_step - 1, 20)));
+      c.crash_step == 0 ? milliseconds(0)
+                        : std::min(opts_.backoff_cap,
+                                   opts_.backoff * (int64_t{1} << std::min(c.crash_step - 1, 20)));
   const auto ready_at = c.finished_at + delay;
   const auto now = std::chrono::system_clock::now();
   if (now < ready_at) {
@@ -883,8 +885,8 @@ void Kubelet::MaybeRestart(Pod& p, const json& pod, Container& c) {
                                  c.name + " pod=" + FormatPod(pod)}}}};
     Event(p, pod, &c, "Warning", "BackOff",
           "Back-off restarting failed container " + c.name + " in pod " + FormatPod(pod));
-    queue_.AddAfter(p.key, std::chrono::duration_cast<milliseconds>(ready_at - now) +
-                               milliseconds(1));
+    queue_.AddAfter(p.key,
+                    std::chrono::duration_cast<milliseconds>(ready_at - now) + milliseconds(1));
     return;
   }
   StartContainer(p, pod, c);
@@ -896,7 +898,8 @@ bool Kubelet::StartContainer(Pod& p, const json& pod, Container& c) {
   const std::string img_ref = DefaultTag(image);
   std::string pull_policy = Str(cs, "imagePullPolicy");
   if (pull_policy.empty()) {
-    const bool latest = img_ref.size() > 7 && img_ref.compare(img_ref.size() - 7, 7, ":latest") == 0 &&
+    const bool latest = img_ref.size() > 7 &&
+                        img_ref.compare(img_ref.size() - 7, 7, ":latest") == 0 &&
                         image.find('@') == std::string::npos;
     pull_policy = latest ? "Always" : "IfNotPresent";
   }
@@ -938,9 +941,9 @@ bool Kubelet::StartContainer(Pod& p, const json& pod, Container& c) {
     Event(p, pod, &c, "Normal", "Pulling", "Pulling image \"" + img_ref + "\"");
     if (!opts_.images.Exists(image)) {
       const std::string full = NormalizeImage(image);
-      const std::string err = "rpc error: code = NotFound desc = failed to pull and unpack image \"" +
-                              full + "\": failed to resolve reference \"" + full + "\": " + full +
-                              ": not found";
+      const std::string err =
+          "rpc error: code = NotFound desc = failed to pull and unpack image \"" + full +
+          "\": failed to resolve reference \"" + full + "\": " + full + ": not found";
       Event(p, pod, &c, "Warning", "Failed", "Failed to pull image \"" + img_ref + "\": " + err);
       Event(p, pod, &c, "Warning", "Failed", "Error: ErrImagePull");
       waiting("ErrImagePull", err);
@@ -964,10 +967,9 @@ bool Kubelet::StartContainer(Pod& p, const json& pod, Container& c) {
   const PodFacts facts{p.ip, p.host_ip};
   std::vector<std::pair<std::string, std::string>> env;
   try {
-    env = ContainerEnv(pod, cs, facts, [this](const std::string& kind, const std::string& ns,
-                                              const std::string& name) {
-      return Lookup(kind, ns, name);
-    });
+    env = ContainerEnv(pod, cs, facts,
+                       [this](const std::string& kind, const std::string& ns,
+                              const std::string& name) { return Lookup(kind, ns, name); });
   } catch (const ConfigError& e) {
     Event(p, pod, &c, "Warning", "Failed", std::string("Error: ") + e.what());
     waiting("CreateContainerConfigError", e.what());
@@ -984,7 +986,8 @@ bool Kubelet::StartContainer(Pod& p, const json& pod, Container& c) {
     const std::string vname = Str(vm, "name");
     auto d = p.volume_dirs.find(vname);
     if (d == p.volume_dirs.end()) {
-      mount_error = "cannot find volume \"" + vname + "\" to mount into container \"" + c.name + "\"";
+      mount_error =
+          "cannot find volume \"" + vname + "\" to mount into container \"" + c.name + "\"";
       break;
     }
     SandboxMount m;
@@ -992,9 +995,8 @@ bool Kubelet::StartContainer(Pod& p, const json& pod, Container& c) {
     m.target = Str(vm, "mountPath");
     m.read_only = Obj(vm, "readOnly") == json(true);
     m.file = p.volume_files.count(vname) != 0 && p.volume_files[vname];
-    const std::string sub = ExpandVars(Str(vm, "subPath").empty() ? Str(vm, "subPathExpr")
-                                                                  : Str(vm, "subPath"),
-                                       env_map);
+    const std::string sub = ExpandVars(
+        Str(vm, "subPath").empty() ? Str(vm, "subPathExpr") : Str(vm, "subPath"), env_map);
     if (!sub.empty()) {
       m.source += "/" + sub;
       std::error_code ec;
@@ -1078,7 +1080,7 @@ bool Kubelet::StartContainer(Pod& p, const json& pod, Container& c) {
   s.hide = {opts_.state_dir};
   c.error_file = c.run_dir + "/start-error";
   c.ns_file = c.run_dir + "/mntns";
-  c.ns_id.clear();
+  UnpinNamespace(c);
   s.error_file = c.error_file;
   s.ns_file = c.ns_file;
   fs::create_directories(c.run_dir);
@@ -1086,14 +1088,12 @@ bool Kubelet::StartContainer(Pod& p, const json& pod, Container& c) {
   c.spec_file = c.run_dir + "/spec.json";
   WriteFileAtomic(c.spec_file, s.ToJson().dump(2), 0600);
   c.log_file = p.dir + "/logs/" + c.name + "/" + std::to_string(instance) + ".log";
-  {
-    std::ofstream touch(c.log_file, std::ios::app);
-  }
+  { std::ofstream touch(c.log_file, std::ios::app); }
   // pods/log reads the file named by this annotation (logs.cc).
   try {
-    client_->MergePatch(kube::resources::kPods, p.ns, p.name,
-                        {{"metadata",
-                          {{"annotations", {{kLogFileAnnotationPrefix + c.name, c.log_file}}}}}});
+    client_->MergePatch(
+        kube::resources::kPods, p.ns, p.name,
+        {{"metadata", {{"annotations", {{kLogFileAnnotationPrefix + c.name, c.log_file}}}}}});
   } catch (const kube::ApiError& e) {
     std::fprintf(stderr, "kubesim: kubelet: annotating %s: %s\n", p.key.c_str(), e.what());
   }
@@ -1126,12 +1126,36 @@ bool Kubelet::StartContainer(Pod& p, const json& pod, Container& c) {
   return true;
 }
 
+void Kubelet::PinNamespace(Container& c) {
+  if (c.ns_fd >= 0 || c.pid <= 0 || c.exited) return;
+  const std::string made = Trim(ReadFile(c.ns_file));
+  if (made.empty()) return;  // the launcher has not unshared yet
+  // The pid is our unreaped child, so /proc/<pid> is this container's launcher or command.
+  const std::string link = "/proc/" + std::to_string(c.pid) + "/ns/mnt";
+  const int fd = open(link.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;  // it has exited: only its process group can be signalled
+  char buf[64] = {0};
+  const ssize_t n = readlink(link.c_str(), buf, sizeof buf - 1);
+  if (n > 0 && std::string(buf, static_cast<size_t>(n)) == made) {
+    c.ns_fd = fd;
+    c.ns_id = made;
+  } else {
+    close(fd);
+  }
+}
+
+void Kubelet::UnpinNamespace(Container& c) {
+  if (c.ns_fd >= 0) close(c.ns_fd);
+  c.ns_fd = -1;
+  c.ns_id.clear();
+}
+
 void Kubelet::KillContainer(Container& c, int sig) {
   // The process group only while its leader is alive and unreaped (its id cannot be reused).
   if (c.pid > 0 && !c.exited) kill(-c.pid, sig);
   if (sig == SIGTERM) return;  // SIGTERM goes to the container's process group only
-  if (c.ns_id.empty() && !c.ns_file.empty()) c.ns_id = Trim(ReadFile(c.ns_file));
-  if (c.ns_id.empty()) return;
+  PinNamespace(c);
+  if (c.ns_fd < 0 || c.ns_id.empty()) return;  // an unpinned id may belong to another container
   // Everything still running in the container's mount namespace (daemonized children too).
   DIR* d = opendir("/proc");
   if (d == nullptr) return;
@@ -1153,6 +1177,7 @@ void Kubelet::ReapExit(Pod& p, const json& pod, Container& c) {
   const std::string started_at = Str(Obj(c.state, "running"), "startedAt");
   // A container's processes end with its main process, as in a PID namespace.
   KillContainer(c, SIGKILL);
+  UnpinNamespace(c);
   c.finished_at = std::chrono::system_clock::now();
   json term = {{"containerID", c.container_id}, {"finishedAt", Now()}};
   if (!start_error.empty()) {
@@ -1216,11 +1241,12 @@ void Kubelet::Terminate(Pod& p, const json& pod) {
         }
       }
     }
-    queue_.AddAfter(p.key, now < p.kill_deadline
-                               ? std::min(milliseconds(100),
-                                          std::chrono::duration_cast<milliseconds>(
-                                              p.kill_deadline - now) + milliseconds(1))
-                               : milliseconds(50));
+    queue_.AddAfter(p.key,
+                    now < p.kill_deadline
+                        ? std::min(milliseconds(100),
+                                   std::chrono::duration_cast<milliseconds>(p.kill_deadline - now) +
+                                       milliseconds(1))
+                        : milliseconds(50));
     return;
   }
   if (p.confirmed) return;
@@ -1247,6 +1273,7 @@ void Kubelet::Teardown(Pod& p) {
     for (Container& c : *list) {
       if (c.pid <= 0) continue;
       KillContainer(c, SIGKILL);
+      UnpinNamespace(c);
       int status = 0;
       waitpid(c.pid, &status, 0);
       c.pid = 0;
@@ -1269,8 +1296,8 @@ void Kubelet::Teardown(Pod& p) {
 
 json Kubelet::ComputeStatus(Pod& p, const json& pod, bool terminal) {
   const json& spec = Obj(pod, "spec");
-  const std::string policy = Str(spec, "restartPolicy").empty() ? "Always"
-                                                                  : Str(spec, "restartPolicy");
+  const std::string policy =
+      Str(spec, "restartPolicy").empty() ? "Always" : Str(spec, "restartPolicy");
   const bool has_inits = !p.inits.empty();
   auto container_status = [&](const Container& c) {
     json st = {{"name", c.name},
@@ -1282,7 +1309,8 @@ json Kubelet::ComputeStatus(Pod& p, const json& pod, bool terminal) {
     if (c.state.is_object()) {
       st["state"] = c.state;
     } else {
-      st["state"] = {{"waiting", {{"reason", has_inits ? "PodInitializing" : "ContainerCreating"}}}};
+      st["state"] = {
+          {"waiting", {{"reason", has_inits ? "PodInitializing" : "ContainerCreating"}}}};
     }
     st["lastState"] = c.last_state;
     if (!c.container_id.empty() && !st["state"].contains("waiting")) {
@@ -1356,7 +1384,8 @@ json Kubelet::ComputeStatus(Pod& p, const json& pod, bool terminal) {
     return "[" + out + "]";
   };
   std::vector<json> mine;
-  mine.push_back({{"type", "PodReadyToStartContainers"}, {"status", p.sandbox && !terminal ? "True" : "False"}});
+  mine.push_back({{"type", "PodReadyToStartContainers"},
+                  {"status", p.sandbox && !terminal ? "True" : "False"}});
   if (incomplete.empty()) {
     json init = {{"type", "Initialized"}, {"status", "True"}};
     if (phase == "Succeeded") init["reason"] = "PodCompleted";

@@ -36,10 +36,10 @@ inline constexpr const char* kHostPathAnnotation = "kubesim.starforge.dev/host-p
 inline constexpr const char* kLogFileAnnotationPrefix = "kubesim.starforge.dev/log-file.";
 
 struct KubeletOptions {
-  std::string state_dir;   // "" = a fresh temp dir, removed at Stop
-  std::string pv_root;     // "" = <state_dir>/pv
+  std::string state_dir;  // "" = a fresh temp dir, removed at Stop
+  std::string pv_root;    // "" = <state_dir>/pv
   std::string ray_bin_dir;
-  std::string launcher;    // kubesim-sandbox
+  std::string launcher;  // kubesim-sandbox
   ImagePolicy images;
   std::chrono::milliseconds sync{10000};     // resync of pods that wait (errors, back-offs)
   std::chrono::milliseconds backoff{10000};  // first image-pull / crash-loop back-off
@@ -63,7 +63,11 @@ class Kubelet : public controllers::Controller {
     pid_t pid = 0;  // the running process (0 = none)
     bool exited = false;
     int wait_status = 0;
-    std::string run_dir, spec_file, log_file, error_file, ns_file, ns_id;
+    std::string run_dir, spec_file, log_file, error_file, ns_file;
+    // The container's mount namespace, held open while it runs so that its id ("mnt:[N]") cannot
+    // be reused by another container's namespace (ids are recycled once a namespace is freed).
+    int ns_fd = -1;
+    std::string ns_id;
     std::string container_id;
     nlohmann::json state;  // ContainerState; null = never tried
     nlohmann::json last_state = nlohmann::json::object();
@@ -121,6 +125,9 @@ class Kubelet : public controllers::Controller {
   // Handles an exited container that may restart; true when it was (re)started or is waiting.
   void MaybeRestart(Pod& p, const nlohmann::json& pod, Container& c);
   void KillContainer(Container& c, int sig);
+  // Pins the namespace of a running container once its launcher has made it.
+  static void PinNamespace(Container& c);
+  static void UnpinNamespace(Container& c);
   void WriteStatus(Pod& p, const nlohmann::json& pod, bool terminal);
   nlohmann::json ComputeStatus(Pod& p, const nlohmann::json& pod, bool terminal);
   void Event(const Pod& p, const nlohmann::json& pod, const Container* c, const std::string& type,

@@ -76,7 +76,8 @@ std::string FieldRefValue(const json& pod, const std::string& path, const PodFac
     std::string out;
     if (m.is_object()) {
       for (const auto& [k, v] : m.items()) {
-        out += (out.empty() ? "" : "\n") + k + "=" + json(v.is_string() ? v.get<std::string>() : "").dump();
+        out += (out.empty() ? "" : "\n") + k + "=" +
+               json(v.is_string() ? v.get<std::string>() : "").dump();
       }
     }
     return out;
@@ -148,8 +149,9 @@ std::string ExpandVars(const std::string& s, const std::map<std::string, std::st
     if (s[i + 1] == '(') {
       const size_t close = s.find(')', i + 2);
       if (close == std::string::npos) {
-        out += s.substr(i);
-        break;
+        out += "$(";  // an incomplete reference stays as it is; scanning goes on after it
+        i += 2;
+        continue;
       }
       const std::string name = s.substr(i + 2, close - i - 2);
       auto it = env.find(name);

@@ -135,8 +135,8 @@ std::string IpPool::Acquire(const std::string& owner) {
     used_.insert(n);
     by_owner_[owner] = n;
   }
-  return "127." + std::to_string((n >> 16) & 0xff) + "." + std::to_string((n >> 8) & 0xff) +
-         "." + std::to_string(n & 0xff);
+  return "127." + std::to_string((n >> 16) & 0xff) + "." + std::to_string((n >> 8) & 0xff) + "." +
+         std::to_string(n & 0xff);
 }
 
 void IpPool::Release(const std::string& owner) {

@@ -32,10 +32,10 @@ json SandboxSpec::ToJson() const {
                            {"readOnly", m.read_only},
                            {"file", m.file}});
   }
-  return {{"argv", argv},   {"env", env},     {"cwd", cwd},   {"root", root},
-          {"upper", upper}, {"work", work},   {"mounts", mounts_json},
-          {"hide", hide},   {"errorFile", error_file}, {"nsFile", ns_file},
-          {"shmBytes", shm_bytes}};
+  return {{"argv", argv},          {"env", env},           {"cwd", cwd},
+          {"root", root},          {"upper", upper},       {"work", work},
+          {"mounts", mounts_json}, {"hide", hide},         {"errorFile", error_file},
+          {"nsFile", ns_file},     {"shmBytes", shm_bytes}};
 }
 
 SandboxSpec SandboxSpec::FromJson(const json& j) {
@@ -93,7 +93,8 @@ pid_t Spawn(const std::vector<std::string>& args, const std::string& out_file, b
     if (sig != SIGKILL && sig != SIGSTOP) sigaddset(&defaults, sig);
   }
   posix_spawnattr_setsigdefault(&attr, &defaults);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSID);
+  posix_spawnattr_setflags(&attr,
+                           POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSID);
   std::vector<char*> argv;
   for (const auto& a : args)
     argv.push_back(const_cast<char*>(a.c_str()));
@@ -182,7 +183,8 @@ std::string CheckSandboxSupport(const std::string& launcher, const std::string& 
   }
   std::string text = Slurp(out);
   std::remove(out.c_str());
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' '))
+    text.pop_back();
   if (status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0) return "";
   return text.empty() ? "the sandbox check failed" : text;
 }

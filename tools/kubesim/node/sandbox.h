@@ -22,8 +22,8 @@
 namespace kubesim::node {
 
 struct SandboxMount {
-  std::string source;  // host path (bind), or "" for tmpfs
-  std::string target;  // absolute path inside the container
+  std::string source;         // host path (bind), or "" for tmpfs
+  std::string target;         // absolute path inside the container
   std::string type = "bind";  // "bind" | "tmpfs"
   std::string options;        // tmpfs mount data, e.g. "size=67108864"
   bool read_only = false;

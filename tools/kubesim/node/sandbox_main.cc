@@ -153,10 +153,22 @@ std::string LookPath(const std::string& file, const std::vector<std::string>& en
   return "";
 }
 
-[[noreturn]] void Exec(const std::vector<std::string>& argv, const std::vector<std::string>& env,
-                       const std::string& error_file) {
+// The start-error file, opened before the pivot (afterwards its path is the container's).
+int g_error_fd = -1;
+
+void ReportError(const std::string& text) {
+  if (g_error_fd < 0) return;
+  size_t off = 0;
+  while (off < text.size()) {
+    const ssize_t n = write(g_error_fd, text.data() + off, text.size() - off);
+    if (n <= 0) break;
+    off += static_cast<size_t>(n);
+  }
+}
+
+[[noreturn]] void Exec(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
   if (argv.empty()) {
-    WriteFile(error_file, "no command to run");
+    ReportError("no command to run");
     std::_Exit(kStartErrorExit);
   }
   std::string why;
@@ -173,16 +185,19 @@ std::string LookPath(const std::string& file, const std::vector<std::string>& en
     execve(path.c_str(), a.data(), e.data());
     why = Errno();
   }
-  WriteFile(error_file, "exec: \"" + argv[0] + "\": " + why);
+  ReportError("exec: \"" + argv[0] + "\": " + why);
   std::_Exit(kStartErrorExit);
 }
 
-int Fail(const SandboxSpec& s, const std::string& msg) {
-  WriteFile(s.error_file, "kubesim sandbox: " + msg);
+int Fail(const SandboxSpec&, const std::string& msg) {
+  ReportError("kubesim sandbox: " + msg);
   return kStartErrorExit;
 }
 
 int Run(const SandboxSpec& s) {
+  if (!s.error_file.empty()) {
+    g_error_fd = open(s.error_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  }
   if (unshare(CLONE_NEWNS) != 0) return Fail(s, "unshare(CLONE_NEWNS): " + Errno());
   if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
     return Fail(s, "making / private: " + Errno());
@@ -252,7 +267,7 @@ int Run(const SandboxSpec& s) {
   if (!MakeDirs(cwd) || chdir(cwd.c_str()) != 0) {
     return Fail(s, "chdir to cwd (\"" + cwd + "\"): " + Errno());
   }
-  Exec(s.argv, s.env, s.error_file);
+  Exec(s.argv, s.env);
 }
 
 int ExecIn(pid_t pid, const SandboxSpec& s, const std::vector<std::string>& argv) {
@@ -343,8 +358,7 @@ int SandboxMain(int argc, char** argv) {
     std::fprintf(stderr, "kubesim-sandbox: %s\n", e.what());
     return kStartErrorExit;
   }
-  std::fprintf(stderr,
-               "usage: kubesim-sandbox run SPEC | exec PID SPEC -- ARGV... | probe DIR\n");
+  std::fprintf(stderr, "usage: kubesim-sandbox run SPEC | exec PID SPEC -- ARGV... | probe DIR\n");
   return 2;
 }
 

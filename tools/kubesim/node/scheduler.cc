@@ -97,8 +97,7 @@ void Scheduler::Start(const controllers::ControllerContext& ctx) {
     }
     if (Holds(pod)) RetryUnschedulable();
   };
-  pods_ = std::make_unique<kube::Informer>(*client_, InformerFor(kube::resources::kPods),
-                                           ph);
+  pods_ = std::make_unique<kube::Informer>(*client_, InformerFor(kube::resources::kPods), ph);
   kube::InformerHandlers nh;
   nh.on_add = [this](const json&) { RetryUnschedulable(); };
   nh.on_update = [this](const json& old, const json& node) {
@@ -111,8 +110,7 @@ void Scheduler::Start(const controllers::ControllerContext& ctx) {
     }
   };
   nh.on_delete = [this](const json&) { RetryUnschedulable(); };
-  nodes_ = std::make_unique<kube::Informer>(*client_, InformerFor(kube::resources::kNodes),
-                                            nh);
+  nodes_ = std::make_unique<kube::Informer>(*client_, InformerFor(kube::resources::kNodes), nh);
   nodes_->Start();
   pods_->Start();
   worker_ = std::thread([this] { Worker(); });
@@ -130,7 +128,8 @@ void Scheduler::Stop() {
 
 void Scheduler::Worker() {
   // Both caches first: deciding against an empty node list would report "no nodes available".
-  while (!stop_ && !(nodes_->WaitForSync(milliseconds(200)) && pods_->WaitForSync(milliseconds(200)))) {
+  while (!stop_ &&
+         !(nodes_->WaitForSync(milliseconds(200)) && pods_->WaitForSync(milliseconds(200)))) {
   }
   while (auto key = queue_.Get()) {
     try {
@@ -164,7 +163,8 @@ void Scheduler::Requeue(const std::string& key) {
     last = last_attempt_[key];
   }
   // kube-scheduler's pod back-off: 1 s doubling to 10 s (scaled by --scheduler-backoff-ms).
-  const milliseconds delay = std::min(backoff_ * 10, backoff_ * (1 << std::min(std::max(n - 1, 0), 4)));
+  const milliseconds delay =
+      std::min(backoff_ * 10, backoff_ * (1 << std::min(std::max(n - 1, 0), 4)));
   const auto ready = last + delay;
   const auto now = std::chrono::steady_clock::now();
   if (ready <= now) {
@@ -287,8 +287,9 @@ void Scheduler::ScheduleOne(const std::string& key) {
 KUBESIM_REGISTER_CONTROLLER({"scheduler",
                              [] { return std::make_unique<Scheduler>(); },
                              {{"scheduler-backoff-ms", "first retry back-off of a pod (1000)"},
-                              {"scheduler-resync-ms", "periodic retry of unschedulable pods "
-                                                      "(300000)"}},
+                              {"scheduler-resync-ms",
+                               "periodic retry of unschedulable pods "
+                               "(300000)"}},
                              150});
 
 }  // namespace kubesim::node

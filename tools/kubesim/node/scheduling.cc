@@ -180,8 +180,8 @@ Resources PodRequests(const json& pod) {
 
 Resources NodeAllocatable(const json& node) {
   const json& status = Field(node, "status");
-  const json& alloc = Field(status, "allocatable").is_object() ? status["allocatable"]
-                                                                : Field(status, "capacity");
+  const json& alloc =
+      Field(status, "allocatable").is_object() ? status["allocatable"] : Field(status, "capacity");
   Resources out;
   if (alloc.is_object()) {
     for (const auto& [k, v] : alloc.items())
@@ -236,8 +236,8 @@ bool MatchesNodeAffinity(const json& pod, const json& node) {
       if (!labels.is_object() || !labels.contains(k) || labels[k] != v) return false;
     }
   }
-  const json& required = Field(
-      Field(Field(spec, "affinity"), "nodeAffinity"), "requiredDuringSchedulingIgnoredDuringExecution");
+  const json& required = Field(Field(Field(spec, "affinity"), "nodeAffinity"),
+                               "requiredDuringSchedulingIgnoredDuringExecution");
   const json& terms = Field(required, "nodeSelectorTerms");
   if (required.is_object() && terms.is_array()) {
     bool any = false;
@@ -273,9 +273,9 @@ NodeStatus FilterNode(const json& pod, const json& node, const NodeUsage& usage)
     const std::string effect = Str(taint, "effect");
     if (effect != "NoSchedule" && effect != "NoExecute") continue;
     if (!Tolerates(pod, taint)) {
-      return reject("node(s) had untolerated taint {" + Str(taint, "key") + ": " +
-                        Str(taint, "value") + "}",
-                    true);
+      return reject(
+          "node(s) had untolerated taint {" + Str(taint, "key") + ": " + Str(taint, "value") + "}",
+          true);
     }
   }
   // NodeAffinity.
