@@ -437,4 +437,43 @@ TEST(Kubelet, ServiceProxyAndHostsReachAPodServer) {
                                   client_ip + "\nhello-from-pod\n");
 }
 
+TEST(Kubelet, ExecReadinessProbesRunInsideTheContainer) {
+  Cluster k(kOneNode);
+  // /tmp/ready exists only in the container's own filesystem: the probe must run in there.
+  json p = ShPod("probed", "sleep 1; touch /tmp/ready; sleep 30", "Always");
+  p["spec"]["containers"][0]["readinessProbe"] = {
+      {"exec", {{"command", json::array({"cat", "/tmp/ready"})}}}, {"periodSeconds", 1}};
+  k.Post(kPods, p);
+  ASSERT_TRUE(WaitFor([&] { return Phase(k.Pod("probed")) == "Running"; })) << k.Log();
+  json ready = Condition(k.Pod("probed"), "Ready");
+  EXPECT_EQ(ready.value("status", ""), "False");
+  EXPECT_EQ(ready.value("reason", ""), "ContainersNotReady");
+  EXPECT_EQ(ready.value("message", ""), "containers with unready status: [main]");
+  ASSERT_TRUE(WaitFor([&] {
+    return Condition(k.Pod("probed"), "Ready").value("status", "") == "True";
+  })) << k.Log();
+  EXPECT_TRUE(ContainerStatus(k.Pod("probed"), "main").value("ready", false));
+  EXPECT_FALSE(fs::exists("/tmp/ready"));
+  auto unhealthy = k.EventMessages("probed", "Unhealthy");
+  ASSERT_FALSE(unhealthy.empty());
+  EXPECT_EQ(unhealthy[0], "Readiness probe failed: cat: /tmp/ready: No such file or directory");
+}
+
+TEST(Kubelet, WithoutPrivilegesPodsFailWithAClearMessage) {
+  // kubesim as nobody: no mount namespaces, so no sandbox; the pod fails and says why.
+  Cluster k(kOneNode, {}, {"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"});
+  ASSERT_GT(k.port(), 0) << k.Log();
+  k.Post(kPods, ShPod("unprivileged", "echo hi"));
+  ASSERT_TRUE(WaitFor([&] { return Phase(k.Pod("unprivileged")) == "Failed"; })) << k.Log();
+  json pod = k.Pod("unprivileged");
+  EXPECT_EQ(pod["status"].value("reason", ""), "SandboxUnavailable");
+  const std::string msg = pod["status"].value("message", "");
+  EXPECT_EQ(msg,
+            "kubesim cannot run containers on this machine: kubesim runs as uid 65534: the "
+            "kubelet needs root (mount namespaces, overlayfs)");
+  EXPECT_TRUE(Has(k.EventMessages("unprivileged", "FailedCreatePodSandBox"),
+                  "Failed to create pod sandbox: " + msg));
+  EXPECT_NE(k.Log().find("containers cannot run here"), std::string::npos);
+}
+
 }  // namespace

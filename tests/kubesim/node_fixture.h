@@ -40,7 +40,9 @@ inline std::string Slurp(const fs::path& p) {
 class Cluster {
  public:
   // `nodes_yaml`: the --nodes inventory; `extra`: more kubesim flags.
-  explicit Cluster(const std::string& nodes_yaml, std::vector<std::string> extra = {}) {
+  // `wrapper`: a command kubesim runs under (e.g. setpriv to drop root).
+  explicit Cluster(const std::string& nodes_yaml, std::vector<std::string> extra = {},
+                   std::vector<std::string> wrapper = {}) {
     static int counter = 0;
     dir_ = fs::temp_directory_path() /
            ("kubesim-node-test-" + std::to_string(getpid()) + "-" + std::to_string(counter++));
@@ -73,6 +75,11 @@ class Cluster {
                                      "--scheduler-backoff-ms",
                                      "100"};
     args.insert(args.end(), extra.begin(), extra.end());
+    if (!wrapper.empty()) {
+      args.insert(args.begin(), wrapper.begin(), wrapper.end());
+      for (const auto& d : {dir_, dir_ / "pv"})
+        fs::permissions(d, fs::perms::all);
+    }
     const std::string log = (dir_ / "kubesim.log").string();
     pid_ = fork();
     if (pid_ == 0) {
@@ -82,7 +89,7 @@ class Cluster {
       for (auto& a : args)
         argv.push_back(a.data());
       argv.push_back(nullptr);
-      execv(argv[0], argv.data());
+      execvp(argv[0], argv.data());
       _exit(127);
     }
     for (int i = 0; i < 600 && port_ == 0; ++i) {

@@ -391,9 +391,9 @@ void Kubelet::MarkHostsDirty() {
   hosts_cv_.notify_all();
 }
 
-std::string Kubelet::RenderHostsFor(const json& pod, const std::string& ip) {
+std::vector<ServiceAddress> Kubelet::ServiceAddresses(
+    const std::map<std::string, json>& pods) const {
   std::map<std::string, std::vector<const json*>> by_ns;
-  const auto pods = pods_->Snapshot();
   for (const auto& [k, p] : pods)
     by_ns[Str(Obj(p, "metadata"), "namespace")].push_back(&p);
   std::vector<ServiceAddress> addrs;
@@ -403,7 +403,12 @@ std::string Kubelet::RenderHostsFor(const json& pod, const std::string& ip) {
     if (ep == nullptr) continue;
     addrs.push_back({ns, Str(Obj(svc, "metadata"), "name"), Str(Obj(*ep, "status"), "podIP")});
   }
-  return RenderHosts(pod, ip, addrs);
+  return addrs;
+}
+
+std::string Kubelet::RenderHostsFor(const json& pod, const std::string& ip) {
+  const std::string ns = Str(Obj(pod, "metadata"), "namespace");
+  return RenderHosts(pod, ip, RenderServiceLines(ns, ServiceAddresses(pods_->Snapshot())));
 }
 
 void Kubelet::HostsUpdater() {
@@ -421,24 +426,18 @@ void Kubelet::HostsUpdater() {
       for (auto& [k, p] : pods_rt_)
         pods.push_back(p);
     }
-    // One endpoint computation for all pods.
-    std::map<std::string, std::vector<const json*>> by_ns;
+    // One endpoint computation for all pods, one block of service lines per namespace.
     const auto snapshot = pods_->Snapshot();
-    for (const auto& [k, p] : snapshot)
-      by_ns[Str(Obj(p, "metadata"), "namespace")].push_back(&p);
-    std::vector<ServiceAddress> addrs;
-    for (const auto& [k, svc] : services_->Snapshot()) {
-      const std::string ns = Str(Obj(svc, "metadata"), "namespace");
-      const json* ep = PickEndpoint(svc, by_ns[ns]);
-      if (ep == nullptr) continue;
-      addrs.push_back({ns, Str(Obj(svc, "metadata"), "name"), Str(Obj(*ep, "status"), "podIP")});
-    }
+    const std::vector<ServiceAddress> addrs = ServiceAddresses(snapshot);
+    std::map<std::string, std::string> lines;
     for (auto& p : pods) {
       std::lock_guard<std::mutex> lock(p->mu);
       if (!p->sandbox || p->hosts_file.empty()) continue;
       auto it = snapshot.find(p->key);
       if (it == snapshot.end()) continue;
-      const std::string text = RenderHosts(it->second, p->ip, addrs);
+      auto l = lines.find(p->ns);
+      if (l == lines.end()) l = lines.emplace(p->ns, RenderServiceLines(p->ns, addrs)).first;
+      const std::string text = RenderHosts(it->second, p->ip, l->second);
       if (text == p->hosts_content) continue;
       WriteInPlace(p->hosts_file, text);
       p->hosts_content = text;

@@ -135,6 +135,8 @@ class Kubelet : public controllers::Controller {
   std::optional<nlohmann::json> Lookup(const std::string& kind, const std::string& ns,
                                        const std::string& name);
   std::string RenderHostsFor(const nlohmann::json& pod, const std::string& ip);
+  std::vector<ServiceAddress> ServiceAddresses(
+      const std::map<std::string, nlohmann::json>& pods) const;
   void MarkHostsDirty();
   bool OwnsNode(const std::string& node);
 

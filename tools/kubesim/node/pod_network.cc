@@ -85,8 +85,25 @@ int64_t ResolveTargetPort(const json& service_port, const json& pod) {
   return port.is_number_integer() ? port.get<int64_t>() : -1;
 }
 
+std::string RenderServiceLines(const std::string& ns, const std::vector<ServiceAddress>& services) {
+  std::vector<ServiceAddress> sorted = services;
+  std::sort(sorted.begin(), sorted.end(), [](const ServiceAddress& a, const ServiceAddress& b) {
+    return std::tie(a.ns, a.name) < std::tie(b.ns, b.name);
+  });
+  std::string out;
+  for (const auto& s : sorted) {
+    if (s.ip.empty()) continue;
+    std::string line = s.ip + "\t";
+    if (s.ns == ns) line += s.name + " ";
+    line += s.name + "." + s.ns + " " + s.name + "." + s.ns + ".svc " + s.name + "." + s.ns +
+            ".svc.cluster.local";
+    out += line + "\n";
+  }
+  return out;
+}
+
 std::string RenderHosts(const json& pod, const std::string& pod_ip,
-                        const std::vector<ServiceAddress>& services) {
+                        const std::string& service_lines) {
   const json& md = Obj(pod, "metadata");
   const json& spec = Obj(pod, "spec");
   const std::string ns = Str(md, "namespace");
@@ -105,20 +122,7 @@ std::string RenderHosts(const json& pod, const std::string& pod_ip,
   if (!subdomain.empty()) {
     self += "\t" + hostname + "." + subdomain + "." + ns + ".svc.cluster.local";
   }
-  out += self + "\n";
-  std::vector<ServiceAddress> sorted = services;
-  std::sort(sorted.begin(), sorted.end(), [](const ServiceAddress& a, const ServiceAddress& b) {
-    return std::tie(a.ns, a.name) < std::tie(b.ns, b.name);
-  });
-  for (const auto& s : sorted) {
-    if (s.ip.empty()) continue;
-    std::string line = s.ip + "\t";
-    if (s.ns == ns) line += s.name + " ";
-    line += s.name + "." + s.ns + " " + s.name + "." + s.ns + ".svc " + s.name + "." + s.ns +
-            ".svc.cluster.local";
-    out += line + "\n";
-  }
-  return out;
+  return out + self + "\n" + service_lines;
 }
 
 std::string IpPool::Acquire(const std::string& owner) {

@@ -42,12 +42,15 @@ struct ServiceAddress {
   std::string ip;
 };
 
+// The service lines of /etc/hosts for pods of namespace `ns`: every service of `ns` under
+// `<svc>`, and of every namespace under `<svc>.<ns>`, `<svc>.<ns>.svc` and
+// `<svc>.<ns>.svc.cluster.local` (computed once per namespace, shared by its pods).
+std::string RenderServiceLines(const std::string& ns, const std::vector<ServiceAddress>& services);
+
 // The /etc/hosts of a pod: `localhost` (and the pod's hostname) resolve to the pod's own address
-// — inside a real pod localhost is the pod itself — then every service of the pod's namespace
-// under `<svc>`, and of every namespace under `<svc>.<ns>`, `<svc>.<ns>.svc` and
-// `<svc>.<ns>.svc.cluster.local`.
+// — inside a real pod localhost is the pod itself — then `service_lines`.
 std::string RenderHosts(const nlohmann::json& pod, const std::string& pod_ip,
-                        const std::vector<ServiceAddress>& services);
+                        const std::string& service_lines);
 
 // Hands out pod addresses 127.10.0.1, 127.10.0.2, …; a released address is reused (lowest
 // first). Thread-safe.
