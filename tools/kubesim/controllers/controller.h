@@ -43,8 +43,9 @@ struct ControllerFlags {
   // --resync-ms: the RayJob requeue interval (KubeRay: 3 s).
   int resync_ms = 3000;
   // --ray-dashboard-port: the port the operator uses to reach a head pod's dashboard at its
-  // status.podIP (default 8265, Ray's; tests point it at their fake Jobs API).
-  int ray_dashboard_port = 8265;
+  // status.podIP (0 = the head service's `dashboard` port, 8265 by default; tests point it at
+  // their fake Jobs API).
+  int ray_dashboard_port = 0;
   // Values of flags declared by controllers (ControllerInfo::flags), keyed by flag name without
   // the leading dashes ("images" for --images).
   std::map<std::string, std::string> values;

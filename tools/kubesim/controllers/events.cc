@@ -79,6 +79,9 @@ void EventRecorder::Emit(const json& regarding, const std::string& type, const s
       if (it != seen_.end() && (!source_.new_api || now - it->second.first < kSeriesWindow)) {
         existing = it->second.name;
         count = ++it->second.count;
+        // client-go tools/events sends the series once (count 2) and keeps later repeats in its
+        // cache until the periodic refresh; the legacy recorder patches every repeat.
+        if (source_.new_api && count > 2) return;
       }
     }
     if (!existing.empty()) {
