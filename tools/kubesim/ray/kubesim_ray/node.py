@@ -481,7 +481,8 @@ class HeadNode(Node):
     def start(self):
         ip = self.node_ip
         self.servers.append(_bind(GcsHandler, self, ip, self.gcs_port, "gcs_server"))
-        self.servers.append(_bind(DashboardHandler, self, ip, self.dashboard_port, "dashboard"))
+        if self.args.include_dashboard:
+            self.servers.append(_bind(DashboardHandler, self, ip, self.dashboard_port, "dashboard"))
         self.servers.append(_bind(AgentHandler, self, ip, self.agent_port, "dashboard_agent"))
         self.scheduler.register({
             "node_id": self.node_id, "ip": ip, "is_head": True, "agent_port": self.agent_port,

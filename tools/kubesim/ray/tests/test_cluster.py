@@ -175,6 +175,16 @@ class ClusterTest(TmpTestCase):
         self.assertIn("Ray component gcs_server is trying to use a port number %d that is used by other components"
                       % head.gcs_port, r.stderr)
 
+    def test_head_without_dashboard(self):
+        tmp = self.mkdtemp()
+        head = Head(tmp, extra_args=["--include-dashboard=false"])
+        head.proc = subprocess.Popen(head.args, env=head.env, stdout=head.log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        self.addCleanup(head.stop)
+        wait_until(lambda: health_check(head, head.gcs).returncode == 0, what="GCS")
+        with self.assertRaises(OSError):
+            http("GET", head.url + "/api/version", timeout=2)
+
     def test_version(self):
         r = subprocess.run([RAY, "--version"], capture_output=True, text=True)
         self.assertEqual(r.stdout, "ray, version 2.55.1 (kubesim Ray control-plane emulator; the Python ray "

@@ -405,5 +405,28 @@ class PodAddressTest(unittest.TestCase):
         self.assertIn("Failed to connect to Ray at address", r.stderr)
 
 
+class TokenAuthTest(unittest.TestCase):
+    """RAY_AUTH_MODE=token on the head: Jobs API calls need `Authorization: Bearer <token>` (or
+    KubeRay's `x-ray-authorization`); health endpoints stay open for the probes."""
+
+    def test_token_auth(self):
+        tmp = tempfile.mkdtemp(prefix="kubesim-ray-auth-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        head = Head(tmp, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN="s3cret").start()
+        self.addCleanup(head.stop)
+        self.assertEqual(http("GET", head.url + "/api/gcs_healthz"), (200, "success"))
+        self.assertEqual(http("GET", head.url + "/api/jobs/")[0], 401)
+        self.assertEqual(http("GET", head.url + "/api/jobs/", headers={"Authorization": "Bearer nope"})[0], 401)
+        self.assertEqual(http("GET", head.url + "/api/jobs/", headers={"x-ray-authorization": "Bearer s3cret"}),
+                         (200, "[]"))
+        r = head.ray("job", "submit", "--address", head.url, "--", "echo", "authed",
+                     env={"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "s3cret"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("authed\n", r.stdout)
+        r = head.ray("job", "list", "--address", head.url, env={"RAY_AUTH_MODE": "", "RAY_AUTH_TOKEN": ""})
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("Request failed with status code 401", r.stderr)
+
+
 if __name__ == "__main__":
     unittest.main()
