@@ -64,10 +64,12 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.write(data)
 
     def body(self) -> bytes:
-        n = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(n) if n else b""
+        return self._body
 
     def route(self, method):
+        # Read the whole body first, so that a keep-alive connection stays in sync whatever the reply.
+        n = int(self.headers.get("Content-Length") or 0)
+        self._body = self.rfile.read(n) if n > 0 else b""
         path = urllib.parse.urlsplit(self.path).path
         for pattern, m, fn in self.routes:
             if m != method:

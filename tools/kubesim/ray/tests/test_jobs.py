@@ -89,6 +89,22 @@ class JobsTest(unittest.TestCase):
         self.assertEqual(http("GET", "http://127.0.0.1:%d/api/local_raylet_healthz" % self.head.agent_port),
                          (200, "success"))
 
+    def test_keep_alive_connections_stay_in_sync(self):
+        # Go's http.Client (KubeRay's dashboard client) reuses connections.
+        import http.client
+
+        c = http.client.HTTPConnection("127.0.0.1", self.head.dash_port, timeout=10)
+        self.addCleanup(c.close)
+        c.request("POST", "/api/jobs", body=b'{"entrypoint": "true"}', headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        self.assertEqual((r.status, r.read()), (404, b"404: Not Found"))
+        c.request("POST", "/api/jobs/", body=b'{"entrypoint": "true"}', headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        sid = json.loads(r.read())["submission_id"]
+        c.request("GET", "/api/jobs/" + sid)
+        r = c.getresponse()
+        self.assertEqual(json.loads(r.read())["submission_id"], sid)
+
     def test_exit_3_fails_with_rays_message(self):
         sid = self.sid("exit3")
         ep = "echo out; echo err >&2; exit 3"
