@@ -263,22 +263,34 @@ void Kubelet::Start(const controllers::ControllerContext& ctx) {
   auto enqueue = [this](const json& obj) { queue_.Add(kube::Informer::KeyOf(obj)); };
   kube::InformerHandlers ph;
   ph.on_add = [this, enqueue](const json& o) {
+    ViewPod(o, false);
     enqueue(o);
     MarkHostsDirty();
   };
   ph.on_update = [this, enqueue](const json&, const json& o) {
+    ViewPod(o, false);
     enqueue(o);
     MarkHostsDirty();
   };
   ph.on_delete = [this, enqueue](const json& o) {
+    ViewPod(o, true);
     enqueue(o);
     MarkHostsDirty();
   };
   pods_ = std::make_unique<kube::Informer>(*client_, InformerFor(kube::resources::kPods), ph);
   kube::InformerHandlers sh;
-  sh.on_add = [this](const json&) { MarkHostsDirty(); };
-  sh.on_update = [this](const json&, const json&) { MarkHostsDirty(); };
-  sh.on_delete = [this](const json&) { MarkHostsDirty(); };
+  sh.on_add = [this](const json& o) {
+    ViewService(o, false);
+    MarkHostsDirty();
+  };
+  sh.on_update = [this](const json&, const json& o) {
+    ViewService(o, false);
+    MarkHostsDirty();
+  };
+  sh.on_delete = [this](const json& o) {
+    ViewService(o, true);
+    MarkHostsDirty();
+  };
   services_ =
       std::make_unique<kube::Informer>(*client_, InformerFor(kube::resources::kServices), sh);
   kube::InformerHandlers nh;
@@ -391,24 +403,85 @@ void Kubelet::MarkHostsDirty() {
   hosts_cv_.notify_all();
 }
 
-std::vector<ServiceAddress> Kubelet::ServiceAddresses(
-    const std::map<std::string, json>& pods) const {
-  std::map<std::string, std::vector<const json*>> by_ns;
-  for (const auto& [k, p] : pods)
-    by_ns[Str(Obj(p, "metadata"), "namespace")].push_back(&p);
+void Kubelet::ViewPod(const json& pod, bool gone) {
+  const std::string key = kube::Informer::KeyOf(pod);
+  std::lock_guard<std::mutex> lock(view_mu_);
+  if (gone) {
+    pod_view_.erase(key);
+    return;
+  }
+  const json& md = Obj(pod, "metadata");
+  const json& spec = Obj(pod, "spec");
+  const json& status = Obj(pod, "status");
+  json v = {{"metadata",
+             {{"name", Obj(md, "name")},
+              {"namespace", Obj(md, "namespace")},
+              {"creationTimestamp", Obj(md, "creationTimestamp")},
+              {"labels", Obj(md, "labels")}}},
+            {"spec", {{"hostname", Obj(spec, "hostname")}, {"subdomain", Obj(spec, "subdomain")}}},
+            {"status", {{"podIP", Obj(status, "podIP")}, {"phase", Obj(status, "phase")}}}};
+  if (md.contains("deletionTimestamp"))
+    v["metadata"]["deletionTimestamp"] = md["deletionTimestamp"];
+  json containers = json::array();
+  for (const auto& c : Obj(spec, "containers").is_array() ? spec["containers"] : json::array())
+    containers.push_back({{"ports", Obj(c, "ports")}});
+  v["spec"]["containers"] = containers;
+  json conds = json::array();
+  for (const auto& c :
+       Obj(status, "conditions").is_array() ? status["conditions"] : json::array()) {
+    if (Str(c, "type") == "Ready") conds.push_back(c);
+  }
+  v["status"]["conditions"] = conds;
+  pod_view_[key] = std::move(v);
+}
+
+void Kubelet::ViewService(const json& svc, bool gone) {
+  const std::string key = kube::Informer::KeyOf(svc);
+  std::lock_guard<std::mutex> lock(view_mu_);
+  if (gone) {
+    service_view_.erase(key);
+    return;
+  }
+  const json& spec = Obj(svc, "spec");
+  service_view_[key] = {{"metadata", Obj(svc, "metadata")},
+                        {"spec",
+                         {{"selector", Obj(spec, "selector")},
+                          {"publishNotReadyAddresses", Obj(spec, "publishNotReadyAddresses")}}}};
+}
+
+std::vector<ServiceAddress> Kubelet::ServiceAddresses() {
+  std::lock_guard<std::mutex> lock(view_mu_);
+  // Pods that can be endpoints, indexed by "<ns>/<label>=<value>": a service only looks at the
+  // pods carrying its rarest selector label (KubeRay's select one cluster's pods).
+  std::map<std::string, std::vector<const json*>> by_label;
+  for (const auto& [k, p] : pod_view_) {
+    const json& status = Obj(p, "status");
+    if (Str(status, "podIP").empty() || Str(status, "phase") != "Running") continue;
+    const std::string ns = Str(Obj(p, "metadata"), "namespace");
+    const json& labels = Obj(Obj(p, "metadata"), "labels");
+    if (!labels.is_object()) continue;
+    for (const auto& [lk, lv] : labels.items()) {
+      if (lv.is_string()) by_label[ns + "/" + lk + "=" + lv.get<std::string>()].push_back(&p);
+    }
+  }
+  static const std::vector<const json*> kNone;
   std::vector<ServiceAddress> addrs;
-  for (const auto& [k, svc] : services_->Snapshot()) {
+  for (const auto& [k, svc] : service_view_) {
     const std::string ns = Str(Obj(svc, "metadata"), "namespace");
-    const json* ep = PickEndpoint(svc, by_ns[ns]);
+    const json& selector = Obj(Obj(svc, "spec"), "selector");
+    if (!selector.is_object() || selector.empty()) continue;
+    const std::vector<const json*>* candidates = nullptr;
+    for (const auto& [sk, sv] : selector.items()) {
+      auto it = sv.is_string() ? by_label.find(ns + "/" + sk + "=" + sv.get<std::string>())
+                               : by_label.end();
+      const auto* list = it == by_label.end() ? &kNone : &it->second;
+      if (candidates == nullptr || list->size() < candidates->size()) candidates = list;
+    }
+    const json* ep = PickEndpoint(svc, *candidates);
     if (ep == nullptr) continue;
     addrs.push_back({ns, Str(Obj(svc, "metadata"), "name"), Str(Obj(*ep, "status"), "podIP")});
   }
   return addrs;
-}
-
-std::string Kubelet::RenderHostsFor(const json& pod, const std::string& ip) {
-  const std::string ns = Str(Obj(pod, "metadata"), "namespace");
-  return RenderHosts(pod, ip, RenderServiceLines(ns, ServiceAddresses(pods_->Snapshot())));
 }
 
 void Kubelet::HostsUpdater() {
@@ -427,17 +500,27 @@ void Kubelet::HostsUpdater() {
         pods.push_back(p);
     }
     // One endpoint computation for all pods, one block of service lines per namespace.
-    const auto snapshot = pods_->Snapshot();
-    const std::vector<ServiceAddress> addrs = ServiceAddresses(snapshot);
+    const std::vector<ServiceAddress> addrs = ServiceAddresses();
     std::map<std::string, std::string> lines;
     for (auto& p : pods) {
-      std::lock_guard<std::mutex> lock(p->mu);
-      if (!p->sandbox || p->hosts_file.empty()) continue;
-      auto it = snapshot.find(p->key);
-      if (it == snapshot.end()) continue;
       auto l = lines.find(p->ns);
       if (l == lines.end()) l = lines.emplace(p->ns, RenderServiceLines(p->ns, addrs)).first;
-      const std::string text = RenderHosts(it->second, p->ip, l->second);
+      json view;
+      {
+        std::lock_guard<std::mutex> lock(p->mu);
+        // A pod's hosts file changes only with its namespace's service lines.
+        if (!p->sandbox || p->hosts_file.empty() || p->hosts_lines == l->second) continue;
+      }
+      {
+        std::lock_guard<std::mutex> lock(view_mu_);
+        auto it = pod_view_.find(p->key);
+        if (it == pod_view_.end()) continue;
+        view = it->second;
+      }
+      std::lock_guard<std::mutex> lock(p->mu);
+      if (!p->sandbox || p->hosts_file.empty()) continue;
+      const std::string text = RenderHosts(view, p->ip, l->second);
+      p->hosts_lines = l->second;
       if (text == p->hosts_content) continue;
       WriteInPlace(p->hosts_file, text);
       p->hosts_content = text;
@@ -675,7 +758,8 @@ bool Kubelet::EnsureSandbox(Pod& p, const json& pod) {
   for (const char* sub : {"logs", "containers", "volumes"})
     fs::create_directories(p.dir + "/" + sub);
   p.hosts_file = p.dir + "/hosts";
-  p.hosts_content = RenderHostsFor(pod, p.ip);
+  p.hosts_lines = RenderServiceLines(p.ns, ServiceAddresses());
+  p.hosts_content = RenderHosts(pod, p.ip, p.hosts_lines);
   WriteInPlace(p.hosts_file, p.hosts_content);
   p.start_time = Now();
   p.sandbox = true;

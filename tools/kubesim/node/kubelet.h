@@ -104,6 +104,7 @@ class Kubelet : public controllers::Controller {
     bool done = false;       // terminal status written; nothing more runs
     std::string hosts_file;
     std::string hosts_content;
+    std::string hosts_lines;  // the service lines it was rendered with
     nlohmann::json last_status;
     std::chrono::system_clock::time_point last_sync{};
   };
@@ -134,9 +135,8 @@ class Kubelet : public controllers::Controller {
              const std::string& reason, const std::string& note);
   std::optional<nlohmann::json> Lookup(const std::string& kind, const std::string& ns,
                                        const std::string& name);
-  std::string RenderHostsFor(const nlohmann::json& pod, const std::string& ip);
-  std::vector<ServiceAddress> ServiceAddresses(
-      const std::map<std::string, nlohmann::json>& pods) const;
+  // Every service with an endpoint, from the views.
+  std::vector<ServiceAddress> ServiceAddresses();
   void MarkHostsDirty();
   bool OwnsNode(const std::string& node);
 
@@ -157,6 +157,14 @@ class Kubelet : public controllers::Controller {
   std::mutex mu_;  // guards pods_rt_ and images_
   std::map<std::string, std::shared_ptr<Pod>> pods_rt_;
   std::map<std::string, std::set<std::string>> images_;  // node -> images present
+
+  // Trimmed copies of pods and services (what endpoints and /etc/hosts need), kept by the
+  // informers' handlers: a Snapshot() per change would copy every pod.
+  void ViewPod(const nlohmann::json& pod, bool gone);
+  void ViewService(const nlohmann::json& svc, bool gone);
+  std::mutex view_mu_;
+  std::map<std::string, nlohmann::json> pod_view_;
+  std::map<std::string, nlohmann::json> service_view_;
 
   std::mutex hosts_mu_;
   std::condition_variable hosts_cv_;

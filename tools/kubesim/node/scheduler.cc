@@ -74,9 +74,11 @@ void Scheduler::Start(const controllers::ControllerContext& ctx) {
 
   kube::InformerHandlers ph;
   ph.on_add = [this](const json& pod) {
+    Track(pod);
     if (Pending(pod)) queue_.Add(kube::Informer::KeyOf(pod));
   };
   ph.on_update = [this](const json& old, const json& pod) {
+    Track(pod);
     const std::string key = kube::Informer::KeyOf(pod);
     if (Pending(pod)) {
       // Our own condition write must not trigger another attempt; a spec change does.
@@ -89,8 +91,8 @@ void Scheduler::Start(const controllers::ControllerContext& ctx) {
     const std::string key = kube::Informer::KeyOf(pod);
     {
       std::lock_guard<std::mutex> lock(mu_);
+      held_.erase(key);
       assumed_.erase(key);
-      assumed_pods_.erase(key);
       unschedulable_.erase(key);
       attempts_.erase(key);
       last_attempt_.erase(key);
@@ -154,6 +156,18 @@ void Scheduler::Resync() {
   }
 }
 
+void Scheduler::Track(const json& pod) {
+  const std::string key = kube::Informer::KeyOf(pod);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (Holds(pod)) {
+    held_[key] = {Str(Obj(pod, "spec"), "nodeName"), DemandOf(pod)};
+    assumed_.erase(key);
+  } else {
+    held_.erase(key);
+    if (!Pending(pod)) assumed_.erase(key);
+  }
+}
+
 void Scheduler::Requeue(const std::string& key) {
   std::chrono::steady_clock::time_point last;
   int n = 0;
@@ -203,22 +217,12 @@ void Scheduler::ScheduleOne(const std::string& key) {
     nodes[node_name] = std::move(n);  // (json's operator= takes its argument by value)
   }
   std::map<std::string, NodeUsage> usage;
-  const auto snapshot = pods_->Snapshot();
-  for (const auto& [k, p] : snapshot) {
-    if (Holds(p)) AddPod(usage[Str(Obj(p, "spec"), "nodeName")], p);
-  }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (auto it = assumed_.begin(); it != assumed_.end();) {
-      auto cur = snapshot.find(it->first);
-      if (cur == snapshot.end() || !Str(Obj(cur->second, "spec"), "nodeName").empty()) {
-        assumed_pods_.erase(it->first);
-        it = assumed_.erase(it);
-        continue;
-      }
-      AddPod(usage[it->second], assumed_pods_[it->first]);
-      ++it;
-    }
+    for (const auto& [k, h] : held_)
+      AddPod(usage[h.node], h.demand);
+    for (const auto& [k, h] : assumed_)
+      AddPod(usage[h.node], h.demand);
   }
   const json& md = Obj(*pod, "metadata");
   const std::string ns = Str(md, "namespace");
@@ -238,8 +242,8 @@ void Scheduler::ScheduleOne(const std::string& key) {
     }
     {
       std::lock_guard<std::mutex> lock(mu_);
-      assumed_[key] = d.node;
-      assumed_pods_[key] = *pod;
+      // Unless the informer already delivered the binding, count the pod on its node now.
+      if (held_.count(key) == 0) assumed_[key] = {d.node, DemandOf(*pod)};
       unschedulable_.erase(key);
       attempts_.erase(key);
       last_attempt_.erase(key);

@@ -21,6 +21,7 @@
 #include "controllers/controller.h"
 #include "controllers/events.h"
 #include "controllers/workqueue.h"
+#include "node/scheduling.h"
 #include "starforge/kube/client.h"
 #include "starforge/kube/informer.h"
 
@@ -51,9 +52,17 @@ class Scheduler : public controllers::Controller {
   std::chrono::milliseconds backoff_{1000};
   std::chrono::milliseconds resync_every_{300000};
 
+  // The scheduler's cache: what every pod holding node resources takes, kept by the pod
+  // informer's handlers so that a decision does not copy every pod.
+  void Track(const nlohmann::json& pod);
+  struct Held {
+    std::string node;
+    PodDemand demand;
+  };
+
   std::mutex mu_;
-  std::map<std::string, std::string> assumed_;  // pod key -> node, until the informer shows it
-  std::map<std::string, nlohmann::json> assumed_pods_;
+  std::map<std::string, Held> held_;     // pod key -> its node and demand
+  std::map<std::string, Held> assumed_;  // bound by us; the informer has not caught up
   std::set<std::string> unschedulable_;
   std::map<std::string, int> attempts_;
   std::map<std::string, std::chrono::steady_clock::time_point> last_attempt_;

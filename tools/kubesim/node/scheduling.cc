@@ -248,11 +248,19 @@ bool MatchesNodeAffinity(const json& pod, const json& node) {
   return true;
 }
 
-void AddPod(NodeUsage& usage, const json& pod) {
-  AddTo(usage.requested, PodRequests(pod));
+PodDemand DemandOf(const json& pod) {
+  return {PodRequests(pod), HostPorts(pod)};
+}
+
+void AddPod(NodeUsage& usage, const PodDemand& demand) {
+  AddTo(usage.requested, demand.requests);
   ++usage.pods;
-  for (int64_t p : HostPorts(pod))
-    usage.host_ports.push_back(p);
+  usage.host_ports.insert(usage.host_ports.end(), demand.host_ports.begin(),
+                          demand.host_ports.end());
+}
+
+void AddPod(NodeUsage& usage, const json& pod) {
+  AddPod(usage, DemandOf(pod));
 }
 
 NodeStatus FilterNode(const json& pod, const json& node, const NodeUsage& usage) {

@@ -54,7 +54,15 @@ struct NodeUsage {
   std::vector<int64_t> host_ports;  // TCP host ports in use (0.0.0.0)
 };
 
-// Adds `pod` to `usage`.
+// What a pod takes from its node, computed once per pod version (the scheduler's cache).
+struct PodDemand {
+  Resources requests;
+  std::vector<int64_t> host_ports;
+};
+PodDemand DemandOf(const nlohmann::json& pod);
+
+// Adds a pod to `usage`.
+void AddPod(NodeUsage& usage, const PodDemand& demand);
 void AddPod(NodeUsage& usage, const nlohmann::json& pod);
 
 // Runs the filters, stopping at the first plugin that rejects the node.
