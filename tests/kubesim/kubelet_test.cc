@@ -377,14 +377,14 @@ TEST(Kubelet, DeletionSendsSigtermThenSigkillAfterTheGracePeriod) {
   const auto t0 = std::chrono::steady_clock::now();
   k.Delete(kPods + "/polite");
   k.Delete(kPods + "/stubborn");
-  ASSERT_TRUE(WaitFor([&] { return !k.PodExists("polite"); }, std::chrono::seconds(4)));
+  ASSERT_TRUE(WaitFor([&] { return !k.PodExists("polite"); }, std::chrono::seconds(10)));
   EXPECT_EQ(Slurp(out / "polite"), "got-term\n");
   EXPECT_TRUE(Has(k.EventMessages("polite", "Killing"), "Stopping container main"));
   // The stubborn one outlives SIGTERM, then is gone once the grace period is over.
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   EXPECT_TRUE(k.PodExists("stubborn"));
   EXPECT_EQ(kill(stubborn_pid, 0), 0);
-  ASSERT_TRUE(WaitFor([&] { return !k.PodExists("stubborn"); }, std::chrono::seconds(5)));
+  ASSERT_TRUE(WaitFor([&] { return !k.PodExists("stubborn"); }, std::chrono::seconds(10)));
   EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(900));
   EXPECT_TRUE(WaitFor([&] { return kill(stubborn_pid, 0) != 0; }, std::chrono::seconds(2)));
   EXPECT_NE(kill(polite, 0), 0);
