@@ -383,6 +383,7 @@ void Server::HandleResource(const httplib::Request& req, httplib::Response& res,
     return;
   }
   if (t.r->group == "authorization.k8s.io") return AccessReview(req, res, t);
+  if (t.sub == "binding") return Bind(req, res, t);
   if (t.sub == "proxy" && t.r->plural == "services") return ServiceProxy(req, res, t);
   if (t.sub == "proxy") {
     ApiError e(503, "ServiceUnavailable",

@@ -91,6 +91,8 @@ class Server {
 
   // proxy.cc: services/proxy to the backend named by the proxy-target annotation.
   void ServiceProxy(const httplib::Request& req, httplib::Response& res, const Target& t);
+  // binding.cc: pods/binding (the scheduler's assignment of a pod to a node).
+  void Bind(const httplib::Request& req, httplib::Response& res, const Target& t);
   // POST selfsubjectaccessreviews, evaluated against the RBAC table (allowed without one).
   void AccessReview(const httplib::Request& req, httplib::Response& res, const Target& t);
 

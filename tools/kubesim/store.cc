@@ -150,7 +150,30 @@ bool Store::DeleteOne(const std::string& storage, const std::string& key, Propag
   if (it == objs.end()) return true;
   json obj = it->second;
   json& md = obj["metadata"];
-  if (md.contains("deletionTimestamp")) return false;  // already being deleted
+  if (md.contains("deletionTimestamp")) {
+    // Already being deleted. A pod's grace period may only shrink: the kubelet's final DELETE
+    // with gracePeriodSeconds=0 (its processes are gone) removes it now.
+    const std::string gk = storage + "|" + key;
+    if (storage != "pods" || grace_seconds < 0 || grace_until_.count(gk) == 0 ||
+        grace_seconds >= md.value("deletionGracePeriodSeconds", int64_t{0})) {
+      return false;
+    }
+    if (grace_seconds == 0) {
+      grace_until_.erase(gk);
+      if (NoFinalizers(obj)) {
+        Remove(storage, key);
+        return true;
+      }
+    } else {
+      grace_until_[gk] = std::chrono::steady_clock::now() + std::chrono::seconds(grace_seconds);
+    }
+    md["deletionGracePeriodSeconds"] = grace_seconds;
+    json old = it->second;
+    md["resourceVersion"] = std::to_string(NextRv());
+    it->second = obj;
+    Record("MODIFIED", storage, obj, old);
+    return false;
+  }
   if (policy == Propagation::kOrphan && !HasFinalizer(obj, "orphan")) {
     md["finalizers"].push_back("orphan");
   } else if (policy == Propagation::kForeground && !HasFinalizer(obj, "foregroundDeletion")) {
