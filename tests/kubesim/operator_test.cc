@@ -26,6 +26,8 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "starforge/common/yaml_json.h"
+
 using nlohmann::json;
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
@@ -1470,4 +1472,95 @@ TEST(Controllers, UnknownControllerIsAnError) {
   Sim sim({"--controllers", "operator,nope"});
   EXPECT_EQ(sim.port(), 0);
   EXPECT_NE(sim.Log().find("unknown controller \"nope\""), std::string::npos) << sim.Log();
+}
+
+namespace {
+
+// The YAML documents of a manifest file, as JSON.
+std::vector<json> ReadManifests(const std::string& path) {
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<json> docs;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t sep = text.find("\n---", start);
+    json doc = starforge::ParseYaml(
+        text.substr(start, sep == std::string::npos ? std::string::npos : sep - start));
+    if (doc.is_object()) docs.push_back(doc);
+    if (sep == std::string::npos) break;
+    start = sep + 4;
+  }
+  return docs;
+}
+
+std::string PodLog(const Sim& sim, const std::string& ns, const std::string& pod) {
+  httplib::Client c("127.0.0.1", sim.port());
+  auto r = c.Get(PodsPath(ns) + "/" + pod + "/log");
+  return r ? r->body : "";
+}
+
+}  // namespace
+
+// With every controller (the scheduler, kubelet and Ray emulator of h/k-kubelet and h/k-ray):
+// KubeRay's sample runs for real. Its script imports the `ray` library, which is not emulated,
+// so it ends Failed/AppFailed with ModuleNotFoundError in the driver log; the same RayJob with
+// `python3 -c 'print(42)'` ends Complete/SUCCEEDED with 42 in the submitter's log.
+TEST(OperatorRealRun, KubeRaySample) {
+  Sim sim({"--nodes", std::string(KUBESIM_TESTDATA) + "/nodes.yaml", "--resync-ms", "300",
+           "--kubelet-backoff-ms", "500", "--scheduler-backoff-ms", "200", "--kubelet-sync-ms",
+           "1000", "--bookmark-interval-ms", "200"});
+  ASSERT_GT(sim.port(), 0) << sim.Log();
+  std::vector<json> docs = ReadManifests(std::string(KUBESIM_TESTDATA) + "/ray-job.sample.yaml");
+  ASSERT_EQ(docs.size(), 2u);
+  json rayjob = docs[0];
+  json configmap = docs[1];
+  ASSERT_EQ(rayjob["kind"], "RayJob");
+  ASSERT_EQ(configmap["kind"], "ConfigMap");
+  sim.Create("/api/v1/namespaces/default/configmaps", configmap);
+  json print42 = rayjob;
+  print42["metadata"]["name"] = "rayjob-print42";
+  print42["spec"]["entrypoint"] = "python3 -c 'print(42)'";
+  StatusRecorder rec_sample(sim, "default", "rayjob-sample");
+  StatusRecorder rec_42(sim, "default", "rayjob-print42");
+  sim.Create(RjPath("default"), rayjob);
+  sim.Create(RjPath("default"), print42);
+
+  EXPECT_EQ(WaitJds(sim, "default", "rayjob-sample", "Failed", 50s), "Failed") << sim.Log();
+  EXPECT_EQ(WaitJds(sim, "default", "rayjob-print42", "Complete", 20s), "Complete") << sim.Log();
+
+  json st = RayJobStatus(sim, "default", "rayjob-sample");
+  EXPECT_EQ(st["reason"], "AppFailed");
+  EXPECT_EQ(st["jobStatus"], "FAILED");
+  EXPECT_EQ(st["failed"], 1);
+  EXPECT_NE(st.value("message", "").find("Job entrypoint command failed with exit code 1"),
+            std::string::npos);
+  EXPECT_NE(st.value("message", "").find("ModuleNotFoundError: No module named 'ray'"),
+            std::string::npos);
+  std::vector<json> pods = SubmitterPods(sim, "default", "rayjob-sample");
+  ASSERT_FALSE(pods.empty());
+  EXPECT_FALSE(pods[0]["spec"].value("nodeName", "").empty());
+  EXPECT_NE(PodLog(sim, "default", pods[0]["metadata"]["name"])
+                .find("ModuleNotFoundError: No module named 'ray'"),
+            std::string::npos);
+  const std::vector<std::string> failed_seq = {"", "Initializing", "Running", "Failed"};
+  EXPECT_EQ(rec_sample.SequenceSoon("jobDeploymentStatus", failed_seq), failed_seq);
+  EXPECT_EQ(rec_sample.Sequence("jobStatus").back(), "FAILED");
+
+  st = RayJobStatus(sim, "default", "rayjob-print42");
+  EXPECT_EQ(st["jobStatus"], "SUCCEEDED");
+  EXPECT_EQ(st["succeeded"], 1);
+  EXPECT_EQ(st["message"], "Job finished successfully.");
+  pods = SubmitterPods(sim, "default", "rayjob-print42");
+  ASSERT_FALSE(pods.empty());
+  const std::string log = PodLog(sim, "default", pods[0]["metadata"]["name"]);
+  EXPECT_NE(log.find("\n42\n"), std::string::npos) << log;
+  const std::vector<std::string> ok_seq = {"", "Initializing", "Running", "Complete"};
+  EXPECT_EQ(rec_42.SequenceSoon("jobDeploymentStatus", ok_seq), ok_seq);
+  const std::vector<std::string> js = rec_42.Sequence("jobStatus");
+  EXPECT_EQ(js.front(), "");
+  EXPECT_EQ(js.back(), "SUCCEEDED");
+  // The clusters ran on the inventory's nodes with the kubelet's pod addresses.
+  json rc = sim.Get(RcPath("default", st["rayClusterName"]));
+  EXPECT_EQ(rc["status"]["state"], "ready");
+  EXPECT_EQ(rc["status"]["head"]["podIP"].get<std::string>().rfind("127.", 0), 0u);
 }
