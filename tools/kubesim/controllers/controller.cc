@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <random>
 #include <stdexcept>
+#include <thread>
 
 namespace kubesim::controllers {
 
@@ -108,10 +109,13 @@ void ControllerSet::StartAll(const ControllerContext& ctx) {
 
 void ControllerSet::StopAll() {
   std::lock_guard<std::mutex> lock(mu_);
-  while (!running_.empty()) {
-    running_.back()->Stop();
-    running_.pop_back();
-  }
+  // Side by side: each controller's streams take up to a second to notice.
+  std::vector<std::thread> stoppers;
+  for (auto& c : running_)
+    stoppers.emplace_back([&c] { c->Stop(); });
+  for (auto& t : stoppers)
+    t.join();
+  running_.clear();
 }
 
 std::unique_ptr<starforge::kube::Client> MakeControllerClient(const std::string& server_url,

@@ -89,7 +89,7 @@ struct ControllerInfo {
   std::string name;  // the --controllers name: operator, jobs, scheduler, kubelet
   std::function<std::unique_ptr<Controller>()> make;
   std::vector<ControllerFlag> flags;
-  int order = 100;  // start order (lower first); Stop runs in reverse
+  int order = 100;  // start order (lower first); all are stopped together
 };
 
 // Static registration (use the macro). Returns true.
@@ -112,7 +112,7 @@ class ControllerSet {
   ~ControllerSet();
   // Makes and starts every enabled registered controller in order.
   void StartAll(const ControllerContext& ctx);
-  // Stops them in reverse order. Idempotent and thread-safe.
+  // Stops them (side by side). Idempotent and thread-safe.
   void StopAll();
 
  private:

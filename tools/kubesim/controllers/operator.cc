@@ -1,5 +1,6 @@
 #include "controllers/operator.h"
 
+#include <thread>
 #include <vector>
 
 namespace kubesim::controllers {
@@ -17,8 +18,11 @@ class KubeRayOperator : public Controller {
       p->Start(ctx);
   }
   void Stop() override {
-    for (auto it = parts_.rbegin(); it != parts_.rend(); ++it)
-      (*it)->Stop();
+    std::vector<std::thread> stoppers;
+    for (auto& p : parts_)
+      stoppers.emplace_back([&p] { p->Stop(); });
+    for (auto& t : stoppers)
+      t.join();
     parts_.clear();
   }
   ~KubeRayOperator() override { Stop(); }

@@ -46,8 +46,12 @@ class Reconciler {
     if (stopped_.exchange(true)) return;
     stopping_ = true;
     queue_.ShutDown();
+    // Each informer notices its stop flag within about a second: stop them side by side.
+    std::vector<std::thread> stoppers;
     for (auto& inf : informers_)
-      inf->Stop();
+      stoppers.emplace_back([&inf] { inf->Stop(); });
+    for (auto& t : stoppers)
+      t.join();
     for (auto& t : threads_) {
       if (t.joinable()) t.join();
     }
