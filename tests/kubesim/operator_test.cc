@@ -1564,3 +1564,112 @@ TEST(OperatorRealRun, KubeRaySample) {
   EXPECT_EQ(rc["status"]["state"], "ready");
   EXPECT_EQ(rc["status"]["head"]["podIP"].get<std::string>().rfind("127.", 0), 0u);
 }
+
+// FACTS §9.11: backoffLimit > 0 retries with a new RayCluster and jobId.
+TEST(Operator, RetryWithBackoffLimit) {
+  FakeRay ray;
+  Sim sim(Args(ray.port()));
+  StatusRecorder rec(sim, "default", "retry");
+  json st = RunToRunning(
+      sim, "default", MakeRayJob("retry", {{"submissionMode", "HTTPMode"}, {"backoffLimit", 1}}));
+  const std::string first_cluster = st["rayClusterName"];
+  const std::string first_id = st["jobId"];
+  ASSERT_TRUE(WaitFor([&] { return !ray.submissions().empty(); }));
+  ray.Set(first_id, "FAILED",
+          "Job entrypoint command failed with exit code 1, last available logs (truncated to "
+          "20,000 chars):\n");
+  // The second attempt: a new cluster and job id, from Initializing again.
+  std::string second_cluster;
+  ASSERT_TRUE(WaitFor([&] {
+    json s = RayJobStatus(sim, "default", "retry");
+    second_cluster = s.value("rayClusterName", "");
+    return s.value("jobDeploymentStatus", "") == "Initializing" && !second_cluster.empty() &&
+           second_cluster != first_cluster;
+  })) << sim.Log();
+  st = RayJobStatus(sim, "default", "retry");
+  EXPECT_NE(st["jobId"], first_id);
+  EXPECT_EQ(st["failed"], 1);
+  int code = 0;
+  sim.Get(RcPath("default", first_cluster), &code);
+  EXPECT_EQ(code, 404);
+  ASSERT_TRUE(WaitFor([&] {
+    return Items(sim.Get(PodsPath("default", "ray.io/cluster=" + second_cluster))).size() == 2;
+  }));
+  MakePodsReady(sim, "default", "ray.io/cluster=" + second_cluster);
+  ASSERT_EQ(WaitJds(sim, "default", "retry", "Running"), "Running");
+  const std::string second_id = RayJobStatus(sim, "default", "retry")["jobId"];
+  ASSERT_TRUE(WaitFor([&] { return ray.submissions().size() == 2; }));
+  ray.Set(second_id, "SUCCEEDED", "Job finished successfully.");
+  ASSERT_EQ(WaitJds(sim, "default", "retry", "Complete"), "Complete");
+  st = RayJobStatus(sim, "default", "retry");
+  EXPECT_EQ(st["succeeded"], 1);
+  EXPECT_EQ(st["failed"], 1);
+  const std::vector<std::string> want = {"", "Initializing", "Running", "Retrying",
+                                         "", "Initializing", "Running", "Complete"};
+  EXPECT_EQ(rec.SequenceSoon("jobDeploymentStatus", want), want);
+  std::vector<json> ev;
+  WaitFor([&] {
+    return Reasons(ev = EventsV1(sim, "default", "RayJob", "retry")).count("CreatedRayCluster") ==
+           2;
+  });
+  EXPECT_EQ(Reasons(ev).count("CreatedRayCluster"), 2u);
+  EXPECT_EQ(Ev(ev, "DeletedRayCluster")["note"], "Deleted cluster default/" + first_cluster);
+}
+
+// FACTS §9.15: deletionRules, one per pass, most impactful first; DeleteWorkers suspends the
+// worker groups (UpdatedRayCluster) and the RayCluster controller removes the workers.
+TEST(Operator, DeletionRules) {
+  FakeRay ray;
+  Sim sim(Args(ray.port()));
+  const json rules =
+      json::array({{{"policy", "DeleteWorkers"},
+                    {"condition", {{"jobStatus", "SUCCEEDED"}, {"ttlSeconds", 0}}}},
+                   {{"policy", "DeleteCluster"},
+                    {"condition", {{"jobStatus", "SUCCEEDED"}, {"ttlSeconds", 3}}}}});
+  json st = RunToRunning(sim, "default",
+                         MakeRayJob("rules", {{"submissionMode", "HTTPMode"},
+                                              {"deletionStrategy", {{"deletionRules", rules}}}}));
+  const std::string cluster = st["rayClusterName"];
+  ASSERT_TRUE(WaitFor([&] { return !ray.submissions().empty(); }));
+  ray.Set(st["jobId"], "SUCCEEDED", "Job finished successfully.");
+  ASSERT_EQ(WaitJds(sim, "default", "rules", "Complete"), "Complete");
+  ASSERT_TRUE(WaitFor([&] {
+    return Items(sim.Get(
+                     PodsPath("default", "ray.io/cluster=" + cluster + ",ray.io/node-type=worker")))
+        .empty();
+  })) << sim.Log();
+  json rc = sim.Get(RcPath("default", cluster));
+  EXPECT_EQ(rc["spec"]["workerGroupSpecs"][0]["suspend"], true);
+  EXPECT_EQ(
+      Items(sim.Get(PodsPath("default", "ray.io/cluster=" + cluster + ",ray.io/node-type=head")))
+          .size(),
+      1u);
+  std::vector<json> ev = EventsV1(sim, "default", "RayJob", "rules");
+  EXPECT_EQ(Ev(ev, "UpdatedRayCluster")["note"],
+            "Set the `suspend` field to true for all worker groups in cluster default/" + cluster);
+  EXPECT_EQ(Ev(ev, "UpdatedRayCluster")["action"], "Update");
+  json deleted_workers;
+  WaitFor([&] {
+    return (deleted_workers =
+                Ev(EventsV1(sim, "default", "RayCluster", cluster), "DeletedWorkerPod"))
+        .contains("note");
+  });
+  EXPECT_EQ(
+      deleted_workers["note"],
+      "Deleted all pods for suspended worker group small-group in RayCluster default/" + cluster);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        int code = 0;
+        sim.Get(RcPath("default", cluster), &code);
+        return code == 404;
+      },
+      10s));
+  WaitFor([&] {
+    return Reasons(ev = EventsV1(sim, "default", "RayJob", "rules")).count("DeletedRayCluster") ==
+           1;
+  });
+  EXPECT_EQ(Ev(ev, "DeletedRayCluster")["note"], "Deleted cluster default/" + cluster);
+  int code = 0;
+  sim.Get(RjPath("default", "rules"), &code);
+  EXPECT_EQ(code, 200);
+}
