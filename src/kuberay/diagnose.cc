@@ -232,7 +232,10 @@ struct Exit {
   std::string reason;
   std::string message;
 };
-std::optional<Exit> FailedExit(const json& status) {
+// `sticky`: an init container that failed before and runs again (the kubelet retries it) still
+// counts as failing: a capsule whose SHA-256 did not match will not match on the next try, and
+// the diagnosis must not flip to "Starting" between attempts.
+std::optional<Exit> FailedExit(const json& status, bool sticky) {
   const json& state = Field(status, "state");
   const json& terminated = Field(state, "terminated");
   if (terminated.is_object()) {
@@ -242,7 +245,9 @@ std::optional<Exit> FailedExit(const json& status) {
   }
   // Waiting to be restarted (CrashLoopBackOff) after a failure: the last run tells why.
   const json& last = Field(Field(status, "lastState"), "terminated");
-  if (!Field(state, "waiting").is_object() || !last.is_object()) return std::nullopt;
+  const bool retrying =
+      Field(state, "waiting").is_object() || (sticky && Field(state, "running").is_object());
+  if (!retrying || !last.is_object()) return std::nullopt;
   const int64_t code = Int(last, "exitCode", 0);
   if (code == 0) return std::nullopt;
   return Exit{code, Str(last, "reason"), Str(last, "message")};
@@ -268,7 +273,7 @@ void ScanInitContainers(Ctx& ctx, const json& pod) {
                   " cannot be configured: " + Str(waiting, "message"));
       continue;
     }
-    auto exit = FailedExit(s);
+    auto exit = FailedExit(s, /*sticky=*/true);
     if (!exit) continue;
     auto log = ctx.in.init_logs.find(pod_name + "/" + name);
     std::string tail = log == ctx.in.init_logs.end() ? "" : LogTail(log->second, 3);
@@ -301,7 +306,7 @@ void ScanContainers(Ctx& ctx, const json& pod, bool submitter) {
       ctx.Add(kContainerFailed, "ContainerFailed",
               "container " + name + " of pod " + pod_name + " cannot start: " + wreason + ": " +
                   Str(waiting, "message"));
-    } else if (auto exit = FailedExit(s)) {
+    } else if (auto exit = FailedExit(s, /*sticky=*/false)) {
       if (submitter) {
         ctx.Add(kSubmitterFailed, "SubmitterFailed",
                 "the submitter pod " + pod_name + " failed (" + ExitText(*exit) +
