@@ -841,13 +841,16 @@ TEST_F(ApiSmallUploads, OversizedUploadsAre413AndZipBombsAreRefused) {
   ExpectHealthyAndNoJobs();
 }
 
-TEST(ServeCommand, KuberayAsTheDefaultFleetIsNotAvailableYet) {
+TEST(ServeCommand, KuberayAsTheDefaultFleetNeedsAClusterAndS3) {
   TempDir t;
-  CliRun r = Forge(
-      t, "serve --listen 127.0.0.1:0",
-      {{"FORGE_STORAGE_ROOT", (t / "root").string()}, {"FORGE_DEFAULT_FLEET_KIND", "kuberay"}});
+  CliRun r = Forge(t, "serve --listen 127.0.0.1:0",
+                   {{"FORGE_STORAGE_ROOT", (t / "root").string()},
+                    {"FORGE_DEFAULT_FLEET_KIND", "kuberay"},
+                    {"KUBECONFIG", (t / "no-kubeconfig").string()}});
   EXPECT_EQ(r.code, 78);
-  EXPECT_THAT(r.err, HasSubstr("the kuberay fleet is not available in forge serve yet"));
+  EXPECT_THAT(r.err,
+              AllOf(HasSubstr("the kuberay fleet is not configured on this server"),
+                    HasSubstr("set FORGE_K8S_API_SERVER"), HasSubstr("set FORGE_S3_ENDPOINT")));
   EXPECT_EQ(r.out, "");
 }
 
