@@ -134,6 +134,20 @@ const char* kNodes = R"(- metadata:
     conditions: [{type: Ready, status: "True"}]
 )";
 
+// Whether this kubesim has controllers (its usage names --controllers).
+bool KubesimHasControllers() {
+  const std::string cmd = kube::testing::KubesimPath() + " --help 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return false;
+  std::string out;
+  char buf[4096];
+  size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0)
+    out.append(buf, n);
+  ::pclose(p);
+  return out.find("--controllers") != std::string::npos;
+}
+
 class KubeRayFleetTest : public ::testing::Test {
  public:
   static void SetUpTestSuite() {

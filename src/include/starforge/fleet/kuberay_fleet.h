@@ -135,9 +135,8 @@ class UnavailableFleet : public Fleet {
     return message_;
   }
   std::string Release(const std::string&, const std::string&) override { return message_; }
-  nlohmann::json Capacity() override {
-    return {{"fleet", kind_}, {"available", false}, {"message", message_}};
-  }
+  // Short (it is a row of `forge capacity`); the message comes with every refused job.
+  nlohmann::json Capacity() override { return {{"fleet", kind_}, {"available", false}}; }
 
  private:
   std::string kind_;
