@@ -868,6 +868,55 @@ TEST_F(KubeRayFleetTest, ConvergesThroughFaultsAndDroppedWatches) {
   EXPECT_FALSE(RayJobExists(r.handle));
 }
 
+// With exactly the rules of deploy/ (kubesim's RBAC mode): every informer syncs, and a job goes
+// through submit, observe, capacity, cancel, archive and release without a 403.
+TEST_F(KubeRayFleetTest, WorksWithTheDeployRbacRules) {
+  const fs::path rbac = fs::path(STARFORGE_SOURCE_DIR) / "deploy" / "rbac-kubesim.yaml";
+  ASSERT_TRUE(fs::exists(rbac)) << rbac;
+  std::vector<std::string> args = {"--tls",  "--cert-file", "{cert}",       "--token",
+                                   kToken,   "--rbac",      rbac.string(), "--nodes",
+                                   (nodes_dir_ / "nodes.yaml").string()};
+  if (KubesimHasControllers()) {
+    args.push_back("--controllers");
+    args.push_back("none");
+  }
+  kube::testing::Kubesim sim(args);
+  kube::ClientConfig admin;
+  admin.server = sim.url();
+  admin.token = Secret(kToken);
+  admin.ca_file = sim.cert_file();
+  kube::Client api(admin);
+  api.Create(res::kNamespaces, "", {{"metadata", {{"name", "starforge"}}}});
+
+  KubeRayFleetOptions o = Options();
+  o.config.k8s_namespace = "starforge";
+  o.client = admin;
+  o.client.token = Secret("forge-token");  // system:serviceaccount:starforge:forge
+  o.job_exists = [](const std::string&) { return true; };
+  o.orphan_grace = 0s;
+  KubeRayFleet fleet(o, s3_);
+  fleet.Start();
+  ASSERT_TRUE(fleet.WaitForSync(10s)) << "an informer is refused";
+  EXPECT_TRUE(fleet.Capacity().contains("series")) << fleet.Capacity().dump();
+  EXPECT_TRUE(fleet.Admit(Spec(kOneMachine)).possible);
+
+  const std::string id = "j-rbac";
+  SubmitResult r = fleet.Submit(Request(id));
+  ASSERT_TRUE(r.ok) << r.message;
+  EXPECT_TRUE(fleet.Submit(Request(id)).ok) << "409 → GET is allowed";
+  api.MergePatchStatus(res::kRayJobs, "starforge", r.handle,
+                       {{"status", {{"jobDeploymentStatus", "Running"}, {"jobStatus", "RUNNING"},
+                                    {"jobId", r.handle + "-x"}, {"rayClusterName", r.handle + "-c"}}}});
+  ASSERT_TRUE(Eventually([&] { return fleet.Observe(id, r.handle).state == State::kRunning; }));
+  EXPECT_TRUE(fleet.SweepOrphans().empty());
+  EXPECT_EQ(fleet.Cancel(id, r.handle, 0), "");
+  ASSERT_TRUE(Eventually([&] { return fleet.Observe(id, r.handle).state == State::kCancelled; }));
+  const fs::path logs = root_ / "rbac-logs";
+  fs::create_directories(logs);
+  EXPECT_EQ(fleet.CollectLogs(id, r.handle, logs), "");
+  EXPECT_EQ(fleet.Release(id, r.handle), "");
+}
+
 // How many API requests one job's life costs the fleet (informers excluded: they are shared by
 // every job). Printed for the closing note; bounded so that a regression to polling fails.
 TEST_F(KubeRayFleetTest, ApiRequestsPerJobLifecycle) {
