@@ -191,13 +191,14 @@ struct Ctx {
   }
 };
 
+// The image the kubelet is pulling: the container status' (what it resolved), else the spec's.
 std::string ContainerImage(const json& pod, const json& status, bool init) {
-  std::string image = Str(status, "image");
+  if (!Str(status, "image").empty()) return Str(status, "image");
   const std::string name = Str(status, "name");
   for (const json& c : Arr(Field(pod, "spec"), init ? "initContainers" : "containers")) {
-    if (Str(c, "name") == name && !Str(c, "image").empty()) return Str(c, "image");
+    if (Str(c, "name") == name) return Str(c, "image");
   }
-  return image;
+  return "";
 }
 
 // The pull error from the kubelet's `Failed to pull image "<img>": <err>` event, else the

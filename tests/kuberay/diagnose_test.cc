@@ -313,12 +313,20 @@ TEST(Diagnose, ImagePullFailedWithoutEvents) {
   DiagnosisInput in = Base();
   in.cluster_pods = {Pod(kHead, "headgroup", "train", 8, "h200-2",
                          WaitingStatus("ray-head", "ErrImagePull", "manifest unknown"))};
-  const Diagnosis d = Diagnose(in);
+  Diagnosis d = Diagnose(in);
   EXPECT_EQ(d.reason, "ImagePullFailed");
   EXPECT_EQ(d.message, "image \"ghcr.io/acme/train:1\" of pod " + kHead +
                            " (container ray-head) cannot be pulled: ErrImagePull: manifest "
                            "unknown; check the image name and tag, and that the cluster may pull "
                            "it (registry access, imagePullSecrets)");
+  // The status names the reference the kubelet pulls; without it, the spec's image.
+  in.cluster_pods[0]["status"]["containerStatuses"][0]["image"] = "docker.io/acme/train:1";
+  d = Diagnose(in);
+  EXPECT_EQ(d.message.rfind("image \"docker.io/acme/train:1\" of pod ", 0), 0u) << d.message;
+  in.cluster_pods[0]["status"]["containerStatuses"][0].erase("image");
+  in.cluster_pods[0]["spec"]["containers"][0]["image"] = "spec/only:2";
+  d = Diagnose(in);
+  EXPECT_EQ(d.message.rfind("image \"spec/only:2\" of pod ", 0), 0u) << d.message;
 }
 
 TEST(Diagnose, ImagePullFailedSeenOnlyInEvents) {
