@@ -746,6 +746,11 @@ Finding Waiting(const Ctx& ctx, const StatusView& v, const std::vector<const jso
             "RayCluster " + cluster + ": waiting for the scheduler to place " +
                 Plural(static_cast<int64_t>(pods.size()), "pod", "pods")};
   }
+  if (first_not_ready == nullptr && ready >= desired) {
+    return {0, "Starting",
+            "all " + Plural(desired, "pod", "pods") + " of RayCluster " + cluster +
+                " are ready; waiting for the KubeRay operator to submit the Ray job"};
+  }
   std::string msg = std::to_string(ready) + " of " + Plural(desired, "pod", "pods") +
                     " of RayCluster " + cluster + " ready";
   if (first_not_ready != nullptr) msg += "; " + PodProgress(ctx, *first_not_ready);

@@ -638,6 +638,15 @@ TEST(Diagnose, WaitingStates) {
   }
   {
     DiagnosisInput in = Base();
+    in.cluster_pods = {Pod(kHead, "headgroup", "train", 8, "h200-2", RunningStatus(true)),
+                       Pod(kWorker, "train", "train", 8, "h200-2", RunningStatus(true)),
+                       Pod(kRollout, "rollout", "rollout", 4, "h100-1", RunningStatus(true))};
+    cases.push_back({"all ready", in, "Starting",
+                     "all 3 pods of RayCluster " + kCluster +
+                         " are ready; waiting for the KubeRay operator to submit the Ray job"});
+  }
+  {
+    DiagnosisInput in = Base();
     in.rayjob = RayJob(Initializing());
     in.rayjob["status"]["jobDeploymentStatus"] = "Running";
     in.rayjob["status"]["jobStatus"] = "PENDING";
