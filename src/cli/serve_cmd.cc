@@ -1,4 +1,5 @@
-// `forge serve`: the control plane on this machine (store, controller, local fleet, REST API);
+// `forge serve`: the control plane on this machine (store, controller, the local fleet and, when a
+// cluster and S3 are configured, the kuberay fleet; REST API);
 // `forge token create`: API tokens, by whoever can write the store's file.
 #include <fcntl.h>
 #include <signal.h>
@@ -18,7 +19,9 @@
 #include "starforge/api/server.h"
 #include "starforge/cli/forge.h"
 #include "starforge/controller/controller.h"
+#include "starforge/fleet/kuberay_fleet.h"
 #include "starforge/fleet/local_fleet.h"
+#include "starforge/kube/client_config.h"
 #include "starforge/objstore/object_store.h"
 #include "starforge/store/store.h"
 
@@ -37,6 +40,7 @@ struct ServeOptions {
   int64_t resync_ms = 1000;
   int64_t cancel_grace_s = 30;
   int64_t sse_keepalive_ms = 15'000;
+  int64_t orphan_grace_s = 600;
 };
 
 struct TokenOptions {
@@ -126,10 +130,13 @@ bool WriteFileAtomically(const std::string& path, const std::string& text) {
 int Serve(Context& c, const ServeOptions& o) {
   config::Config cfg;
   if (!LoadConfig(c, &cfg)) return kExitUsage;
-  if (cfg.default_fleet_kind == config::FleetKind::kKuberay) {
-    c.err << "forge serve: FORGE_DEFAULT_FLEET_KIND=kuberay: the kuberay fleet is not available "
-             "in forge serve yet; unset FORGE_DEFAULT_FLEET_KIND (or set it to local) to run "
-             "jobs on this machine\n";
+  // kuberay runs where a cluster and S3 are configured; elsewhere its jobs are refused with what
+  // to configure.
+  const fleet::KubeRaySetup kuberay_setup = fleet::DetectKubeRay(cfg, kube::ProcessConfigSources());
+  if (!kuberay_setup.available && cfg.default_fleet_kind == config::FleetKind::kKuberay) {
+    c.err << "forge serve: FORGE_DEFAULT_FLEET_KIND=kuberay, but " << kuberay_setup.message
+          << "; or unset FORGE_DEFAULT_FLEET_KIND (or set it to local) to run jobs on this "
+             "machine\n";
     return kExitConfig;
   }
   const std::string listen = o.listen.empty() ? cfg.listen : o.listen;
@@ -161,12 +168,46 @@ int Serve(Context& c, const ServeOptions& o) {
                local_options.resources.gpus);
   std::map<std::string, fleet::Fleet*> fleets = {{"local", &local}};
 
+  std::unique_ptr<fleet::KubeRayFleet> kuberay;
+  std::unique_ptr<fleet::UnavailableFleet> no_kuberay;
+  if (kuberay_setup.available) {
+    fleet::KubeRayFleetOptions kr;
+    kr.config = cfg;
+    kr.client = kuberay_setup.client;
+    kr.storage_root = cfg.storage_root;
+    kr.orphan_grace = std::chrono::seconds(o.orphan_grace_s);
+    store::Store* store = db.get();
+    kr.job_exists = [store](const std::string& id) { return store->GetJob(id).has_value(); };
+    try {
+      kuberay = std::make_unique<fleet::KubeRayFleet>(std::move(kr), *objects.value());
+    } catch (const std::exception& e) {
+      c.err << "forge serve: the kuberay fleet: " << e.what() << "\n";
+      return kExitConfig;
+    }
+    fleets["kuberay"] = kuberay.get();
+    spdlog::info("kuberay fleet: API server from {}, namespace {}", kuberay_setup.client.source,
+                 cfg.k8s_namespace);
+  } else {
+    no_kuberay = std::make_unique<fleet::UnavailableFleet>("kuberay", kuberay_setup.message);
+    fleets["kuberay"] = no_kuberay.get();
+    spdlog::info("kuberay fleet: not available ({})", kuberay_setup.message);
+  }
+
   controller::Options ctl_options;
   ctl_options.storage_root = cfg.storage_root;
   ctl_options.resync = std::chrono::milliseconds(o.resync_ms);
   ctl_options.capsule_max_bytes = cfg.capsule_max_bytes;
   controller::Controller ctl(*db, fleets, *objects.value(), ctl_options);
   local.SetNotify([&ctl](const std::string& id) { ctl.Enqueue(id); });
+  // Started once the controller listens to its notifications; stopped before the controller
+  // goes (this guard is destroyed first).
+  struct StopOnExit {
+    fleet::KubeRayFleet* fleet;
+    ~StopOnExit() {
+      if (fleet != nullptr) fleet->Stop();
+    }
+  } stop_kuberay{kuberay.get()};
+  if (kuberay) kuberay->Start();
 
   // The first start makes the admin; its token exists in clear only here and in the output.
   std::string admin_token;
@@ -216,6 +257,7 @@ int Serve(Context& c, const ServeOptions& o) {
   spdlog::info("stopping: the API first, then the controller (running jobs keep running)");
   server.Stop();
   ctl.Stop();
+  if (kuberay) kuberay->Stop();
   spdlog::info("stopped");
   return kExitOk;
 }
@@ -250,8 +292,8 @@ void RegisterServeCommands(Registry& registry) {
   auto serve = std::make_shared<ServeOptions>();
   CLI::App* cmd =
       registry.Add("serve",
-                   "Run the control plane: REST API, controller and local fleet (state under "
-                   "FORGE_STORAGE_ROOT)",
+                   "Run the control plane: REST API, controller, the local fleet and the kuberay "
+                   "fleet when a cluster and S3 are configured (state under FORGE_STORAGE_ROOT)",
                    [serve](Context& c) { return Serve(c, *serve); });
   cmd->add_option("--listen", serve->listen,
                   "HOST:PORT to listen on (default: FORGE_LISTEN); port 0 picks a free port");
@@ -263,6 +305,9 @@ void RegisterServeCommands(Registry& registry) {
   cmd->add_option("--cancel-grace-s", serve->cancel_grace_s,
                   "Seconds between SIGTERM and SIGKILL when a local job is cancelled")
       ->check(CLI::Range(int64_t{0}, int64_t{3600}));
+  cmd->add_option("--orphan-grace-s", serve->orphan_grace_s,
+                  "Age after which a StarForge RayJob whose job is not in the store is deleted")
+      ->check(CLI::Range(int64_t{0}, int64_t{30 * 86400}));
   cmd->add_option("--sse-keepalive-ms", serve->sse_keepalive_ms,
                   "Silence after which a log stream gets a keep-alive comment, in ms")
       ->check(CLI::Range(int64_t{10}, int64_t{3'600'000}))

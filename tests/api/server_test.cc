@@ -426,8 +426,10 @@ TEST_F(Api, ImpossibleJobsAreRejectedWithoutAJob) {
              zip);
   ExpectError(r, 422, "Rejected");
   r = Submit(admin_, Spec("k", "[python3, main.py]", "fleet: kuberay\n"), zip);
-  ExpectError(r, 422, "Rejected",
-              "fleet \"kuberay\" is not available on this server; configured: local", "fleet");
+  // Without a cluster and S3 the server says what to configure.
+  ExpectError(r, 422, "Rejected", "the kuberay fleet is not configured on this server", "fleet");
+  EXPECT_THAT(Body(r).value("message", ""),
+              AllOf(HasSubstr("FORGE_K8S_API_SERVER"), HasSubstr("FORGE_S3_ENDPOINT")));
   ExpectHealthyAndNoJobs();
 }
 
@@ -610,8 +612,11 @@ TEST_F(Api, AJobRunsToSucceededWithItsLogsTimelineEventsAndMetrics) {
   auto cap = Get("/api/v1/capacity", admin_);
   ASSERT_TRUE(cap);
   EXPECT_EQ(cap->status, 200);
-  ASSERT_EQ(Body(cap)["fleets"].size(), 1u) << cap->body;
-  EXPECT_EQ(Body(cap)["fleets"][0]["fleet"], "local");
+  // local, and kuberay marked unavailable (no cluster or S3 here).
+  ASSERT_EQ(Body(cap)["fleets"].size(), 2u) << cap->body;
+  EXPECT_EQ(Body(cap)["fleets"][0]["fleet"], "kuberay");
+  EXPECT_EQ(Body(cap)["fleets"][0]["available"], false);
+  EXPECT_EQ(Body(cap)["fleets"][1]["fleet"], "local");
 
   auto metrics = http_->Get("/metrics");
   ASSERT_TRUE(metrics);
@@ -841,13 +846,16 @@ TEST_F(ApiSmallUploads, OversizedUploadsAre413AndZipBombsAreRefused) {
   ExpectHealthyAndNoJobs();
 }
 
-TEST(ServeCommand, KuberayAsTheDefaultFleetIsNotAvailableYet) {
+TEST(ServeCommand, KuberayAsTheDefaultFleetNeedsAClusterAndS3) {
   TempDir t;
-  CliRun r = Forge(
-      t, "serve --listen 127.0.0.1:0",
-      {{"FORGE_STORAGE_ROOT", (t / "root").string()}, {"FORGE_DEFAULT_FLEET_KIND", "kuberay"}});
+  CliRun r = Forge(t, "serve --listen 127.0.0.1:0",
+                   {{"FORGE_STORAGE_ROOT", (t / "root").string()},
+                    {"FORGE_DEFAULT_FLEET_KIND", "kuberay"},
+                    {"KUBECONFIG", (t / "no-kubeconfig").string()}});
   EXPECT_EQ(r.code, 78);
-  EXPECT_THAT(r.err, HasSubstr("the kuberay fleet is not available in forge serve yet"));
+  EXPECT_THAT(r.err,
+              AllOf(HasSubstr("the kuberay fleet is not configured on this server"),
+                    HasSubstr("set FORGE_K8S_API_SERVER"), HasSubstr("set FORGE_S3_ENDPOINT")));
   EXPECT_EQ(r.out, "");
 }
 

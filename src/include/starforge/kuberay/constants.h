@@ -60,4 +60,19 @@ inline constexpr const char* kEnvNemoRlDir = "FORGE_NEMO_RL_DIR";
 inline constexpr const char* kEnvRayJobStopWait = "RAY_JOB_STOP_WAIT_TIME_S";
 inline constexpr const char* kRayJobStopWaitSeconds = "45";
 
+// Labels and names set by others that StarForge reads (FACTS §3).
+inline constexpr const char* kLabelRayCluster = "ray.io/cluster";     // on the cluster's pods
+inline constexpr const char* kLabelRayNodeType = "ray.io/node-type";  // head | worker
+inline constexpr const char* kLabelRayGroup = "ray.io/group";         // headgroup | <pool>
+inline constexpr const char* kLabelJobNameBatch = "batch.kubernetes.io/job-name";  // submitter pods
+inline constexpr const char* kLabelJobNameLegacy = "job-name";  // submitter pods (older clusters)
+inline constexpr const char* kSubmitterContainerName = "ray-job-submitter";
+inline constexpr const char* kRayJobFinalizer = "ray.io/rayjob-finalizer";
+
+// Node taints the GPU pods StarForge renders tolerate (render.cc: nvidia.com/gpu Exists
+// NoSchedule), so they do not count as blocking a GPU node.
+inline constexpr const char* kGpuTaintKey = "nvidia.com/gpu";
+// A node's "series" when it has no FORGE_K8S_GPU_NODE_LABEL label (capacity grouping).
+inline constexpr const char* kUnlabelledSeries = "";
+
 }  // namespace starforge::kuberay

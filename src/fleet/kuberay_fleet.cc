@@ -1,0 +1,1035 @@
+// The kuberay fleet: I/O around the pure functions of src/kuberay (render, status, diagnose,
+// capacity). Reads come from informer caches (watches, not polling); writes are one create per
+// job, deletes, and log reads at the end. See docs/kuberay-fleet.md.
+#include "starforge/fleet/kuberay_fleet.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <ctime>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "starforge/kube/informer.h"
+#include "starforge/kuberay/capacity.h"
+#include "starforge/kuberay/constants.h"
+#include "starforge/kuberay/diagnose.h"
+#include "starforge/kuberay/render.h"
+#include "starforge/kuberay/status.h"
+
+namespace starforge::fleet {
+namespace {
+
+namespace fs = std::filesystem;
+namespace res = kube::resources;
+using kuberay::RayJobState;
+using nlohmann::json;
+
+// Labels and names the operator and Kubernetes set (FACTS §3.1) that are not in constants.h.
+constexpr const char* kLabelOriginatedFrom = "ray.io/originated-from-cr-name";
+constexpr const char* kFieldManager = "starforge";
+// After this many failed CollectLogs calls for one job, what could not be read is recorded in
+// collect-errors.txt and archiving ends (the RayJob's TTL frees the cluster regardless).
+constexpr int kMaxCollectAttempts = 5;
+
+const json& Field(const json& obj, const char* key) {
+  static const json kNull;
+  if (!obj.is_object()) return kNull;
+  auto it = obj.find(key);
+  return it == obj.end() ? kNull : *it;
+}
+
+std::string Str(const json& obj, const char* key) {
+  const json& v = Field(obj, key);
+  return v.is_string() ? v.get<std::string>() : std::string();
+}
+
+std::string Label(const json& obj, const std::string& key) {
+  const json& labels = Field(Field(obj, "metadata"), "labels");
+  if (!labels.is_object()) return {};
+  auto it = labels.find(key);
+  return it != labels.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+std::string NameOf(const json& obj) {
+  return Str(Field(obj, "metadata"), "name");
+}
+
+bool Deleting(const json& obj) {
+  return !Field(Field(obj, "metadata"), "deletionTimestamp").is_null();
+}
+
+// RFC 3339 "2026-01-02T03:04:05Z" (fractions and offsets tolerated) → Unix seconds; 0 if bad.
+int64_t ParseTime(const std::string& text) {
+  std::tm tm{};
+  const char* end = ::strptime(text.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
+  if (end == nullptr) return 0;
+  return static_cast<int64_t>(::timegm(&tm));
+}
+
+std::vector<json> Values(const std::map<std::string, json>& m) {
+  std::vector<json> out;
+  out.reserve(m.size());
+  for (const auto& [k, v] : m)
+    out.push_back(v);
+  return out;
+}
+
+// Every string in `value` redacted, managedFields dropped (noise).
+json Redacted(json value) {
+  if (value.is_string()) return RedactUrlQueries(value.get<std::string>());
+  if (value.is_array()) {
+    for (auto& v : value)
+      v = Redacted(std::move(v));
+  } else if (value.is_object()) {
+    value.erase("managedFields");
+    for (auto& [k, v] : value.items())
+      v = Redacted(std::move(v));
+  }
+  return value;
+}
+
+bool WriteFileAtomically(const fs::path& path, const std::string& text, std::string* error) {
+  const fs::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f << text;
+    if (!f.flush()) {
+      *error = "cannot write " + tmp.string();
+      return false;
+    }
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    *error = "cannot rename " + tmp.string() + ": " + ec.message();
+    return false;
+  }
+  return true;
+}
+
+// Failures that go away by themselves (or by waiting): the controller retries them.
+bool Transient(const kube::ApiError& e) {
+  using kube::Reason;
+  switch (e.reason()) {
+    case Reason::kTransport:
+    case Reason::kTooManyRequests:
+    case Reason::kInternalError:
+    case Reason::kServerTimeout:
+    case Reason::kServiceUnavailable:
+    case Reason::kTimeout:
+    case Reason::kConflict:
+      return true;
+    default:
+      return e.code() >= 500;
+  }
+}
+
+std::string Describe(const kube::ApiError& e) {
+  return RedactUrlQueries(std::string(kube::ToString(e.reason())) +
+                          (e.code() > 0 ? " (" + std::to_string(e.code()) + ")" : "") + ": " +
+                          e.message());
+}
+
+}  // namespace
+
+// Presigned URLs may come back in server messages, events or the RayJob itself.
+std::string RedactUrlQueries(std::string text) {
+  size_t pos = 0;
+  while (true) {
+    const size_t http = text.find("http", pos);
+    if (http == std::string::npos) break;
+    const bool is_url =
+        text.compare(http, 7, "http://") == 0 || text.compare(http, 8, "https://") == 0;
+    if (!is_url) {
+      pos = http + 4;
+      continue;
+    }
+    size_t end = http;
+    auto stop = [](char c) {
+      return std::isspace(static_cast<unsigned char>(c)) || c == '"' || c == '\'' || c == '\\' ||
+             c == '<' || c == '>' || c == '`';
+    };
+    while (end < text.size() && !stop(text[end]))
+      ++end;
+    const size_t q = text.find('?', http);
+    if (q != std::string::npos && q < end) {
+      const std::string redacted = "?REDACTED";
+      text.replace(q, end - q, redacted);
+      end = q + redacted.size();
+    }
+    pos = end;
+  }
+  return text;
+}
+
+// The job's pools as rendered into its RayJob (render.cc): the head is machine zero of the
+// primary pool, whose other machines form the worker group of the same name; every other pool
+// is one worker group. Needed by the diagnosis, which Observe runs without the JobSpec.
+std::vector<jobspec::Pool> PoolsFromRayJob(const json& rayjob, const std::string& gpu_label) {
+  std::vector<jobspec::Pool> pools;
+  const json& cluster = Field(Field(rayjob, "spec"), "rayClusterSpec");
+  auto pool_of = [&](const json& group, const std::string& name, int64_t machines) {
+    jobspec::Pool p;
+    p.name = name;
+    p.machines = machines;
+    const json& tmpl = Field(group, "template");
+    p.gpu_series = Str(Field(Field(tmpl, "spec"), "nodeSelector"), gpu_label.c_str());
+    const std::string gpus = Str(Field(group, "rayStartParams"), "num-gpus");
+    try {
+      p.gpus_per_machine = gpus.empty() ? 0 : std::stoll(gpus);
+    } catch (const std::exception&) {
+      p.gpus_per_machine = 0;
+    }
+    return p;
+  };
+  const json& head = Field(cluster, "headGroupSpec");
+  if (head.is_object()) {
+    std::string name = Label(Field(head, "template"), kuberay::kLabelPool);
+    pools.push_back(pool_of(head, name.empty() ? "head" : name, 1));
+  }
+  const json& workers = Field(cluster, "workerGroupSpecs");
+  if (workers.is_array()) {
+    for (const auto& g : workers) {
+      const std::string name = Str(g, "groupName");
+      int64_t replicas =
+          Field(g, "replicas").is_number_integer()      ? Field(g, "replicas").get<int64_t>()
+          : Field(g, "minReplicas").is_number_integer() ? Field(g, "minReplicas").get<int64_t>()
+                                                        : 0;
+      if (!pools.empty() && pools.front().name == name) {
+        pools.front().machines += replicas;
+      } else {
+        pools.push_back(pool_of(g, name, replicas));
+      }
+    }
+  }
+  return pools;
+}
+
+// ----------------------------------------------------------------------------------------------
+
+KubeRaySetup DetectKubeRay(const config::Config& cfg, const kube::ConfigSources& sources) {
+  KubeRaySetup setup;
+  std::vector<std::string> missing;
+  try {
+    setup.client = kube::LoadClientConfig(cfg, sources);
+  } catch (const kube::ConfigError& e) {
+    missing.push_back(std::string("a Kubernetes connection (") + e.what() +
+                      "): set FORGE_K8S_API_SERVER and FORGE_K8S_TOKEN, or provide a kubeconfig "
+                      "(KUBECONFIG or ~/.kube/config; context FORGE_K8S_CONTEXT)");
+  }
+  if (cfg.s3_endpoint.empty()) {
+    missing.push_back(
+        "S3 object storage (capsules reach Ray pods as presigned URLs): set FORGE_S3_ENDPOINT, "
+        "FORGE_S3_BUCKET, FORGE_S3_ACCESS_KEY and FORGE_S3_SECRET_KEY");
+  }
+  setup.available = missing.empty();
+  if (!setup.available) {
+    setup.message = "the kuberay fleet is not configured on this server; it needs ";
+    for (size_t i = 0; i < missing.size(); ++i) {
+      if (i > 0) setup.message += ", and ";
+      setup.message += missing[i];
+    }
+  }
+  return setup;
+}
+
+struct KubeRayFleet::Impl {
+  Impl(KubeRayFleet* self_, KubeRayFleetOptions options, objstore::ObjectStore& objects_)
+      : self(self_),
+        o(std::move(options)),
+        ns(o.config.k8s_namespace),
+        objects(objects_),
+        client(o.client, o.client_options) {
+    auto informer = [&](kube::ResourceRef ref, std::string in_ns, std::string selector,
+                        bool notify) {
+      kube::InformerOptions io;
+      io.resource = std::move(ref);
+      io.ns = std::move(in_ns);
+      io.label_selector = std::move(selector);
+      io.min_watch_timeout = o.min_watch_timeout;
+      kube::InformerHandlers h;
+      if (notify) {
+        h.on_add = [this](const json& obj) { NotifyFor(obj); };
+        h.on_update = [this](const json&, const json& obj) { NotifyFor(obj); };
+        h.on_delete = [this](const json& obj) { NotifyFor(obj); };
+      }
+      return std::make_unique<kube::Informer>(client, std::move(io), std::move(h));
+    };
+    const std::string ours = std::string(kuberay::kLabelManagedBy) + "=" + kuberay::kManagedByValue;
+    rayjobs = informer(res::kRayJobs, ns, ours, true);
+    // RayClusters inherit the RayJob's labels (FACTS §3.1).
+    rayclusters = informer(res::kRayClusters, ns, ours, true);
+    jobs = informer(res::kJobs, ns, std::string(kLabelOriginatedFrom), true);
+    pods = informer(res::kPods, ns, "", true);
+    events = informer(res::kEvents, ns, "", true);
+    nodes = informer(res::kNodes, "", "", false);
+    all_pods = informer(res::kPods, "", "", false);
+    cancelled_dir = o.storage_root / "control" / "kuberay" / "cancelled";
+  }
+
+  std::vector<kube::Informer*> Informers() {
+    return {rayjobs.get(), rayclusters.get(), jobs.get(),    pods.get(),
+            events.get(),  nodes.get(),       all_pods.get()};
+  }
+
+  std::string Key(const std::string& name) const { return ns + "/" + name; }
+
+  // The StarForge job an object belongs to, or "".
+  std::string JobIdOf(const json& obj) {
+    if (std::string id = Label(obj, kuberay::kLabelJobId); !id.empty()) return id;
+    for (const char* key :
+         {kuberay::kLabelJobNameBatch, kuberay::kLabelJobNameLegacy, kLabelOriginatedFrom}) {
+      if (std::string rj = Label(obj, key); !rj.empty()) return JobIdOfRayJob(rj);
+    }
+    const json& involved = Field(obj, "involvedObject");
+    if (involved.is_object()) {
+      const std::string kind = Str(involved, "kind");
+      const std::string name = Str(involved, "name");
+      if (kind == "RayJob" || kind == "Job") return JobIdOfRayJob(name);
+      if (kind == "RayCluster") {
+        if (auto c = rayclusters->Get(Key(name))) return Label(*c, kuberay::kLabelJobId);
+      }
+      if (kind == "Pod") {
+        if (auto p = pods->Get(Key(name))) {
+          if (Field(*p, "involvedObject").is_null()) return JobIdOf(*p);
+        }
+      }
+    }
+    return {};
+  }
+
+  std::string JobIdOfRayJob(const std::string& name) {
+    if (auto rj = rayjobs->Get(Key(name))) return Label(*rj, kuberay::kLabelJobId);
+    return {};
+  }
+
+  void NotifyFor(const json& obj) {
+    const std::string id = JobIdOf(obj);
+    if (!id.empty()) self->Notify(id);
+  }
+
+  // --- cancelled marks ---------------------------------------------------------------------
+
+  fs::path CancelledMark(const std::string& job_id) const { return cancelled_dir / job_id; }
+
+  std::string MarkCancelled(const std::string& job_id) {
+    {
+      std::lock_guard lock(mu);
+      if (cancelled_ids.count(job_id)) return "";
+    }
+    std::error_code ec;
+    fs::create_directories(cancelled_dir, ec);
+    std::string error;
+    if (ec || !WriteFileAtomically(CancelledMark(job_id), std::to_string(std::time(nullptr)) + "\n",
+                                   &error)) {
+      return "cannot record the cancel under " + cancelled_dir.string() + ": " +
+             (ec ? ec.message() : error);
+    }
+    std::lock_guard lock(mu);
+    cancelled_ids.insert(job_id);
+    return "";
+  }
+
+  bool IsCancelled(const std::string& job_id) {
+    {
+      std::lock_guard lock(mu);
+      if (cancelled_ids.count(job_id)) return true;
+    }
+    std::error_code ec;
+    if (fs::exists(CancelledMark(job_id), ec)) {
+      std::lock_guard lock(mu);
+      cancelled_ids.insert(job_id);
+      return true;
+    }
+    return false;
+  }
+
+  void Forget(const std::string& job_id) {
+    std::error_code ec;
+    fs::remove(CancelledMark(job_id), ec);
+    std::lock_guard lock(mu);
+    cancelled_ids.erase(job_id);
+    collect_failures.erase(job_id);
+    for (auto it = init_logs.begin(); it != init_logs.end();) {
+      it = it->second.job_id == job_id ? init_logs.erase(it) : std::next(it);
+    }
+  }
+
+  // --- reading the cluster -----------------------------------------------------------------
+
+  // The RayJob from the cache, or from a GET when the cache does not have it (not synced yet,
+  // or just created). nullopt = it does not exist. Throws ApiError.
+  std::optional<json> RayJob(const std::string& name) {
+    if (rayjobs->HasSynced()) {
+      if (auto rj = rayjobs->Get(Key(name))) return rj;
+    }
+    try {
+      return client.Get(res::kRayJobs, ns, name);
+    } catch (const kube::ApiError& e) {
+      if (kube::IsNotFound(e)) return std::nullopt;
+      throw;
+    }
+  }
+
+  // Pods of the namespace matching `pred`, from the cache (or a list when not synced).
+  template <typename Pred>
+  std::vector<json> PodsWhere(Pred pred, const std::string& selector) {
+    std::vector<json> out;
+    if (pods->HasSynced()) {
+      for (auto& [k, p] : pods->Snapshot())
+        if (pred(p)) out.push_back(p);
+      return out;
+    }
+    kube::ListOptions lo;
+    lo.label_selector = selector;
+    json list = client.List(res::kPods, ns, lo);
+    for (auto& p : list["items"])
+      if (pred(p)) out.push_back(p);
+    return out;
+  }
+
+  struct JobObjects {
+    json rayjob;
+    json raycluster;
+    json submitter_job;
+    std::vector<json> cluster_pods;
+    std::vector<json> submitter_pods;
+    std::vector<json> events;
+  };
+
+  // Everything of one job the caches hold (FACTS §5's chain).
+  JobObjects Gather(const json& rayjob, const std::string& name) {
+    JobObjects j;
+    j.rayjob = rayjob;
+    const std::string cluster = Str(Field(rayjob, "status"), "rayClusterName");
+    if (!cluster.empty()) {
+      if (auto c = rayclusters->Get(Key(cluster))) j.raycluster = *c;
+    }
+    if (auto sj = jobs->Get(Key(name)); sj && Label(*sj, kLabelOriginatedFrom) == name) {
+      j.submitter_job = *sj;
+    }
+    std::set<std::string> pod_names;
+    for (auto& [k, p] : pods->Snapshot()) {
+      if (!cluster.empty() && Label(p, kuberay::kLabelRayCluster) == cluster) {
+        pod_names.insert(NameOf(p));
+        j.cluster_pods.push_back(p);
+      } else if (Label(p, kuberay::kLabelJobNameBatch) == name ||
+                 Label(p, kuberay::kLabelJobNameLegacy) == name) {
+        pod_names.insert(NameOf(p));
+        j.submitter_pods.push_back(p);
+      }
+    }
+    // Pods already gone still explain what happened: their names are <cluster>-… and
+    // <rayjob>-<5 chars> (the submitter Job's pods).
+    auto ours = [&](const std::string& kind, const std::string& obj) {
+      if (kind == "RayJob" || kind == "Job") return obj == name;
+      if (kind == "RayCluster") return !cluster.empty() && obj == cluster;
+      if (kind != "Pod") return false;
+      if (pod_names.count(obj)) return true;
+      if (!cluster.empty() && obj.rfind(cluster + "-", 0) == 0) return true;
+      return obj.size() == name.size() + 6 && obj.rfind(name + "-", 0) == 0 &&
+             obj.find('-', name.size() + 1) == std::string::npos;
+    };
+    for (auto& [k, e] : events->Snapshot()) {
+      const json& involved = Field(e, "involvedObject");
+      if (ours(Str(involved, "kind"), Str(involved, "name"))) j.events.push_back(e);
+    }
+    return j;
+  }
+
+  // The tail of each failed `fetch-capsule` init container's log, fetched once per failure.
+  std::map<std::string, std::string> InitLogs(const std::string& job_id,
+                                              const std::vector<json>& cluster_pods) {
+    std::map<std::string, std::string> out;
+    for (const auto& pod : cluster_pods) {
+      const json& statuses = Field(Field(pod, "status"), "initContainerStatuses");
+      if (!statuses.is_array()) continue;
+      for (const auto& s : statuses) {
+        if (Str(s, "name") != kuberay::kFetchContainerName) continue;
+        auto failed = [](const json& state) {
+          const json& t = Field(state, "terminated");
+          return t.is_object() && Field(t, "exitCode").is_number_integer() &&
+                 Field(t, "exitCode").get<int64_t>() != 0;
+        };
+        const bool now = failed(Field(s, "state"));
+        const bool before = !now && failed(Field(s, "lastState"));
+        if (!now && !before) continue;
+        const std::string pod_name = NameOf(pod);
+        const std::string key = pod_name + "/" + kuberay::kFetchContainerName;
+        const std::string cache_key = Str(Field(pod, "metadata"), "uid") + "/" +
+                                      std::to_string(Field(s, "restartCount").is_number_integer()
+                                                         ? Field(s, "restartCount").get<int64_t>()
+                                                         : 0);
+        {
+          std::lock_guard lock(mu);
+          if (auto it = init_logs.find(cache_key); it != init_logs.end()) {
+            out[key] = it->second.tail;
+            continue;
+          }
+        }
+        kube::LogOptions lo;
+        lo.container = kuberay::kFetchContainerName;
+        lo.tail_lines = o.init_log_tail_lines;
+        lo.previous = before;
+        try {
+          std::string tail = RedactUrlQueries(client.PodLogs(ns, pod_name, lo));
+          out[key] = tail;
+          std::lock_guard lock(mu);
+          init_logs[cache_key] = {job_id, tail};
+        } catch (const kube::ApiError&) {
+          // The diagnosis still names the failed init container; the tail is a bonus.
+        }
+      }
+    }
+    return out;
+  }
+
+  kuberay::Diagnosis DiagnoseJob(const std::string& job_id, const JobObjects& j) {
+    kuberay::DiagnosisInput in;
+    in.rayjob = j.rayjob;
+    in.raycluster = j.raycluster;
+    in.cluster_pods = j.cluster_pods;
+    in.submitter_job = j.submitter_job;
+    in.submitter_pods = j.submitter_pods;
+    in.events = j.events;
+    in.init_logs = InitLogs(job_id, j.cluster_pods);
+    in.nodes = Values(nodes->Snapshot());
+    in.node_pods = Values(all_pods->Snapshot());
+    in.gpu_label = o.config.k8s_gpu_node_label;
+    in.pools = PoolsFromRayJob(j.rayjob, o.config.k8s_gpu_node_label);
+    return kuberay::Diagnose(in);
+  }
+
+  static std::vector<FleetEvent> ToFleetEvents(const std::vector<kuberay::DiagnosisEvent>& in) {
+    std::vector<FleetEvent> out;
+    out.reserve(in.size());
+    for (const auto& e : in) {
+      out.push_back({e.type.empty() ? "Normal" : e.type, e.reason, RedactUrlQueries(e.message),
+                     "kuberay:" + e.object});
+    }
+    return out;
+  }
+
+  // --- the fleet calls -----------------------------------------------------------------------
+
+  Admission Admit(const jobspec::JobSpec& spec) {
+    // A dry render: the capsule is a placeholder; what render refuses depends on the JobSpec and
+    // this cluster's settings only.
+    const kuberay::CapsuleRef placeholder{"https://capsules.invalid/admission-check.zip",
+                                          std::string(64, '0')};
+    const kuberay::RenderResult r = kuberay::Render(spec, "admission-check", placeholder, o.config);
+    if (!r.ok()) {
+      const FieldError& first = r.errors.front();
+      std::string message =
+          first.path.rfind("FORGE_", 0) == 0 ? first.path + " " + first.message : first.ToString();
+      for (size_t i = 1; i < r.errors.size(); ++i)
+        message += "; " + r.errors[i].ToString();
+      const bool jobspec_field = first.path.rfind("FORGE_", 0) != 0;
+      return {false, message, jobspec_field ? first.path : ""};
+    }
+    const auto wait = std::min(o.sync_timeout, std::chrono::milliseconds(1000));
+    if (!nodes->WaitForSync(wait) || !all_pods->WaitForSync(wait)) {
+      return {};  // the cluster cannot be read now: Submit retries, Pending explains
+    }
+    const auto capacity = kuberay::ComputeCapacity(
+        Values(nodes->Snapshot()), Values(all_pods->Snapshot()), o.config.k8s_gpu_node_label);
+    const kuberay::FitCheck fit = kuberay::CheckFits(spec, capacity);
+    if (!fit.possible) return {false, fit.message, fit.field};
+    return {};
+  }
+
+  SubmitResult Submit(const SubmitRequest& request) {
+    const std::string name = kuberay::RayJobName(request.job_id);
+    auto fail = [&](std::string reason, std::string message, bool retryable) {
+      SubmitResult r;
+      r.ok = false;
+      r.reason = std::move(reason);
+      r.message = RedactUrlQueries(std::move(message));
+      r.retryable = retryable;
+      return r;
+    };
+    // The URL must outlive the wait for resources and the run: Ray downloads the working_dir on
+    // each node when the job starts there.
+    const auto& spec = request.spec;
+    int64_t expiry =
+        spec.pre_running_seconds +
+        (spec.running_seconds > 0 ? spec.running_seconds : objstore::kMaxPresignSeconds) +
+        o.presign_slack_seconds;
+    expiry = std::clamp<int64_t>(expiry, 1, objstore::kMaxPresignSeconds);
+    auto url = objects.PresignGet(request.capsule_key, expiry, std::time(nullptr));
+    if (!url) {
+      return fail("SubmissionFailed", "cannot make a URL for the capsule: " + url.error().message,
+                  false);
+    }
+    const kuberay::RenderResult rendered =
+        kuberay::Render(spec, request.job_id, {url.value(), request.capsule_sha256}, o.config);
+    if (!rendered.ok()) return fail("Rejected", JoinErrors(rendered.errors), false);
+
+    kube::WriteOptions wo;
+    wo.field_manager = kFieldManager;
+    try {
+      client.Create(res::kRayJobs, ns, rendered.rayjob, wo);
+      SubmitResult ok;
+      ok.handle = name;
+      return ok;
+    } catch (const kube::ApiError& e) {
+      if (kube::IsAlreadyExists(e)) return Existing(request.job_id, name);
+      const std::string what = "creating RayJob " + ns + "/" + name + ": " + Describe(e);
+      if (Transient(e)) return fail("SubmissionFailed", what, true);
+      if (kube::IsNotFound(e)) {
+        return fail("SubmissionFailed",
+                    what +
+                        " (create the namespace, or set FORGE_K8S_NAMESPACE to one that "
+                        "exists)",
+                    false);
+      }
+      if (e.reason() == kube::Reason::kForbidden || e.reason() == kube::Reason::kUnauthorized) {
+        return fail("SubmissionFailed",
+                    what + " (StarForge's service account needs the rules in deploy/)", false);
+      }
+      return fail("SubmissionFailed", what, false);
+    }
+  }
+
+  // 409 AlreadyExists: ours (same job id) means already submitted.
+  SubmitResult Existing(const std::string& job_id, const std::string& name) {
+    SubmitResult r;
+    try {
+      const json existing = client.Get(res::kRayJobs, ns, name);
+      const std::string owner = Label(existing, kuberay::kLabelJobId);
+      if (owner == job_id) {
+        r.handle = name;
+        return r;
+      }
+      r.ok = false;
+      r.reason = "SubmissionFailed";
+      r.message = "RayJob " + ns + "/" + name + " already exists and is not this job's (" +
+                  (owner.empty() ? std::string("it has no ") + kuberay::kLabelJobId + " label"
+                                 : std::string(kuberay::kLabelJobId) + "=" + owner) +
+                  "); delete it or use another FORGE_K8S_NAMESPACE";
+      return r;
+    } catch (const kube::ApiError& e) {
+      r.ok = false;
+      r.reason = "SubmissionFailed";
+      r.retryable = true;  // it existed a moment ago: deleted meanwhile, or a transient error
+      r.message = "RayJob " + ns + "/" + name + " exists but cannot be read: " + Describe(e);
+      return r;
+    }
+  }
+
+  Observation Observe(const std::string& job_id, const std::string& handle) {
+    const std::string name = handle.empty() ? kuberay::RayJobName(job_id) : handle;
+    Observation obs;
+    std::optional<json> rj;
+    try {
+      rj = RayJob(name);
+    } catch (const kube::ApiError& e) {
+      obs.retryable_error = true;
+      obs.message = "reading RayJob " + ns + "/" + name + ": " + Describe(e);
+      return obs;
+    }
+    const bool cancelled = IsCancelled(job_id);
+    if (!rj) {
+      if (cancelled) {
+        obs.state = State::kCancelled;
+        obs.message = "cancelled: StarForge deleted RayJob " + ns + "/" + name;
+      } else {
+        obs.state = State::kFailed;
+        obs.reason = "RayJobDeleted";
+        obs.message =
+            "RayJob " + ns + "/" + name + " was deleted outside StarForge before the job ended";
+      }
+      return obs;
+    }
+    const kuberay::StatusView sv = kuberay::ReadStatus(*rj);
+    const JobObjects objs = Gather(*rj, name);
+    obs.events = ToFleetEvents(kuberay::NormalizeEvents(objs.events));
+    if (Deleting(*rj) && !sv.terminal) {
+      if (cancelled) {
+        obs.state = State::kCancelled;
+        obs.message = "cancelled: StarForge deleted RayJob " + ns + "/" + name;
+      } else {
+        obs.state = State::kFailed;
+        obs.reason = "RayJobDeleted";
+        obs.message = "RayJob " + ns + "/" + name +
+                      " is being deleted outside StarForge before the job ended";
+      }
+      return obs;
+    }
+    switch (sv.state) {
+      case RayJobState::kPending:
+      case RayJobState::kUnknown: {
+        const kuberay::Diagnosis d = DiagnoseJob(job_id, objs);
+        obs.events = ToFleetEvents(d.events);
+        obs.state = State::kPending;
+        obs.reason = !d.reason.empty() ? d.reason : sv.reason;
+        obs.message = RedactUrlQueries(!d.message.empty() ? d.message : sv.message);
+        if (cancelled) obs.state = State::kCancelled;  // deleted by us, status not updated yet
+        break;
+      }
+      case RayJobState::kRunning:
+        obs.state = cancelled ? State::kCancelled : State::kRunning;
+        obs.message = RedactUrlQueries(sv.message);
+        break;
+      case RayJobState::kSucceeded:
+        obs.state = State::kSucceeded;
+        obs.exit_code = 0;
+        obs.message = RedactUrlQueries(sv.message);
+        break;
+      case RayJobState::kFailed:
+        obs.state = State::kFailed;
+        obs.exit_code = sv.exit_code;
+        obs.message = RedactUrlQueries(sv.message);
+        if (sv.reason == "ValidationFailed") {
+          obs.reason = "Rejected";
+          if (obs.message.empty()) obs.message = "the KubeRay operator refused the RayJob";
+        } else {
+          obs.reason = sv.reason.empty() ? "Failed" : sv.reason;
+        }
+        if (cancelled) obs.state = State::kCancelled;
+        break;
+      case RayJobState::kStopped:
+        obs.state = State::kCancelled;
+        if (!cancelled) {
+          obs.reason = "RayJobStopped";
+          obs.message = "the Ray job was stopped outside StarForge (e.g. `ray job stop`)";
+        }
+        break;
+    }
+    return obs;
+  }
+
+  std::string Cancel(const std::string& job_id, const std::string& handle) {
+    const std::string name = handle.empty() ? kuberay::RayJobName(job_id) : handle;
+    if (std::string err = MarkCancelled(job_id); !err.empty()) return err;
+    kube::DeleteOptions d;
+    d.propagation_policy = "Background";
+    try {
+      client.Delete(res::kRayJobs, ns, name, d);
+    } catch (const kube::ApiError& e) {
+      if (!kube::IsNotFound(e)) return "deleting RayJob " + ns + "/" + name + ": " + Describe(e);
+    }
+    return "";
+  }
+
+  std::string CollectLogs(const std::string& job_id, const std::string& handle,
+                          const fs::path& dir) {
+    const std::string name = handle.empty() ? kuberay::RayJobName(job_id) : handle;
+    std::vector<std::string> problems;
+    std::string error;
+    std::optional<json> rj;
+    try {
+      rj = client.Get(res::kRayJobs, ns, name);  // fresh: the final status goes into rayjob.json
+    } catch (const kube::ApiError& e) {
+      if (!kube::IsNotFound(e)) return "reading RayJob " + ns + "/" + name + ": " + Describe(e);
+    }
+    const kuberay::StatusView sv = kuberay::ReadStatus(rj ? *rj : json());
+
+    // Ray's own record of the job, through the API server's service proxy while the head
+    // exists: the RayJob's service first (it follows the current cluster), then the cluster's.
+    if (rj && !sv.job_id.empty()) {
+      std::vector<std::string> services = {name + "-head-svc"};
+      if (!sv.ray_cluster_name.empty()) services.push_back(sv.ray_cluster_name + "-head-svc");
+      for (const auto& svc : services) {
+        kube::ProxyRequest pr;
+        pr.ns = ns;
+        pr.service = svc;
+        pr.port = "dashboard";
+        pr.path = "api/jobs/" + sv.job_id + "/logs";
+        try {
+          const kube::ProxyResponse resp = client.ServiceProxy(pr);
+          if (resp.status != 200) continue;  // e.g. 404: this head does not know the job
+          std::string text = resp.body;
+          try {
+            const json body = json::parse(resp.body);
+            if (body.is_object() && body.contains("logs") && body["logs"].is_string())
+              text = body["logs"].get<std::string>();
+          } catch (const json::exception&) {
+          }
+          if (!WriteFileAtomically(dir / "ray-job.log", RedactUrlQueries(text), &error))
+            problems.push_back(error);
+          break;
+        } catch (const kube::ApiError& e) {
+          // No service, no endpoints or a head that no longer answers: the cluster is gone.
+          const bool gone = kube::IsNotFound(e) ||
+                            (e.reason() == kube::Reason::kServiceUnavailable &&
+                             (e.message().find("no endpoints") != std::string::npos ||
+                              e.message().find("error trying to reach") != std::string::npos ||
+                              e.message().find("no service port") != std::string::npos));
+          if (!gone) problems.push_back("Ray job logs via " + svc + ": " + Describe(e));
+        }
+      }
+    }
+
+    // The submitter's log: `ray job logs --follow` = the driver's output as Ray saw it.
+    try {
+      std::vector<json> submitters = PodsWhere(
+          [&](const json& p) {
+            return Label(p, kuberay::kLabelJobNameBatch) == name ||
+                   Label(p, kuberay::kLabelJobNameLegacy) == name;
+          },
+          std::string(kuberay::kLabelJobNameBatch) + "=" + name);
+      std::sort(submitters.begin(), submitters.end(), [](const json& a, const json& b) {
+        return Str(Field(a, "metadata"), "creationTimestamp") <
+               Str(Field(b, "metadata"), "creationTimestamp");
+      });
+      std::string text;
+      for (const auto& p : submitters) {
+        kube::LogOptions lo;
+        lo.container = kuberay::kSubmitterContainerName;
+        try {
+          std::string log = client.PodLogs(ns, NameOf(p), lo);
+          if (submitters.size() > 1) text += "==> pod " + NameOf(p) + " <==\n";
+          text += log;
+          if (!log.empty() && log.back() != '\n') text += "\n";
+        } catch (const kube::ApiError& e) {
+          // Gone, or never started (400 "waiting to start"): nothing to archive.
+          if (!kube::IsNotFound(e) && e.reason() != kube::Reason::kBadRequest)
+            problems.push_back("submitter log of pod " + NameOf(p) + ": " + Describe(e));
+        }
+      }
+      if (!text.empty() &&
+          !WriteFileAtomically(dir / "submitter.log", RedactUrlQueries(text), &error))
+        problems.push_back(error);
+    } catch (const kube::ApiError& e) {
+      problems.push_back("listing the submitter's pods: " + Describe(e));
+    }
+
+    // What Kubernetes said about the job, and its final RayJob.
+    if (rj) {
+      const JobObjects objs = Gather(*rj, name);
+      json events_json = json::array();
+      for (const auto& e : kuberay::NormalizeEvents(objs.events))
+        events_json.push_back(kuberay::ToJson(e));
+      if (!WriteFileAtomically(dir / "events.json", Redacted(events_json).dump(2) + "\n", &error))
+        problems.push_back(error);
+      if (!WriteFileAtomically(dir / "rayjob.json", Redacted(*rj).dump(2) + "\n", &error))
+        problems.push_back(error);
+    }
+
+    if (problems.empty()) return "";
+    std::string joined;
+    for (const auto& p : problems)
+      joined += (joined.empty() ? "" : "; ") + p;
+    int failures = 0;
+    {
+      std::lock_guard lock(mu);
+      failures = ++collect_failures[job_id];
+    }
+    if (failures < kMaxCollectAttempts) return joined;
+    // Give up on what cannot be read; say so next to the logs.
+    WriteFileAtomically(dir / "collect-errors.txt",
+                        "StarForge could not archive these after " + std::to_string(failures) +
+                            " attempts:\n" + joined + "\n",
+                        &error);
+    return "";
+  }
+
+  std::string Release(const std::string& job_id, const std::string& handle) {
+    const std::string name = handle.empty() ? kuberay::RayJobName(job_id) : handle;
+    kube::DeleteOptions d;
+    d.propagation_policy = "Background";
+    try {
+      const json r = client.Delete(res::kRayJobs, ns, name, d);
+      if (Str(r, "kind") == "RayJob" && Deleting(r)) {
+        return "RayJob " + ns + "/" + name + " is being deleted (waiting for its finalizers: " +
+               Field(Field(r, "metadata"), "finalizers").dump() + ")";
+      }
+    } catch (const kube::ApiError& e) {
+      if (!kube::IsNotFound(e)) return "deleting RayJob " + ns + "/" + name + ": " + Describe(e);
+    }
+    Forget(job_id);
+    return "";
+  }
+
+  json Capacity() {
+    json out = {{"fleet", "kuberay"}, {"namespace", ns}};
+    if (!nodes->HasSynced() || !all_pods->HasSynced()) {
+      out["error"] =
+          "the cluster's nodes and pods have not been read yet: " +
+          RedactUrlQueries(nodes->stats().last_error.empty() ? all_pods->stats().last_error
+                                                             : nodes->stats().last_error);
+      return out;
+    }
+    const auto capacity = kuberay::ComputeCapacity(
+        Values(nodes->Snapshot()), Values(all_pods->Snapshot()), o.config.k8s_gpu_node_label);
+    json body = kuberay::ToJson(capacity, o.config.k8s_gpu_node_label);
+    for (auto& [k, v] : body.items())
+      out[k] = v;
+    return out;
+  }
+
+  std::vector<std::string> SweepOrphans() {
+    std::vector<std::string> deleted;
+    if (!o.job_exists || !rayjobs->HasSynced()) return deleted;
+    const int64_t now = std::time(nullptr);
+    for (auto& [key, rj] : rayjobs->Snapshot()) {
+      const std::string job_id = Label(rj, kuberay::kLabelJobId);
+      if (job_id.empty() || Deleting(rj)) continue;
+      bool exists = true;
+      try {
+        exists = o.job_exists(job_id);
+      } catch (const std::exception& e) {
+        spdlog::warn("kuberay fleet: cannot tell whether job {} exists: {}", job_id, e.what());
+      }
+      if (exists) continue;
+      const int64_t created = ParseTime(Str(Field(rj, "metadata"), "creationTimestamp"));
+      const int64_t age = created > 0 ? now - created : 0;
+      if (created == 0 || age < o.orphan_grace.count()) continue;
+      kube::DeleteOptions d;
+      d.propagation_policy = "Background";
+      try {
+        client.Delete(res::kRayJobs, ns, NameOf(rj), d);
+        spdlog::warn(
+            "kuberay fleet: deleted orphan RayJob {} (label {}={} names no job in the store; "
+            "created {} s ago)",
+            key, kuberay::kLabelJobId, job_id, age);
+        deleted.push_back(NameOf(rj));
+      } catch (const kube::ApiError& e) {
+        if (!kube::IsNotFound(e))
+          spdlog::warn("kuberay fleet: cannot delete orphan RayJob {}: {}", key, Describe(e));
+      }
+    }
+    return deleted;
+  }
+
+  void SweepLoop() {
+    std::unique_lock lock(sweep_mu);
+    while (!stopping) {
+      sweep_cv.wait_for(lock, o.orphan_scan_interval, [this] { return stopping.load(); });
+      if (stopping) break;
+      lock.unlock();
+      SweepOrphans();
+      lock.lock();
+    }
+  }
+
+  struct InitLog {
+    std::string job_id;
+    std::string tail;
+  };
+
+  KubeRayFleet* self;
+  KubeRayFleetOptions o;
+  std::string ns;
+  objstore::ObjectStore& objects;
+  kube::Client client;
+  std::unique_ptr<kube::Informer> rayjobs, rayclusters, jobs, pods, events, nodes, all_pods;
+  fs::path cancelled_dir;
+
+  std::mutex mu;  // guards the three below
+  std::set<std::string> cancelled_ids;
+  std::map<std::string, InitLog> init_logs;  // "<pod uid>/<restarts>" → tail
+  std::map<std::string, int> collect_failures;
+
+  std::mutex sweep_mu;
+  std::condition_variable sweep_cv;
+  std::atomic<bool> stopping{false};
+  std::thread sweeper;
+  bool started = false;
+};
+
+namespace {
+
+KubeRayFleetOptions WithFleetDefaults(KubeRayFleetOptions o) {
+  // The controller retries every call with its own backoff: keep each call short so that one
+  // worker is not held for minutes by a struggling API server.
+  o.client_options.max_attempts = std::min(o.client_options.max_attempts, 4);
+  o.client_options.request_timeout =
+      std::min(o.client_options.request_timeout, std::chrono::milliseconds(30'000));
+  o.client_options.backoff_cap =
+      std::min(o.client_options.backoff_cap, std::chrono::milliseconds(2'000));
+  o.client_options.max_retry_after =
+      std::min(o.client_options.max_retry_after, std::chrono::milliseconds(5'000));
+  return o;
+}
+
+}  // namespace
+
+KubeRayFleet::KubeRayFleet(KubeRayFleetOptions options, objstore::ObjectStore& objects)
+    : impl_(std::make_unique<Impl>(this, WithFleetDefaults(std::move(options)), objects)) {}
+
+KubeRayFleet::~KubeRayFleet() {
+  Stop();
+}
+
+void KubeRayFleet::Start() {
+  if (impl_->started) return;
+  impl_->started = true;
+  impl_->stopping = false;
+  for (auto* i : impl_->Informers())
+    i->Start();
+  impl_->sweeper = std::thread([this] { impl_->SweepLoop(); });
+}
+
+void KubeRayFleet::Stop() {
+  if (!impl_->started) return;
+  {
+    std::lock_guard lock(impl_->sweep_mu);
+    impl_->stopping = true;
+  }
+  impl_->sweep_cv.notify_all();
+  if (impl_->sweeper.joinable()) impl_->sweeper.join();
+  for (auto* i : impl_->Informers())
+    i->Stop();
+  impl_->started = false;
+}
+
+bool KubeRayFleet::WaitForSync(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (auto* i : impl_->Informers()) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (!i->WaitForSync(std::max(left, std::chrono::milliseconds(0)))) return false;
+  }
+  return true;
+}
+
+Admission KubeRayFleet::Admit(const jobspec::JobSpec& spec) {
+  return impl_->Admit(spec);
+}
+
+SubmitResult KubeRayFleet::Submit(const SubmitRequest& request) {
+  return impl_->Submit(request);
+}
+
+Observation KubeRayFleet::Observe(const std::string& job_id, const std::string& handle) {
+  return impl_->Observe(job_id, handle);
+}
+
+std::string KubeRayFleet::Cancel(const std::string& job_id, const std::string& handle,
+                                 int64_t /*since_ms*/) {
+  return impl_->Cancel(job_id, handle);
+}
+
+std::string KubeRayFleet::CollectLogs(const std::string& job_id, const std::string& handle,
+                                      const std::filesystem::path& logs_dir) {
+  return impl_->CollectLogs(job_id, handle, logs_dir);
+}
+
+std::string KubeRayFleet::Release(const std::string& job_id, const std::string& handle) {
+  return impl_->Release(job_id, handle);
+}
+
+nlohmann::json KubeRayFleet::Capacity() {
+  return impl_->Capacity();
+}
+
+kube::ClientStats KubeRayFleet::ApiStats() const {
+  return impl_->client.stats();
+}
+
+std::vector<std::string> KubeRayFleet::SweepOrphans() {
+  return impl_->SweepOrphans();
+}
+
+}  // namespace starforge::fleet

@@ -1,0 +1,71 @@
+// Why is a RayJob not running? Follows FACTS §5's chain (RayJob → RayCluster → its pods → the
+// submitter Job and its pods) over objects the caller already has. Pure: no I/O, no clock.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "starforge/jobspec/jobspec.h"
+
+namespace starforge::kuberay {
+
+struct DiagnosisInput {
+  nlohmann::json rayjob;                       // the RayJob (null = not found)
+  nlohmann::json raycluster;                   // status.rayClusterName's RayCluster, or null
+  std::vector<nlohmann::json> cluster_pods;    // pods labelled ray.io/cluster=<cluster>
+  nlohmann::json submitter_job;                // batch/v1 Job named like the RayJob, or null
+  std::vector<nlohmann::json> submitter_pods;  // its pods (batch.kubernetes.io/job-name or
+                                               // job-name = <rayjob>)
+  // Events regarding any of the objects above, core/v1 or events.k8s.io/v1 (mixed is fine).
+  std::vector<nlohmann::json> events;
+  // Tails of failed init containers' logs, keyed "<pod>/<container>".
+  std::map<std::string, std::string> init_logs;
+  std::vector<nlohmann::json> nodes;  // every Node
+  // Every non-terminal pod bound to a node, any namespace (the capacity view's pods), so the
+  // Unschedulable message can say how many GPUs are free. May be empty.
+  std::vector<nlohmann::json> node_pods;
+  std::string gpu_label = "starforge/gpu-series";  // FORGE_K8S_GPU_NODE_LABEL
+  std::vector<jobspec::Pool> pools;                // the job's pools
+};
+
+// One event as users see it (GET /api/v1/jobs/{id}/events, `forge describe`).
+struct DiagnosisEvent {
+  std::string type;      // Normal | Warning
+  std::string reason;    // e.g. FailedScheduling
+  std::string message;   // core/v1 message or events.k8s.io note
+  std::string object;    // "<Kind>/<name>", e.g. "Pod/sf-abc-x7k2p-head-q9z8w"
+  std::string source;    // reportingController / source.component, e.g. "default-scheduler"
+  int64_t count = 1;     // repeats (count, deprecatedCount or series.count)
+  std::string first_at;  // RFC 3339 ("" when the event carries no time)
+  std::string last_at;
+  friend bool operator==(const DiagnosisEvent&, const DiagnosisEvent&) = default;
+};
+
+struct Diagnosis {
+  // CamelCase: ImagePullFailed, CapsuleFetchFailed, InitContainerFailed, VolumeMountFailed,
+  // ContainerConfigError, QuotaExceeded, ValidationFailed, SubmitterFailed, Unschedulable,
+  // QueuedByKueue, WaitingForOperator, WaitingForCluster, Starting, WaitingForRuntimeEnv,
+  // Running, or "" when the RayJob is terminal (ReadStatus tells why).
+  std::string reason;
+  std::string message;                 // ONE line a user can act on
+  std::vector<DiagnosisEvent> events;  // NormalizeEvents(in.events)
+};
+
+// Hard failures (image pull, capsule fetch, init container, mount, config, quota, validation)
+// beat Unschedulable, which beats the waiting states.
+Diagnosis Diagnose(const DiagnosisInput& in);
+
+// core/v1 and events.k8s.io/v1 events as DiagnosisEvents: deduplicated (same object, type,
+// reason and message: counts added, times widened), sorted by last time (then first time,
+// object, reason). Events without any time sort first.
+std::vector<DiagnosisEvent> NormalizeEvents(const std::vector<nlohmann::json>& events);
+
+nlohmann::json ToJson(const DiagnosisEvent& event);  // {type, reason, message, object, source,
+                                                     //  count, firstAt, lastAt}
+nlohmann::json ToJson(const Diagnosis& diagnosis);   // {reason, message, events: [...]}
+
+}  // namespace starforge::kuberay
