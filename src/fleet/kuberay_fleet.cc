@@ -480,14 +480,23 @@ struct KubeRayFleet::Impl {
         lo.container = kuberay::kFetchContainerName;
         lo.tail_lines = o.init_log_tail_lines;
         lo.previous = before;
-        try {
-          std::string tail = RedactUrlQueries(client.PodLogs(ns, pod_name, lo));
-          out[key] = tail;
-          std::lock_guard lock(mu);
-          init_logs[cache_key] = {job_id, tail};
-        } catch (const kube::ApiError&) {
-          // The diagnosis still names the failed init container; the tail is a bonus.
+        std::string tail;
+        bool got = false;
+        for (int attempt = 0; attempt < 2 && !got; ++attempt) {
+          try {
+            tail = RedactUrlQueries(client.PodLogs(ns, pod_name, lo));
+            got = true;
+          } catch (const kube::ApiError&) {
+            // A restarted container's previous run may be gone: its current log, then nothing
+            // (the diagnosis still names the failed init container; the tail is a bonus).
+            if (!lo.previous) break;
+            lo.previous = false;
+          }
         }
+        if (!got) continue;
+        out[key] = tail;
+        std::lock_guard lock(mu);
+        init_logs[cache_key] = {job_id, tail};
       }
     }
     return out;
