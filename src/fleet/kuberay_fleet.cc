@@ -511,8 +511,13 @@ struct KubeRayFleet::Impl {
     in.submitter_pods = j.submitter_pods;
     in.events = j.events;
     in.init_logs = InitLogs(job_id, j.cluster_pods);
-    in.nodes = Values(nodes->Snapshot());
-    in.node_pods = Values(all_pods->Snapshot());
+    // The nodes and every pod on them only matter to a pod the scheduler could not place (the
+    // Unschedulable message counts free GPUs); copying them costs, so only then.
+    auto unscheduled = [](const json& pod) { return Str(Field(pod, "spec"), "nodeName").empty(); };
+    if (std::any_of(j.cluster_pods.begin(), j.cluster_pods.end(), unscheduled)) {
+      in.nodes = Values(nodes->Snapshot());
+      in.node_pods = Values(all_pods->Snapshot());
+    }
     in.gpu_label = o.config.k8s_gpu_node_label;
     in.pools = PoolsFromRayJob(j.rayjob, o.config.k8s_gpu_node_label);
     return kuberay::Diagnose(in);

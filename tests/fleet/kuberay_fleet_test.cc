@@ -555,7 +555,8 @@ TEST_F(KubeRayFleetTest, PendingSaysWhyUnschedulable) {
   o = ObserveUntil(id, h, [](const Observation& x) { return x.reason == "Unschedulable"; });
   EXPECT_EQ(o.state, State::kPending);
   EXPECT_EQ(o.reason, "Unschedulable");
-  EXPECT_FALSE(o.message.empty());
+  // Said with the nodes from --nodes: h200-b is cordoned.
+  EXPECT_THAT(o.message, AllOf(HasSubstr("h200"), HasSubstr("cordoned"), HasSubstr("0/3 nodes")));
   bool seen = false;
   for (const auto& e : o.events) {
     if (e.reason == "FailedScheduling") {
