@@ -480,14 +480,23 @@ struct KubeRayFleet::Impl {
         lo.container = kuberay::kFetchContainerName;
         lo.tail_lines = o.init_log_tail_lines;
         lo.previous = before;
-        try {
-          std::string tail = RedactUrlQueries(client.PodLogs(ns, pod_name, lo));
-          out[key] = tail;
-          std::lock_guard lock(mu);
-          init_logs[cache_key] = {job_id, tail};
-        } catch (const kube::ApiError&) {
-          // The diagnosis still names the failed init container; the tail is a bonus.
+        std::string tail;
+        bool got = false;
+        for (int attempt = 0; attempt < 2 && !got; ++attempt) {
+          try {
+            tail = RedactUrlQueries(client.PodLogs(ns, pod_name, lo));
+            got = true;
+          } catch (const kube::ApiError&) {
+            // A restarted container's previous run may be gone: its current log, then nothing
+            // (the diagnosis still names the failed init container; the tail is a bonus).
+            if (!lo.previous) break;
+            lo.previous = false;
+          }
         }
+        if (!got) continue;
+        out[key] = tail;
+        std::lock_guard lock(mu);
+        init_logs[cache_key] = {job_id, tail};
       }
     }
     return out;
@@ -502,8 +511,13 @@ struct KubeRayFleet::Impl {
     in.submitter_pods = j.submitter_pods;
     in.events = j.events;
     in.init_logs = InitLogs(job_id, j.cluster_pods);
-    in.nodes = Values(nodes->Snapshot());
-    in.node_pods = Values(all_pods->Snapshot());
+    // The nodes and every pod on them only matter to a pod the scheduler could not place (the
+    // Unschedulable message counts free GPUs); copying them costs, so only then.
+    auto unscheduled = [](const json& pod) { return Str(Field(pod, "spec"), "nodeName").empty(); };
+    if (std::any_of(j.cluster_pods.begin(), j.cluster_pods.end(), unscheduled)) {
+      in.nodes = Values(nodes->Snapshot());
+      in.node_pods = Values(all_pods->Snapshot());
+    }
     in.gpu_label = o.config.k8s_gpu_node_label;
     in.pools = PoolsFromRayJob(j.rayjob, o.config.k8s_gpu_node_label);
     return kuberay::Diagnose(in);
