@@ -226,13 +226,25 @@ class FakeRay {
 class StatusRecorder {
  public:
   StatusRecorder(const Sim& sim, const std::string& ns, const std::string& name) {
-    thread_ = std::thread([this, port = sim.port(), ns, name] {
+    // The watch starts at the resourceVersion of a list taken now, so every change made after
+    // the constructor returns is seen however late the watch thread connects.
+    const std::string list_path =
+        "/apis/ray.io/v1/namespaces/" + ns + "/rayjobs?fieldSelector=metadata.name%3D" + name;
+    std::string rv;
+    {
+      httplib::Client c("127.0.0.1", sim.port());
+      auto res = c.Get(list_path);
+      if (res && res->status == 200) {
+        const json list = json::parse(res->body, nullptr, false);
+        if (list.is_object()) rv = list["metadata"].value("resourceVersion", "");
+      }
+    }
+    thread_ = std::thread([this, port = sim.port(), list_path, rv] {
       httplib::Client c("127.0.0.1", port);
       c.set_read_timeout(60, 0);
       std::string buf;
-      c.Get("/apis/ray.io/v1/namespaces/" + ns +
-                "/rayjobs?watch=true&allowWatchBookmarks=true&fieldSelector=metadata.name%3D" +
-                name,
+      c.Get(list_path + "&watch=true&allowWatchBookmarks=true" +
+                (rv.empty() ? std::string() : "&resourceVersion=" + rv),
             [&](const char* data, size_t len) {
               buf.append(data, len);
               size_t nl;
