@@ -85,8 +85,8 @@ env_file="$state_dir/$name.env"
 namespace=starforge
 label_key=starforge/gpu-series
 
-for tool in docker kind helm kubectl; do
-  command -v "$tool" >/dev/null || die "$tool is not installed (needed: docker, kind, helm, kubectl)"
+for tool in docker kind helm kubectl curl; do
+  command -v "$tool" >/dev/null || die "$tool is not installed (needed: docker, kind, helm, kubectl, curl)"
 done
 docker info >/dev/null 2>&1 || die "cannot talk to Docker (is the daemon running, may you use it?)"
 

@@ -251,6 +251,11 @@ Client::Response Client::SendOnce(const Request& req, bool* nothing_sent) {
   if (!req.content_type.empty()) {
     headers = curl_slist_append(headers, ("Content-Type: " + req.content_type).c_str());
   }
+  for (const auto& [name, value] : options_.extra_headers) {
+    if (req.headers.count(name) == 0) {
+      headers = curl_slist_append(headers, (name + ": " + value).c_str());
+    }
+  }
   for (const auto& [name, value] : req.headers) {
     headers = curl_slist_append(headers, (name + ": " + value).c_str());
   }

@@ -191,13 +191,14 @@ struct Ctx {
   }
 };
 
+// The image the kubelet is pulling: the container status' (what it resolved), else the spec's.
 std::string ContainerImage(const json& pod, const json& status, bool init) {
-  std::string image = Str(status, "image");
+  if (!Str(status, "image").empty()) return Str(status, "image");
   const std::string name = Str(status, "name");
   for (const json& c : Arr(Field(pod, "spec"), init ? "initContainers" : "containers")) {
-    if (Str(c, "name") == name && !Str(c, "image").empty()) return Str(c, "image");
+    if (Str(c, "name") == name) return Str(c, "image");
   }
-  return image;
+  return "";
 }
 
 // The pull error from the kubelet's `Failed to pull image "<img>": <err>` event, else the
@@ -232,7 +233,10 @@ struct Exit {
   std::string reason;
   std::string message;
 };
-std::optional<Exit> FailedExit(const json& status) {
+// `sticky`: an init container that failed before and runs again (the kubelet retries it) still
+// counts as failing: a capsule whose SHA-256 did not match will not match on the next try, and
+// the diagnosis must not flip to "Starting" between attempts.
+std::optional<Exit> FailedExit(const json& status, bool sticky) {
   const json& state = Field(status, "state");
   const json& terminated = Field(state, "terminated");
   if (terminated.is_object()) {
@@ -242,7 +246,9 @@ std::optional<Exit> FailedExit(const json& status) {
   }
   // Waiting to be restarted (CrashLoopBackOff) after a failure: the last run tells why.
   const json& last = Field(Field(status, "lastState"), "terminated");
-  if (!Field(state, "waiting").is_object() || !last.is_object()) return std::nullopt;
+  const bool retrying =
+      Field(state, "waiting").is_object() || (sticky && Field(state, "running").is_object());
+  if (!retrying || !last.is_object()) return std::nullopt;
   const int64_t code = Int(last, "exitCode", 0);
   if (code == 0) return std::nullopt;
   return Exit{code, Str(last, "reason"), Str(last, "message")};
@@ -268,7 +274,7 @@ void ScanInitContainers(Ctx& ctx, const json& pod) {
                   " cannot be configured: " + Str(waiting, "message"));
       continue;
     }
-    auto exit = FailedExit(s);
+    auto exit = FailedExit(s, /*sticky=*/true);
     if (!exit) continue;
     auto log = ctx.in.init_logs.find(pod_name + "/" + name);
     std::string tail = log == ctx.in.init_logs.end() ? "" : LogTail(log->second, 3);
@@ -301,7 +307,7 @@ void ScanContainers(Ctx& ctx, const json& pod, bool submitter) {
       ctx.Add(kContainerFailed, "ContainerFailed",
               "container " + name + " of pod " + pod_name + " cannot start: " + wreason + ": " +
                   Str(waiting, "message"));
-    } else if (auto exit = FailedExit(s)) {
+    } else if (auto exit = FailedExit(s, /*sticky=*/false)) {
       if (submitter) {
         ctx.Add(kSubmitterFailed, "SubmitterFailed",
                 "the submitter pod " + pod_name + " failed (" + ExitText(*exit) +
@@ -739,6 +745,11 @@ Finding Waiting(const Ctx& ctx, const StatusView& v, const std::vector<const jso
     return {0, "WaitingForCluster",
             "RayCluster " + cluster + ": waiting for the scheduler to place " +
                 Plural(static_cast<int64_t>(pods.size()), "pod", "pods")};
+  }
+  if (first_not_ready == nullptr && ready >= desired) {
+    return {0, "Starting",
+            "all " + Plural(desired, "pod", "pods") + " of RayCluster " + cluster +
+                " are ready; waiting for the KubeRay operator to submit the Ray job"};
   }
   std::string msg = std::to_string(ready) + " of " + Plural(desired, "pod", "pods") +
                     " of RayCluster " + cluster + " ready";

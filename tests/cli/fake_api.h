@@ -348,7 +348,10 @@ class FakeApi {
             {
               std::lock_guard<std::mutex> lock(mu_);
               FakeJob& j = jobs_[id];
-              const size_t complete = j.log.rfind('\n');
+              // A stream that is to break sends one line first, so the break always falls
+              // mid-log however late the client connects.
+              const size_t complete =
+                  drop && *chunks == 0 ? j.log.find('\n', *offset) : j.log.rfind('\n');
               if (complete != std::string::npos && complete + 1 > *offset) {
                 std::string chunk = j.log.substr(*offset, complete + 1 - *offset);
                 *offset = complete + 1;

@@ -154,9 +154,20 @@ class KubeRayFleetTest : public ::testing::Test {
     std::string tmpl = (fs::temp_directory_path() / "kr-fleet-nodes-XXXXXX").string();
     nodes_dir_ = ::mkdtemp(tmpl.data());
     std::ofstream(nodes_dir_ / "nodes.yaml") << kNodes;
-    sim_ = kube::testing::StartKubesim({"--tls", "--cert-file", "{cert}", "--token", kToken,
-                                        "--nodes", (nodes_dir_ / "nodes.yaml").string()},
-                                       &sim_error_);
+    // The tests play the operator, scheduler and kubelet themselves: kubesim's own controllers
+    // stay off (they would add finalizers and pods of their own).
+    std::vector<std::string> args = {"--tls",
+                                     "--cert-file",
+                                     "{cert}",
+                                     "--token",
+                                     kToken,
+                                     "--nodes",
+                                     (nodes_dir_ / "nodes.yaml").string()};
+    if (KubesimHasControllers()) {
+      args.push_back("--controllers");
+      args.push_back("none");
+    }
+    sim_ = kube::testing::StartKubesim(args, &sim_error_);
   }
   static void TearDownTestSuite() {
     sim_.reset();

@@ -313,12 +313,20 @@ TEST(Diagnose, ImagePullFailedWithoutEvents) {
   DiagnosisInput in = Base();
   in.cluster_pods = {Pod(kHead, "headgroup", "train", 8, "h200-2",
                          WaitingStatus("ray-head", "ErrImagePull", "manifest unknown"))};
-  const Diagnosis d = Diagnose(in);
+  Diagnosis d = Diagnose(in);
   EXPECT_EQ(d.reason, "ImagePullFailed");
   EXPECT_EQ(d.message, "image \"ghcr.io/acme/train:1\" of pod " + kHead +
                            " (container ray-head) cannot be pulled: ErrImagePull: manifest "
                            "unknown; check the image name and tag, and that the cluster may pull "
                            "it (registry access, imagePullSecrets)");
+  // The status names the reference the kubelet pulls; without it, the spec's image.
+  in.cluster_pods[0]["status"]["containerStatuses"][0]["image"] = "docker.io/acme/train:1";
+  d = Diagnose(in);
+  EXPECT_EQ(d.message.rfind("image \"docker.io/acme/train:1\" of pod ", 0), 0u) << d.message;
+  in.cluster_pods[0]["status"]["containerStatuses"][0].erase("image");
+  in.cluster_pods[0]["spec"]["containers"][0]["image"] = "spec/only:2";
+  d = Diagnose(in);
+  EXPECT_EQ(d.message.rfind("image \"spec/only:2\" of pod ", 0), 0u) << d.message;
 }
 
 TEST(Diagnose, ImagePullFailedSeenOnlyInEvents) {
@@ -398,15 +406,53 @@ TEST(Diagnose, OtherInitContainerFailed) {
                            " failed (exit code 1, Error): ray health-check failed");
 }
 
-TEST(Diagnose, InitContainerRunningOrSucceededIsNotAFailure) {
+TEST(Diagnose, InitContainerRetriedAfterAFailureStillFails) {
   DiagnosisInput in = Base();
   json status = InitFailedStatus(kFetchContainerName, 3);
-  status["initContainerStatuses"][0]["state"] = {{"running", json::object()}};  // restarted
+  status["initContainerStatuses"][0]["state"] = {{"running", json::object()}};  // retried
   in.cluster_pods = {Pod(kHead, "headgroup", "train", 8, "h200-2", status)};
-  const Diagnosis d = Diagnose(in);
+  in.init_logs[kHead + "/fetch-capsule"] = "fetch-capsule: SHA-256 mismatch: expected a, got b";
+  Diagnosis d = Diagnose(in);
+  EXPECT_EQ(d.reason, "CapsuleFetchFailed");
+  EXPECT_EQ(d.message, "init container fetch-capsule of pod " + kHead +
+                           " could not fetch the capsule (exit code 3, Error): fetch-capsule: "
+                           "SHA-256 mismatch: expected a, got b");
+  // Running for the first time, or done: not a failure.
+  status["initContainerStatuses"][0].erase("lastState");
+  in.cluster_pods = {Pod(kHead, "headgroup", "train", 8, "h200-2", status)};
+  d = Diagnose(in);
   EXPECT_EQ(d.reason, "Starting");
   EXPECT_EQ(d.message, "0 of 3 pods of RayCluster " + kCluster + " ready; pod " + kHead +
                            " runs init container fetch-capsule");
+  status["initContainerStatuses"][0]["state"] = {
+      {"terminated", {{"exitCode", 0}, {"reason", "Completed"}}}};
+  status["initContainerStatuses"][0]["lastState"] = {
+      {"terminated", {{"exitCode", 3}, {"reason", "Error"}}}};
+  status["phase"] = "Running";
+  in.cluster_pods = {Pod(kHead, "headgroup", "train", 8, "h200-2", status)};
+  d = Diagnose(in);
+  EXPECT_EQ(d.reason, "Starting");
+  EXPECT_EQ(d.message, "0 of 3 pods of RayCluster " + kCluster + " ready; pod " + kHead +
+                           " is running, Ray is not ready yet");
+}
+
+TEST(Diagnose, MainContainerRunningAgainIsNotAFailure) {
+  DiagnosisInput in = Base();
+  json status = RunningStatus(false);
+  status["containerStatuses"][0]["lastState"] = {
+      {"terminated", {{"exitCode", 137}, {"reason", "OOMKilled"}}}};
+  in.cluster_pods = {Pod(kHead, "headgroup", "train", 8, "h200-2", status)};
+  EXPECT_EQ(Diagnose(in).reason, "Starting");
+  status["containerStatuses"][0]["state"] = {
+      {"waiting",
+       {{"reason", "CrashLoopBackOff"},
+        {"message",
+         "back-off 40s restarting failed container=ray-head pod=" + kHead + "_starforge(uid)"}}}};
+  in.cluster_pods = {Pod(kHead, "headgroup", "train", 8, "h200-2", status)};
+  const Diagnosis d = Diagnose(in);
+  EXPECT_EQ(d.reason, "ContainerFailed");
+  EXPECT_EQ(d.message, "container ray-head of pod " + kHead +
+                           " keeps failing (exit code 137, OOMKilled, CrashLoopBackOff)");
 }
 
 TEST(Diagnose, VolumeMountFailed) {
@@ -589,6 +635,15 @@ TEST(Diagnose, WaitingStates) {
     cases.push_back({"ray starting", in, "Starting",
                      "2 of 3 pods of RayCluster " + kCluster + " ready; pod " + kHead +
                          " is running, Ray is not ready yet"});
+  }
+  {
+    DiagnosisInput in = Base();
+    in.cluster_pods = {Pod(kHead, "headgroup", "train", 8, "h200-2", RunningStatus(true)),
+                       Pod(kWorker, "train", "train", 8, "h200-2", RunningStatus(true)),
+                       Pod(kRollout, "rollout", "rollout", 4, "h100-1", RunningStatus(true))};
+    cases.push_back({"all ready", in, "Starting",
+                     "all 3 pods of RayCluster " + kCluster +
+                         " are ready; waiting for the KubeRay operator to submit the Ray job"});
   }
   {
     DiagnosisInput in = Base();

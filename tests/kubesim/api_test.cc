@@ -34,9 +34,10 @@ class Kubesim {
            ("kubesim-test-" + std::to_string(getpid()) + "-" + std::to_string(counter_++));
     fs::create_directories(dir_);
     const std::string port_file = (dir_ / "port").string();
-    std::vector<std::string> args = {KUBESIM_BIN,   "--listen", "127.0.0.1:0",
-                                     "--port-file", port_file,  "--bookmark-interval-ms",
-                                     "200"};
+    // --controllers none: the pure API server (these tests predate the controllers).
+    std::vector<std::string> args = {KUBESIM_BIN,   "--listen",      "127.0.0.1:0",
+                                     "--port-file", port_file,       "--bookmark-interval-ms",
+                                     "200",         "--controllers", "none"};
     args.insert(args.end(), extra.begin(), extra.end());
     pid_ = fork();
     if (pid_ == 0) {

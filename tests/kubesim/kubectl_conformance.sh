@@ -26,7 +26,8 @@ expect_contains() { # haystack needle what
 
 start_sim() { # extra args...
   rm -f "$WORK/port"
-  "$KUBESIM" --listen 127.0.0.1:0 --port-file "$WORK/port" --nodes "$DATA/nodes.yaml" "$@" \
+  "$KUBESIM" --listen 127.0.0.1:0 --port-file "$WORK/port" --nodes "$DATA/nodes.yaml" \
+    --controllers none "$@" \
     >"$WORK/kubesim.log" 2>&1 &
   SIM_PID=$!
   for _ in $(seq 600); do [[ -s $WORK/port ]] && break; sleep 0.05; done

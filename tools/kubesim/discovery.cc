@@ -14,11 +14,13 @@ const std::vector<std::string> kVerbs = {"create", "delete", "deletecollection",
 std::vector<std::string> SubVerbs(const std::string& sub) {
   if (sub == "status") return {"get", "patch", "update"};
   if (sub == "log") return {"get"};
+  if (sub == "binding") return {"create"};
   return {"create", "delete", "get", "patch", "update"};  // proxy
 }
 
 std::string SubKind(const ResourceInfo& r, const std::string& sub) {
   if (sub == "log") return "Pod";
+  if (sub == "binding") return "Binding";
   if (sub == "proxy")
     return r.kind == "Pod" ? "PodProxyOptions"
                            : (r.kind == "Node" ? "NodeProxyOptions" : "ServiceProxyOptions");

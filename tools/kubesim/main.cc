@@ -4,6 +4,8 @@
 //           [--token T] [--rbac rbac.yaml] [--tls [--cert-file F]] [--nodes nodes.yaml] [--history
 //           N]
 //           [--bookmark-interval-ms N] [--max-pod-grace-seconds N]
+//           [--controllers all|none|operator,jobs,...] [--operator-version v1.4|v1.7]
+//           [--resync-ms N] [--ray-dashboard-port N] [flags declared by controllers]
 #include <pthread.h>
 
 #include <csignal>
@@ -12,6 +14,7 @@
 #include <string>
 #include <thread>
 
+#include "controllers/controller.h"
 #include "server.h"
 
 #ifndef KUBESIM_DEFAULT_CRD_ROOT
@@ -25,8 +28,14 @@ int Usage(const char* msg) {
                "kubesim: %s\nusage: kubesim --listen HOST:PORT [--port-file F] [--crd-version V] "
                "[--crd-dir DIR] [--token T] [--rbac FILE] [--tls] [--cert-file F] [--key-file F] "
                "[--nodes FILE] [--history N] [--bookmark-interval-ms N] "
-               "[--max-pod-grace-seconds N]\n",
+               "[--max-pod-grace-seconds N] [--controllers all|none|NAME,...] "
+               "[--operator-version v1.4|v1.7] [--resync-ms N] [--ray-dashboard-port N]\n",
                msg);
+  for (const auto& c : kubesim::controllers::RegisteredControllers()) {
+    std::fprintf(stderr, "  controller %s\n", c.name.c_str());
+    for (const auto& f : c.flags)
+      std::fprintf(stderr, "    --%s  %s\n", f.name.c_str(), f.help.c_str());
+  }
   return 2;
 }
 
@@ -36,6 +45,8 @@ int main(int argc, char** argv) {
   kubesim::Options opts;
   std::string crd_version = "v1.7.0";
   std::string crd_dir;
+  std::string controllers = "all";
+  kubesim::controllers::ControllerFlags cflags;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -76,6 +87,20 @@ int main(int argc, char** argv) {
         opts.bookmark_interval_ms = std::stoi(next());
       } else if (a == "--max-pod-grace-seconds") {
         opts.max_pod_grace_seconds = std::stoll(next());
+      } else if (a == "--controllers") {
+        controllers = next();
+      } else if (a == "--operator-version") {
+        cflags.operator_version = next();
+        if (cflags.operator_version != "v1.4" && cflags.operator_version != "v1.7") {
+          return Usage("--operator-version wants v1.4 or v1.7");
+        }
+      } else if (a == "--resync-ms") {
+        cflags.resync_ms = std::stoi(next());
+        if (cflags.resync_ms <= 0) return Usage("--resync-ms wants a positive number");
+      } else if (a == "--ray-dashboard-port") {
+        cflags.ray_dashboard_port = std::stoi(next());
+      } else if (a.rfind("--", 0) == 0 && kubesim::controllers::IsControllerFlag(a.substr(2))) {
+        cflags.values[a.substr(2)] = next();
       } else if (a == "--help" || a == "-h") {
         Usage("help");
         return 0;
@@ -88,6 +113,37 @@ int main(int argc, char** argv) {
   }
   if (crd_dir.empty()) crd_dir = std::string(KUBESIM_DEFAULT_CRD_ROOT) + "/" + crd_version;
   opts.crd_dir = crd_dir;
+  try {
+    cflags.enabled = kubesim::controllers::ParseControllerSelection(controllers);
+  } catch (const std::exception& e) {
+    return Usage(e.what());
+  }
+  // The controllers are clients of this very server over loopback (controllers/controller.h):
+  // started once the listener is bound, stopped before the server.
+  kubesim::controllers::ControllerSet running;
+  if (!cflags.enabled.empty()) {
+    opts.controller_key = kubesim::controllers::ControllerKey();
+    opts.threads = 256;
+  }
+  opts.on_listening = [&running, cflags](int port, const kubesim::Options& resolved) {
+    if (cflags.enabled.empty()) return;
+    kubesim::controllers::ControllerContext ctx;
+    std::string host = resolved.host;
+    if (host.empty() || host == "0.0.0.0") host = "127.0.0.1";
+    if (host == "::") host = "::1";
+    if (host.find(':') != std::string::npos) host = "[" + host + "]";
+    ctx.server_url =
+        std::string(resolved.tls ? "https" : "http") + "://" + host + ":" + std::to_string(port);
+    ctx.ca_file = resolved.tls ? resolved.cert_file : std::string();
+    ctx.nodes_file = resolved.nodes_file;
+    ctx.flags = cflags;
+    const std::string url = ctx.server_url;
+    const std::string ca = ctx.ca_file;
+    ctx.make_client = [url, ca](const std::string& name) {
+      return kubesim::controllers::MakeControllerClient(url, ca, name);
+    };
+    running.StartAll(ctx);
+  };
   // SIGTERM/SIGINT are taken by a thread with sigwait() (Stop() locks mutexes, which a signal
   // handler must not); every other thread inherits the blocked mask.
   sigset_t stop_signals;
@@ -98,12 +154,15 @@ int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
   try {
     kubesim::Server server(opts, kubesim::Registry::Build(crd_dir));
-    std::thread([&server, stop_signals] {
+    std::thread([&server, &running, stop_signals] {
       int sig = 0;
       sigwait(&stop_signals, &sig);
+      running.StopAll();
       server.Stop();
     }).detach();
-    return server.Run();
+    const int rc = server.Run();
+    running.StopAll();
+    return rc;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "kubesim: %s\n", e.what());
     return 1;

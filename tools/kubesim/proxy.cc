@@ -1,12 +1,14 @@
 // services/proxy: /api/v1/namespaces/{ns}/services/[scheme:]{name}[:port]/proxy/{path}.
-// kubesim has no pod network, so a Service names its backend with the annotation
-// kubesim.starforge.dev/proxy-target: "HOST:PORT" (every service port) or
+// The backend is a pod the service selects (kubesim's pod network gives each pod a loopback
+// address; node/pod_network.h) at the service port's targetPort, or, overriding that, the
+// annotation kubesim.starforge.dev/proxy-target: "HOST:PORT" (every service port) or
 // "portName=HOST:PORT,other=HOST:PORT". The port is resolved as kube-apiserver does
 // (pkg/registry/core/service/storage ResourceLocation): a number maps to the service port's name,
-// and that name must be one of the service's ports. Without the annotation the service has no
-// endpoints: 503 "no endpoints available for service". The request (method, path, query, body,
-// headers without Authorization and hop-by-hop ones, plus X-Forwarded-*) goes to the backend; its
-// status, headers and body come back as they are, streamed chunk by chunk.
+// and that name must be one of the service's ports. Without the annotation and without a ready
+// selected pod the service has no endpoints: 503 "no endpoints available for service". The request
+// (method, path, query, body, headers without Authorization and hop-by-hop ones, plus
+// X-Forwarded-*) goes to the backend; its status, headers and body come back as they are, streamed
+// chunk by chunk.
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -14,6 +16,7 @@
 #include <set>
 #include <thread>
 
+#include "node/pod_network.h"
 #include "server.h"
 
 namespace kubesim {
@@ -72,6 +75,8 @@ bool SkipHeader(const std::string& name) {
       "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding",
       "upgrade", "content-length", "host", "authorization", "accept-encoding",
       "proxy-authorization",
+      // kubesim's controller credentials never reach a backend
+      "x-kubesim-controller", "x-kubesim-controller-key",
       // httplib's server adds these to every request
       "local_addr", "local_port", "remote_addr", "remote_port"};
   std::string lower;
@@ -159,19 +164,27 @@ void Server::ServiceProxy(const httplib::Request& req, httplib::Response& res, c
     if (md.contains("annotations") && md["annotations"].contains(kProxyTargetAnnotation)) {
       annotation = md["annotations"][kProxyTargetAnnotation].get<std::string>();
     }
-    if (Trim(annotation).empty()) {
-      throw ApiError(503, "ServiceUnavailable",
-                     "no endpoints available for service \"" + name + "\"");
-    }
     // The endpoint port is the service port of that name.
-    bool port_ok = false;
-    for (const auto& p : ports)
-      port_ok |= p.value("name", "") == port;
-    if (!port_ok) {
+    const json* service_port = nullptr;
+    for (const auto& p : ports) {
+      if (p.value("name", "") == port) service_port = &p;
+    }
+    if (Trim(annotation).empty()) {
+      // No override: the pod network (node/pod_network.h) gives a selected, ready pod's address
+      // and the service port's targetPort, as the service's Endpoints would.
+      const json* ep = node::PickEndpoint(*svc, store_.List("pods", t.ns));
+      const int64_t target_port = ep != nullptr && service_port != nullptr
+                                      ? node::ResolveTargetPort(*service_port, *ep)
+                                      : -1;
+      if (ep == nullptr || target_port <= 0) {
+        throw ApiError(503, "ServiceUnavailable",
+                       "no endpoints available for service \"" + name + "\"");
+      }
+      target = {(*ep)["status"].value("podIP", ""), static_cast<int>(target_port)};
+    } else if (service_port == nullptr) {
       throw ApiError(503, "ServiceUnavailable",
                      "no endpoints available for service \"" + t.name + "\"");
-    }
-    if (annotation.find('=') == std::string::npos) {
+    } else if (annotation.find('=') == std::string::npos) {
       target = ParseHostPort(Trim(annotation));
     } else {
       bool mapped = false;

@@ -57,7 +57,7 @@ Registry Registry::Build(const std::string& crd_dir) {
       Core("namespaces", "namespace", "Namespace", false, {"status"}, {"status.phase"}, {"ns"}));
   rs.push_back(
       Core("nodes", "node", "Node", false, {"status", "proxy"}, {"spec.unschedulable"}, {"no"}));
-  rs.push_back(Core("pods", "pod", "Pod", true, {"status", "log", "proxy"},
+  rs.push_back(Core("pods", "pod", "Pod", true, {"status", "log", "proxy", "binding"},
                     {"spec.nodeName", "spec.host", "spec.restartPolicy", "spec.schedulerName",
                      "spec.serviceAccountName", "spec.hostNetwork", "status.phase", "status.podIP",
                      "status.podIPs", "status.nominatedNodeName"},

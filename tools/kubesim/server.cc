@@ -148,7 +148,8 @@ int Server::Run() {
   } else {
     http_ = std::make_unique<httplib::Server>();
   }
-  http_->new_task_queue = [] { return new httplib::ThreadPool(64); };
+  const size_t threads = static_cast<size_t>(std::max(8, opts_.threads));
+  http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   http_->set_payload_max_length(16u << 20);
   http_->set_keep_alive_max_count(1000);
   http_->set_read_timeout(300, 0);
@@ -191,6 +192,7 @@ int Server::Run() {
   }
   std::fprintf(stderr, "kubesim: serving %s://%s:%d\n", opts_.tls ? "https" : "http",
                opts_.host.c_str(), port);
+  if (opts_.on_listening) opts_.on_listening(port, opts_);
   ticker_ = std::thread([this] {
     std::unique_lock<std::mutex> lock(store_.mu);
     while (!store_.stopping) {
@@ -231,7 +233,17 @@ void Server::Dispatch(const httplib::Request& req, httplib::Response& res) {
     who.name = "kubesim-admin";
     const std::string auth = req.get_header_value("Authorization");
     const std::string token = auth.rfind("Bearer ", 0) == 0 ? auth.substr(7) : "";
-    if (rbac_) {
+    // kubesim's own controllers (controllers/controller.h): the name header counts only with
+    // this process's key, so a pod sending the header is an ordinary client.
+    std::string controller;
+    if (!opts_.controller_key.empty() && req.has_header("X-Kubesim-Controller") &&
+        req.get_header_value("X-Kubesim-Controller-Key") == opts_.controller_key) {
+      controller = req.get_header_value("X-Kubesim-Controller");
+      who.name = "system:kubesim:" + controller;
+    }
+    if (!controller.empty()) {
+      // an administrator: no token, no RBAC
+    } else if (rbac_) {
       const RbacUser* u = token.empty() ? nullptr : rbac_->FindToken(token);
       who.admin = !opts_.token.empty() && token == opts_.token;
       if (who.admin) {
@@ -327,6 +339,15 @@ void Server::Dispatch(const httplib::Request& req, httplib::Response& res) {
       throw ApiError(405, "MethodNotAllowed",
                      "the server does not allow this method on the requested resource");
     }
+    if (!controller.empty()) {
+      CountController(controller, t.verb, t.CounterResource());
+      if (t.verb == "watch") {
+        Watch(req, res, t, -1);
+        return;
+      }
+      HandleResource(req, res, t);
+      return;
+    }
     faults_.Count(t.verb, t.CounterResource());
     Faults::Decision d = faults_.Check(t.verb, t.CounterResource());
     if (d.latency_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(d.latency_ms));
@@ -348,6 +369,12 @@ void Server::Dispatch(const httplib::Request& req, httplib::Response& res) {
   }
 }
 
+void Server::CountController(const std::string& name, const std::string& verb,
+                             const std::string& resource) {
+  std::lock_guard<std::mutex> lock(controller_counts_mu_);
+  ++controller_counts_[name][verb + " " + resource];
+}
+
 void Server::HandleResource(const httplib::Request& req, httplib::Response& res, const Target& t) {
   if (t.sub == "log") {
     if (t.verb != "get")
@@ -356,6 +383,7 @@ void Server::HandleResource(const httplib::Request& req, httplib::Response& res,
     return;
   }
   if (t.r->group == "authorization.k8s.io") return AccessReview(req, res, t);
+  if (t.sub == "binding") return Bind(req, res, t);
   if (t.sub == "proxy" && t.r->plural == "services") return ServiceProxy(req, res, t);
   if (t.sub == "proxy") {
     ApiError e(503, "ServiceUnavailable",
@@ -450,6 +478,22 @@ void Server::HandleAdmin(const httplib::Request& req, httplib::Response& res) {
       faults_.Clear();
     }
     WriteJson(res, 200, faults_.ToJson());
+    return;
+  }
+  if (p == "/kubesim/requests" && IsTrue(req.get_param_value("controllers"))) {
+    std::lock_guard<std::mutex> lock(controller_counts_mu_);
+    if (m == "DELETE") controller_counts_.clear();
+    json out = json::object();
+    uint64_t total = 0;
+    for (const auto& [name, counts] : controller_counts_) {
+      json& c = out[name];
+      c = json::object();
+      for (const auto& [key, n] : counts) {
+        c[key] = n;
+        total += n;
+      }
+    }
+    WriteJson(res, 200, {{"controllers", out}, {"total", total}});
     return;
   }
   if (p == "/kubesim/requests") {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -36,6 +37,15 @@ struct Options {
   int bookmark_interval_ms = 1000;
   int64_t max_pod_grace_seconds = -1;  // cap on graceful pod deletion (-1 = none)
   std::string rbac_file;               // --rbac: token -> user and rules (auth.h)
+  // Called once the listener is bound (port file written), before serving starts: main.cc
+  // starts the controllers here (controllers/controller.h).
+  // `resolved` is the server's view (e.g. the --tls cert_file default filled in).
+  std::function<void(int port, const Options& resolved)> on_listening;
+  // Requests carrying this key in X-Kubesim-Controller-Key are kubesim's own controllers
+  // (admin, never faulted, counted apart); "" = no controller identity is honoured.
+  std::string controller_key;
+  // Worker threads of the listener (each watch and each kept-alive connection holds one).
+  int threads = 64;
 };
 
 // A parsed /api or /apis request for a resource.
@@ -81,6 +91,8 @@ class Server {
 
   // proxy.cc: services/proxy to the backend named by the proxy-target annotation.
   void ServiceProxy(const httplib::Request& req, httplib::Response& res, const Target& t);
+  // binding.cc: pods/binding (the scheduler's assignment of a pod to a node).
+  void Bind(const httplib::Request& req, httplib::Response& res, const Target& t);
   // POST selfsubjectaccessreviews, evaluated against the RBAC table (allowed without one).
   void AccessReview(const httplib::Request& req, httplib::Response& res, const Target& t);
 
@@ -101,6 +113,12 @@ class Server {
   Faults faults_;
   std::unique_ptr<httplib::Server> http_;
   std::thread ticker_;
+
+  // Requests of kubesim's own controllers: "<controller>" -> "<verb> <resource>" -> n.
+  void CountController(const std::string& name, const std::string& verb,
+                       const std::string& resource);
+  std::mutex controller_counts_mu_;
+  std::map<std::string, std::map<std::string, uint64_t>> controller_counts_;
 
   std::mutex logs_mu_;
   std::condition_variable logs_cv_;

@@ -95,7 +95,8 @@ json Store::Create(const std::string& storage, json obj) {
   obj["metadata"]["resourceVersion"] = std::to_string(NextRv());
   objects_[storage][KeyOf(obj)] = obj;
   Record("ADDED", storage, obj, json());
-  RunGc();  // an object may be created with ownerReferences to owners that are already gone
+  // An object may be created with ownerReferences to owners that are already gone.
+  if (obj["metadata"].contains("ownerReferences")) RunGc();
   return obj;
 }
 
@@ -106,11 +107,24 @@ json Store::Update(const std::string& storage, json obj) {
   obj["metadata"]["resourceVersion"] = std::to_string(NextRv());
   slot = obj;
   Record("MODIFIED", storage, obj, old);
+  bool gc = false;
   if (obj["metadata"].contains("deletionTimestamp") && NoFinalizers(obj) &&
       grace_until_.count(storage + "|" + key) == 0) {
     Remove(storage, key);
+    gc = true;
   }
-  RunGc();
+  // Garbage collection scans every object: only writes that can change its outcome run it
+  // (an object removed, owner references changed, finalizers of an object being deleted).
+  const json& om = old.is_object() && old.contains("metadata") ? old["metadata"] : json();
+  const json& nm = obj["metadata"];
+  auto field = [](const json& m, const char* k) {
+    return m.is_object() && m.contains(k) ? m[k] : json();
+  };
+  if (gc || nm.contains("deletionTimestamp") ||
+      field(om, "ownerReferences") != field(nm, "ownerReferences") ||
+      field(om, "finalizers") != field(nm, "finalizers")) {
+    RunGc();
+  }
   return obj;
 }
 
@@ -150,7 +164,30 @@ bool Store::DeleteOne(const std::string& storage, const std::string& key, Propag
   if (it == objs.end()) return true;
   json obj = it->second;
   json& md = obj["metadata"];
-  if (md.contains("deletionTimestamp")) return false;  // already being deleted
+  if (md.contains("deletionTimestamp")) {
+    // Already being deleted. A pod's grace period may only shrink: the kubelet's final DELETE
+    // with gracePeriodSeconds=0 (its processes are gone) removes it now.
+    const std::string gk = storage + "|" + key;
+    if (storage != "pods" || grace_seconds < 0 || grace_until_.count(gk) == 0 ||
+        grace_seconds >= md.value("deletionGracePeriodSeconds", int64_t{0})) {
+      return false;
+    }
+    if (grace_seconds == 0) {
+      grace_until_.erase(gk);
+      if (NoFinalizers(obj)) {
+        Remove(storage, key);
+        return true;
+      }
+    } else {
+      grace_until_[gk] = std::chrono::steady_clock::now() + std::chrono::seconds(grace_seconds);
+    }
+    md["deletionGracePeriodSeconds"] = grace_seconds;
+    json old = it->second;
+    md["resourceVersion"] = std::to_string(NextRv());
+    it->second = obj;
+    Record("MODIFIED", storage, obj, old);
+    return false;
+  }
   if (policy == Propagation::kOrphan && !HasFinalizer(obj, "orphan")) {
     md["finalizers"].push_back("orphan");
   } else if (policy == Propagation::kForeground && !HasFinalizer(obj, "foregroundDeletion")) {

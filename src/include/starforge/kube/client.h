@@ -39,6 +39,8 @@ struct ClientOptions {
   // How often a token file is checked for rotation.
   std::chrono::seconds token_recheck{10};
   std::string user_agent = "starforge";
+  // Headers added to every request (e.g. kubesim's controllers identify themselves with one).
+  std::map<std::string, std::string> extra_headers{};
 };
 
 struct ListOptions {

@@ -1,0 +1,365 @@
+#include "controllers/kubeutil.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <mutex>
+#include <random>
+
+#include "starforge/common/yaml_json.h"
+
+namespace kubesim::controllers {
+
+std::string Rand5() {
+  static const char kAlphabet[] = "bcdfghjklmnpqrstvwxz2456789";
+  static std::mutex mu;
+  static std::mt19937_64 rng{std::random_device{}()};
+  std::lock_guard<std::mutex> lock(mu);
+  std::string s;
+  for (int i = 0; i < 5; ++i)
+    s.push_back(kAlphabet[rng() % (sizeof(kAlphabet) - 1)]);
+  return s;
+}
+
+int64_t NowUnix() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+int64_t NowUnixMillis() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string Rfc3339(int64_t unix_seconds) {
+  std::time_t t = static_cast<std::time_t>(unix_seconds);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string NowRfc3339() {
+  return Rfc3339(NowUnix());
+}
+
+int64_t ParseRfc3339(const std::string& text) {
+  int y = 0, mo = 0, d = 0, h = 0, mi = 0, s = 0;
+  if (std::sscanf(text.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d", &y, &mo, &d, &h, &mi, &s) != 6) {
+    return -1;
+  }
+  std::tm tm{};
+  tm.tm_year = y - 1900;
+  tm.tm_mon = mo - 1;
+  tm.tm_mday = d;
+  tm.tm_hour = h;
+  tm.tm_min = mi;
+  tm.tm_sec = s;
+  int64_t t = static_cast<int64_t>(timegm(&tm));
+  // An offset other than Z: "+hh:mm" / "-hh:mm" after the seconds (and fraction).
+  size_t pos = 19;
+  while (pos < text.size() &&
+         (text[pos] == '.' || std::isdigit(static_cast<unsigned char>(text[pos])))) {
+    ++pos;
+  }
+  if (pos < text.size() && (text[pos] == '+' || text[pos] == '-')) {
+    int oh = 0, om = 0;
+    if (std::sscanf(text.c_str() + pos + 1, "%2d:%2d", &oh, &om) == 2) {
+      const int64_t off = oh * 3600 + om * 60;
+      t += text[pos] == '+' ? -off : off;
+    }
+  }
+  return t;
+}
+
+std::string GoTimeString(int64_t unix_seconds) {
+  std::time_t t = static_cast<std::time_t>(unix_seconds);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[48];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S +0000 UTC", &tm);
+  return buf;
+}
+
+std::string GoDateTime(int64_t unix_seconds) {
+  std::time_t t = static_cast<std::time_t>(unix_seconds);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
+  return buf;
+}
+
+json ControllerRef(const json& owner) {
+  return {{"apiVersion", owner.value("apiVersion", "")},
+          {"kind", owner.value("kind", "")},
+          {"name", Str(owner, {"metadata", "name"})},
+          {"uid", Str(owner, {"metadata", "uid"})},
+          {"controller", true},
+          {"blockOwnerDeletion", true}};
+}
+
+bool IsControlledBy(const json& obj, const std::string& owner_uid) {
+  const json& refs = At(obj, {"metadata", "ownerReferences"});
+  if (!refs.is_array()) return false;
+  for (const json& r : refs) {
+    if (r.value("uid", "") == owner_uid && r.value("controller", false)) return true;
+  }
+  return false;
+}
+
+const json& At(const json& obj, std::initializer_list<const char*> path) {
+  static const json kNull;
+  const json* cur = &obj;
+  for (const char* p : path) {
+    if (!cur->is_object()) return kNull;
+    auto it = cur->find(p);
+    if (it == cur->end()) return kNull;
+    cur = &*it;
+  }
+  return *cur;
+}
+
+std::string Str(const json& obj, std::initializer_list<const char*> path) {
+  const json& v = At(obj, path);
+  return v.is_string() ? v.get<std::string>() : std::string();
+}
+
+std::string PodPhase(const json& pod) {
+  return Str(pod, {"status", "phase"});
+}
+
+bool PodReadyTrue(const json& pod) {
+  const json& conds = At(pod, {"status", "conditions"});
+  if (!conds.is_array()) return false;
+  for (const json& c : conds) {
+    if (c.value("type", "") == "Ready") return c.value("status", "") == "True";
+  }
+  return false;
+}
+
+bool PodRunningAndReady(const json& pod) {
+  if (PodPhase(pod) != "Running") return false;
+  const json& conds = At(pod, {"status", "conditions"});
+  if (!conds.is_array()) return true;
+  for (const json& c : conds) {
+    if (c.value("type", "") == "Ready" && c.value("status", "") != "True") return false;
+  }
+  return true;
+}
+
+bool IsDeleting(const json& obj) {
+  const json& ts = At(obj, {"metadata", "deletionTimestamp"});
+  return ts.is_string() && !ts.get<std::string>().empty();
+}
+
+// ---- Quantity -----------------------------------------------------------------------------
+
+bool Quantity::Parse(const std::string& text, Quantity* out) {
+  Quantity q;
+  q.set = true;
+  if (text.empty()) return false;
+  size_t i = 0;
+  bool neg = false;
+  if (text[i] == '+' || text[i] == '-') {
+    neg = text[i] == '-';
+    ++i;
+  }
+  const size_t num_start = i;
+  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.'))
+    ++i;
+  if (i == num_start) return false;
+  const std::string num = text.substr(num_start, i - num_start);
+  const std::string suffix = text.substr(i);
+  long double mult = 1;  // in units
+  if (suffix.empty()) {
+    q.format = kDecimalSI;
+  } else if (suffix == "m") {
+    mult = 1e-3L;
+  } else if (suffix == "k") {
+    mult = 1e3L;
+  } else if (suffix == "M") {
+    mult = 1e6L;
+  } else if (suffix == "G") {
+    mult = 1e9L;
+  } else if (suffix == "T") {
+    mult = 1e12L;
+  } else if (suffix == "P") {
+    mult = 1e15L;
+  } else if (suffix == "Ki") {
+    mult = 1024.0L, q.format = kBinarySI;
+  } else if (suffix == "Mi") {
+    mult = 1048576.0L, q.format = kBinarySI;
+  } else if (suffix == "Gi") {
+    mult = 1073741824.0L, q.format = kBinarySI;
+  } else if (suffix == "Ti") {
+    mult = 1099511627776.0L, q.format = kBinarySI;
+  } else if (suffix == "Pi") {
+    mult = 1125899906842624.0L, q.format = kBinarySI;
+  } else if (suffix[0] == 'e' || suffix[0] == 'E') {
+    try {
+      mult = std::pow(10.0L, std::stoi(suffix.substr(1)));
+    } catch (const std::exception&) {
+      return false;
+    }
+    q.format = kDecimalExponent;
+  } else {
+    return false;
+  }
+  long double v = 0;
+  try {
+    v = std::stold(num);
+  } catch (const std::exception&) {
+    return false;
+  }
+  // Quantities are rounded up to the milli-unit (apimachinery keeps nano precision; this
+  // simulator needs no finer than milli).
+  long double m = std::ceil(v * mult * 1000.0L - 1e-9L);
+  q.milli = static_cast<int64_t>(neg ? -m : m);
+  *out = q;
+  return true;
+}
+
+int64_t Quantity::Value() const {
+  if (milli >= 0) return (milli + 999) / 1000;
+  return milli / 1000;
+}
+
+void Quantity::Add(const Quantity& other) {
+  if (!set) {
+    format = other.format;
+    set = other.set;
+  }
+  milli += other.milli;
+}
+
+std::string Quantity::String() const {
+  if (milli == 0) return "0";
+  const bool neg = milli < 0;
+  const int64_t a = neg ? -milli : milli;
+  const std::string sign = neg ? "-" : "";
+  if (a % 1000 != 0) return sign + std::to_string(a) + "m";
+  const int64_t v = a / 1000;
+  if (format == kBinarySI) {
+    static const char* kSuffix[] = {"Ki", "Mi", "Gi", "Ti", "Pi", "Ei"};
+    int idx = -1;
+    int64_t m = v;
+    while (m % 1024 == 0 && idx < 5) {
+      m /= 1024;
+      ++idx;
+    }
+    if (idx >= 0) return sign + std::to_string(m) + kSuffix[idx];
+    // Not a multiple of 1Ki: apimachinery falls back to the decimal form.
+  }
+  static const char* kDec[] = {"k", "M", "G", "T", "P", "E"};
+  int idx = -1;
+  int64_t m = v;
+  while (m % 1000 == 0 && idx < 5) {
+    m /= 1000;
+    ++idx;
+  }
+  if (idx >= 0) return sign + std::to_string(m) + kDec[idx];
+  return sign + std::to_string(v);
+}
+
+// ---- Go formatting ------------------------------------------------------------------------
+
+std::string GoQuote(const std::string& s) {
+  std::string out = "\"";
+  for (size_t i = 0; i < s.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        continue;
+      case '\\':
+        out += "\\\\";
+        continue;
+      case '\a':
+        out += "\\a";
+        continue;
+      case '\b':
+        out += "\\b";
+        continue;
+      case '\f':
+        out += "\\f";
+        continue;
+      case '\n':
+        out += "\\n";
+        continue;
+      case '\r':
+        out += "\\r";
+        continue;
+      case '\t':
+        out += "\\t";
+        continue;
+      case '\v':
+        out += "\\v";
+        continue;
+      default:
+        break;
+    }
+    if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out.push_back(static_cast<char>(c));  // printable ASCII and UTF-8 text kept as is
+    }
+  }
+  out += "\"";
+  return out;
+}
+
+std::string GoJsonMarshal(const json& value) {
+  const std::string raw = value.dump(-1, ' ', false, json::error_handler_t::replace);
+  std::string out;
+  out.reserve(raw.size());
+  for (size_t i = 0; i < raw.size(); ++i) {
+    const char c = raw[i];
+    if (c == '<') {
+      out += "\\u003c";
+    } else if (c == '>') {
+      out += "\\u003e";
+    } else if (c == '&') {
+      out += "\\u0026";
+    } else if (static_cast<unsigned char>(c) == 0xe2 && i + 2 < raw.size() &&
+               static_cast<unsigned char>(raw[i + 1]) == 0x80 &&
+               (static_cast<unsigned char>(raw[i + 2]) == 0xa8 ||
+                static_cast<unsigned char>(raw[i + 2]) == 0xa9)) {
+      out += static_cast<unsigned char>(raw[i + 2]) == 0xa8 ? "\\u2028" : "\\u2029";
+      i += 2;
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+std::string YamlToJson(const std::string& yaml) {
+  return GoJsonMarshal(starforge::ParseYaml(yaml));
+}
+
+std::string Dns1035LabelErrors(const std::string& value) {
+  std::string errs;
+  if (value.size() > 63) errs = "must be no more than 63 characters";
+  bool ok = !value.empty() && value[0] >= 'a' && value[0] <= 'z';
+  for (char c : value) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) ok = false;
+  }
+  if (!value.empty() && value.back() == '-') ok = false;
+  if (!ok) {
+    if (!errs.empty()) errs += " ";
+    errs +=
+        "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with "
+        "an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or "
+        "'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')";
+  }
+  return errs;
+}
+
+}  // namespace kubesim::controllers

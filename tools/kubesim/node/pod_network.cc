@@ -1,0 +1,154 @@
+#include "node/pod_network.h"
+
+#include <algorithm>
+#include <tuple>
+
+namespace kubesim::node {
+
+using nlohmann::json;
+
+namespace {
+
+std::string Str(const json& obj, const char* key) {
+  if (!obj.is_object()) return "";
+  auto it = obj.find(key);
+  return it != obj.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+const json& Obj(const json& obj, const char* key) {
+  static const json kNull;
+  if (!obj.is_object()) return kNull;
+  auto it = obj.find(key);
+  return it == obj.end() ? kNull : *it;
+}
+
+}  // namespace
+
+bool PodIsReady(const json& pod) {
+  const json& conds = Obj(Obj(pod, "status"), "conditions");
+  if (!conds.is_array()) return false;
+  for (const auto& c : conds) {
+    if (Str(c, "type") == "Ready") return Str(c, "status") == "True";
+  }
+  return false;
+}
+
+bool SelectorSelects(const json& service, const json& pod) {
+  const json& selector = Obj(Obj(service, "spec"), "selector");
+  if (!selector.is_object() || selector.empty()) return false;
+  const json& labels = Obj(Obj(pod, "metadata"), "labels");
+  for (const auto& [k, v] : selector.items()) {
+    if (!labels.is_object() || !labels.contains(k) || labels[k] != v) return false;
+  }
+  return true;
+}
+
+const json* PickEndpoint(const json& service, const std::vector<const json*>& pods) {
+  const bool not_ready_ok = Obj(Obj(service, "spec"), "publishNotReadyAddresses") == json(true);
+  const json* best = nullptr;
+  auto order = [](const json* p) {
+    return std::make_tuple(Str(Obj(*p, "metadata"), "creationTimestamp"),
+                           Str(Obj(*p, "metadata"), "name"));
+  };
+  for (const json* p : pods) {
+    if (!SelectorSelects(service, *p)) continue;
+    const json& status = Obj(*p, "status");
+    if (Str(status, "podIP").empty() || Str(status, "phase") != "Running") continue;
+    if (Obj(*p, "metadata").contains("deletionTimestamp")) continue;
+    if (!not_ready_ok && !PodIsReady(*p)) continue;
+    if (best == nullptr || order(p) < order(best)) best = p;
+  }
+  return best;
+}
+
+int64_t ResolveTargetPort(const json& service_port, const json& pod) {
+  const json& target = Obj(service_port, "targetPort");
+  if (target.is_number_integer()) return target.get<int64_t>();
+  if (target.is_string() && !target.get<std::string>().empty()) {
+    const std::string name = target.get<std::string>();
+    if (name.find_first_not_of("0123456789") == std::string::npos) return std::stoll(name);
+    const json& containers = Obj(Obj(pod, "spec"), "containers");
+    if (containers.is_array()) {
+      for (const auto& c : containers) {
+        const json& ports = Obj(c, "ports");
+        if (!ports.is_array()) continue;
+        for (const auto& p : ports) {
+          if (Str(p, "name") == name && Obj(p, "containerPort").is_number_integer()) {
+            return p["containerPort"].get<int64_t>();
+          }
+        }
+      }
+    }
+    return -1;
+  }
+  const json& port = Obj(service_port, "port");
+  return port.is_number_integer() ? port.get<int64_t>() : -1;
+}
+
+std::string RenderServiceLines(const std::string& ns, const std::vector<ServiceAddress>& services) {
+  std::vector<ServiceAddress> sorted = services;
+  std::sort(sorted.begin(), sorted.end(), [](const ServiceAddress& a, const ServiceAddress& b) {
+    return std::tie(a.ns, a.name) < std::tie(b.ns, b.name);
+  });
+  std::string out;
+  for (const auto& s : sorted) {
+    if (s.ip.empty()) continue;
+    std::string line = s.ip + "\t";
+    if (s.ns == ns) line += s.name + " ";
+    line += s.name + "." + s.ns + " " + s.name + "." + s.ns + ".svc " + s.name + "." + s.ns +
+            ".svc.cluster.local";
+    out += line + "\n";
+  }
+  return out;
+}
+
+std::string RenderHosts(const json& pod, const std::string& pod_ip,
+                        const std::string& service_lines) {
+  const json& md = Obj(pod, "metadata");
+  const json& spec = Obj(pod, "spec");
+  const std::string ns = Str(md, "namespace");
+  std::string hostname = Str(spec, "hostname");
+  if (hostname.empty()) hostname = Str(md, "name").substr(0, 63);
+  std::string out =
+      "# Kubernetes-managed hosts file (kubesim: localhost is this pod's own address).\n";
+  out += pod_ip + "\tlocalhost\n";
+  out += "::1\tip6-localhost ip6-loopback\n";
+  out += "fe00::0\tip6-localnet\n";
+  out += "fe00::0\tip6-mcastprefix\n";
+  out += "fe00::1\tip6-allnodes\n";
+  out += "fe00::2\tip6-allrouters\n";
+  std::string self = pod_ip + "\t" + hostname;
+  const std::string subdomain = Str(spec, "subdomain");
+  if (!subdomain.empty()) {
+    self += "\t" + hostname + "." + subdomain + "." + ns + ".svc.cluster.local";
+  }
+  return out + self + "\n" + service_lines;
+}
+
+std::string IpPool::Acquire(const std::string& owner) {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint32_t n = 0;
+  auto it = by_owner_.find(owner);
+  if (it != by_owner_.end()) {
+    n = it->second;
+  } else {
+    // 127.10.0.1 .. 127.255.255.254, skipping .0 and .255 in the last octet.
+    n = (10u << 16) | 1u;
+    while (used_.count(n) != 0 || (n & 0xff) == 0 || (n & 0xff) == 255)
+      ++n;
+    used_.insert(n);
+    by_owner_[owner] = n;
+  }
+  return "127." + std::to_string((n >> 16) & 0xff) + "." + std::to_string((n >> 8) & 0xff) + "." +
+         std::to_string(n & 0xff);
+}
+
+void IpPool::Release(const std::string& owner) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = by_owner_.find(owner);
+  if (it == by_owner_.end()) return;
+  used_.erase(it->second);
+  by_owner_.erase(it);
+}
+
+}  // namespace kubesim::node
