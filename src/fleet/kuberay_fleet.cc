@@ -116,6 +116,19 @@ bool WriteFileAtomically(const fs::path& path, const std::string& text, std::str
   return true;
 }
 
+// The first line of an operator's or Ray's message, without the log tail Ray appends to a FAILED
+// message ("…exit code 3, last available logs (truncated to 20,000 chars):\n…"): the job's
+// message is one line, and the output is in its logs.
+std::string OneLine(const std::string& message) {
+  std::string line = message.substr(0, message.find('\n'));
+  for (const char* tail : {", last available logs", ". Last available logs"}) {
+    if (size_t at = line.find(tail); at != std::string::npos) line.resize(at);
+  }
+  while (!line.empty() && (line.back() == ' ' || line.back() == ':' || line.back() == '\r'))
+    line.pop_back();
+  return line;
+}
+
 // Failures that go away by themselves (or by waiting): the controller retries them.
 bool Transient(const kube::ApiError& e) {
   using kube::Reason;
@@ -692,17 +705,17 @@ struct KubeRayFleet::Impl {
       }
       case RayJobState::kRunning:
         obs.state = cancelled ? State::kCancelled : State::kRunning;
-        obs.message = RedactUrlQueries(sv.message);
+        obs.message = RedactUrlQueries(OneLine(sv.message));
         break;
       case RayJobState::kSucceeded:
         obs.state = State::kSucceeded;
         obs.exit_code = 0;
-        obs.message = RedactUrlQueries(sv.message);
+        obs.message = RedactUrlQueries(OneLine(sv.message));
         break;
       case RayJobState::kFailed:
         obs.state = State::kFailed;
         obs.exit_code = sv.exit_code;
-        obs.message = RedactUrlQueries(sv.message);
+        obs.message = RedactUrlQueries(OneLine(sv.message));
         if (sv.reason == "ValidationFailed") {
           obs.reason = "Rejected";
           if (obs.message.empty()) obs.message = "the KubeRay operator refused the RayJob";

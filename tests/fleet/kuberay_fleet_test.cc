@@ -503,6 +503,7 @@ TEST_F(KubeRayFleetTest, EveryStatusMapsToAPhase) {
   o = ObserveState(id, h, State::kFailed);
   EXPECT_EQ(o.reason, "AppFailed");
   EXPECT_EQ(o.exit_code, 3);
+  EXPECT_EQ(o.message, "Job entrypoint command failed with exit code 3") << "one line, no log tail";
 
   // The operator's deadline: jobStatus stays RUNNING, jobDeploymentStatus decides.
   SetStatus(h, {{"jobStatus", "RUNNING"},
