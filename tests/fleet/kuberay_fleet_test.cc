@@ -134,20 +134,6 @@ const char* kNodes = R"(- metadata:
     conditions: [{type: Ready, status: "True"}]
 )";
 
-// Whether this kubesim has controllers (its usage names --controllers).
-bool KubesimHasControllers() {
-  const std::string cmd = kube::testing::KubesimPath() + " --help 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return false;
-  std::string out;
-  char buf[4096];
-  size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0)
-    out.append(buf, n);
-  ::pclose(p);
-  return out.find("--controllers") != std::string::npos;
-}
-
 class KubeRayFleetTest : public ::testing::Test {
  public:
   static void SetUpTestSuite() {
@@ -163,10 +149,8 @@ class KubeRayFleetTest : public ::testing::Test {
                                      kToken,
                                      "--nodes",
                                      (nodes_dir_ / "nodes.yaml").string()};
-    if (KubesimHasControllers()) {
-      args.push_back("--controllers");
-      args.push_back("none");
-    }
+    args.push_back("--controllers");
+    args.push_back("none");
     sim_ = kube::testing::StartKubesim(args, &sim_error_);
   }
   static void TearDownTestSuite() {
@@ -893,10 +877,8 @@ TEST_F(KubeRayFleetTest, WorksWithTheDeployRbacRules) {
       "--tls",       "--cert-file", "{cert}",
       "--token",     kToken,        "--rbac",
       rbac.string(), "--nodes",     (nodes_dir_ / "nodes.yaml").string()};
-  if (KubesimHasControllers()) {
-    args.push_back("--controllers");
-    args.push_back("none");
-  }
+  args.push_back("--controllers");
+  args.push_back("none");
   kube::testing::Kubesim sim(args);
   kube::ClientConfig admin;
   admin.server = sim.url();

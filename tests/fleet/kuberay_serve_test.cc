@@ -34,19 +34,6 @@ bool Eventually(F f, std::chrono::milliseconds timeout = 30s) {
   return f();
 }
 
-bool HasControllers() {
-  const std::string cmd = kube::testing::KubesimPath() + " --help 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return false;
-  std::string out;
-  char buf[4096];
-  size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0)
-    out.append(buf, n);
-  ::pclose(p);
-  return out.find("--controllers") != std::string::npos;
-}
-
 class KubeRayServe : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -56,7 +43,7 @@ class KubeRayServe : public ::testing::Test {
                             "  status:\n"
                             "    capacity: {cpu: '64', memory: 512Gi, nvidia.com/gpu: '8'}\n"
                             "    allocatable: {cpu: '63', memory: 500Gi, nvidia.com/gpu: '8'}\n");
-    if (HasControllers()) args.insert(args.end(), {"--controllers", "none"});
+    args.insert(args.end(), {"--controllers", "none"});  // the test plays the operator
     std::string error;
     sim_ = kube::testing::StartKubesim(args, &error);
     ASSERT_TRUE(sim_) << error;
