@@ -3,6 +3,7 @@
 // `forge token create`: API tokens, by whoever can write the store's file.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -84,6 +85,36 @@ std::unique_ptr<store::Store> OpenStore(Context& c, const fs::path& control) {
   }
 }
 
+// Two servers on one store would both act on the same jobs (submit, archive, delete), so a
+// server holds an exclusive lock on control/serve.lock for its whole life; the kernel drops it
+// when the process ends, however it ends. Prints who holds it and returns false when taken.
+bool LockControlDir(Context& c, const fs::path& control) {
+  const fs::path path = control / "serve.lock";
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    c.err << "forge serve: cannot open " << path.string() << ": " << std::strerror(errno) << "\n";
+    return false;
+  }
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    char buf[32] = {};
+    const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+    std::string holder = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+    while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' '))
+      holder.pop_back();
+    ::close(fd);
+    c.err << "forge serve: another forge serve" << (holder.empty() ? "" : " (pid " + holder + ")")
+          << " is using the storage root " << control.parent_path().string()
+          << "; stop it first (two servers on one store would act twice on the same jobs), or "
+             "set FORGE_STORAGE_ROOT to another directory\n";
+    return false;
+  }
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) < 0) {
+    // The lock holds without the pid; it only makes the message above less helpful.
+  }
+  return true;  // fd stays open until the process ends: that is the lock
+}
+
 // SIGTERM/SIGINT arrive through a pipe, so the main thread can wait for them with read() and
 // the handler does nothing but write one byte (async-signal-safe).
 int g_signal_pipe[2] = {-1, -1};
@@ -147,6 +178,7 @@ int Serve(Context& c, const ServeOptions& o) {
   }
   const fs::path control = ControlDir(c, cfg);
   if (control.empty()) return kExitConfig;
+  if (!LockControlDir(c, control)) return kExitConfig;
   SetUpLogging();
 
   std::unique_ptr<store::Store> db = OpenStore(c, control);

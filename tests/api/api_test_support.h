@@ -210,6 +210,7 @@ class ServeProcess {
   }
 
   int port() const { return port_; }
+  pid_t pid() const { return pid_; }
   std::string Stdout() const { return Slurp(dir_ / "stdout"); }
   std::string Stderr() const { return Slurp(dir_ / "stderr"); }
   std::unique_ptr<httplib::Client> Client() const {

@@ -887,5 +887,25 @@ TEST(ServeCommand, ABusyPortIsAClearError) {
   EXPECT_EQ(first->Stop(), 0);
 }
 
+// Two servers on one storage root would both submit, archive and delete the same jobs: the second
+// is refused naming the first, and the root is free again as soon as the first is gone (even
+// killed).
+TEST(ServeCommand, OneServerPerStorageRoot) {
+  TempDir t;
+  std::string error;
+  auto first = ServeProcess::Start(t / "root", {}, {}, &error);
+  ASSERT_TRUE(first) << error;
+  CliRun r =
+      Forge(t, "serve --listen 127.0.0.1:0", {{"FORGE_STORAGE_ROOT", (t / "root").string()}});
+  EXPECT_EQ(r.code, 78);
+  EXPECT_THAT(r.err, AllOf(HasSubstr("another forge serve (pid " + std::to_string(first->pid()) +
+                                     ") is using the storage root"),
+                           HasSubstr("stop it first")));
+  EXPECT_EQ(first->Stop(SIGKILL), 128 + SIGKILL);
+  auto second = ServeProcess::Start(t / "root", {}, {}, &error);
+  ASSERT_TRUE(second) << error;
+  EXPECT_EQ(second->Stop(), 0);
+}
+
 }  // namespace
 }  // namespace starforge::api
