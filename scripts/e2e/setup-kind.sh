@@ -28,7 +28,9 @@
 #   scripts/e2e/setup-kind.sh [--name NAME] [--series SERIES] [--gpus N] [--kuberay-version V]
 #                             [--storage-dir DIR] [--ray-image IMAGE] [--delete]
 #   source ~/.local/state/starforge-kind/starforge.env && forge serve
-#   scripts/e2e/kuberay_loop --kubeconfig ~/.kube/config   # scenarios 1-5 (issue 7 §7)
+#   # or, to check the cluster end to end first (its own forge serve; scenarios 1-5, issue 7 §7):
+#   source ~/.local/state/starforge-kind/starforge.env &&
+#     scripts/e2e/kuberay_loop --kubeconfig ~/.kube/config BUILD_DIR
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -266,7 +268,7 @@ cat >&2 <<EOF
 setup-kind: next:
   source '$env_file'
   export FORGE_KUBERAY_RAY_VERSION=<the Ray version of your jobs' image, e.g. of rayproject/ray:<version>>
-  forge serve
+  forge serve        # or: scripts/e2e/kuberay_loop --kubeconfig ~/.kube/config BUILD_DIR
 Jobs must use gpuSeries: $series, at most $gpus GPUs per machine and one machine in all
 (the storage volume is ReadWriteOnce). Remove everything with: $0 --name $name --delete
 EOF

@@ -63,10 +63,10 @@ int Report(Context& c, const ApiError& e) {
 // `config_loaded`: the caller already loaded (and reported on) the FORGE_* settings.
 std::optional<ApiClient> Connect(Context& c, const std::string& server_flag, int* exit,
                                  bool config_loaded = false) {
-  // A misspelt FORGE_TOKEN would otherwise fail as "not logged in" with no hint why. Other
-  // settings' errors concern `forge serve`, not this client: only their warnings are shown.
+  // A misspelt FORGE_TOKEN would otherwise fail as "not logged in" with no hint why. The other
+  // settings (their errors and warnings) concern `forge serve`, not this client.
   if (!config_loaded) {
-    for (const auto& w : config::Load(c.env).warnings)
+    for (const auto& w : config::Load(c.env).name_warnings)
       c.err << "forge: warning: " << w << "\n";
   }
   const LoadedSettings loaded = LoadClientSettings(ConfigPath(c));
@@ -172,7 +172,7 @@ std::string ReadToken(Context& c, bool from_stdin, const std::string& server) {
 }
 
 int Login(Context& c, const std::string& server_flag, bool token_stdin) {
-  for (const auto& w : config::Load(c.env).warnings)
+  for (const auto& w : config::Load(c.env).name_warnings)
     c.err << "forge: warning: " << w << "\n";
   const fs::path path = ConfigPath(c);
   LoadedSettings loaded = LoadClientSettings(path);
@@ -343,7 +343,7 @@ struct SubmitOptions {
 
 int Submit(Context& c, const std::string& server, const SubmitOptions& o) {
   config::Config cfg;
-  if (!LoadConfig(c, &cfg)) return kExitUsage;
+  if (!LoadConfig(c, &cfg, /*client=*/true)) return kExitUsage;
   std::string spec_text;
   if (!ReadInput(c, o.job_file, &spec_text)) return kExitInvalid;
   // Fail fast, before zipping anything: the same checks (and defaults) as `forge validate`.

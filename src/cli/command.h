@@ -56,8 +56,9 @@ void RegisterServeCommands(Registry& registry);
 void RegisterClientCommands(Registry& registry);
 
 // Shared helpers for commands.
-// Loads FORGE_* settings; prints warnings, and errors (returning false) when unusable.
-bool LoadConfig(Context& ctx, config::Config* cfg);
+// Loads FORGE_* settings; prints warnings (only those about unknown names when `client`: the
+// rest concern the server), and errors (returning false) when unusable.
+bool LoadConfig(Context& ctx, config::Config* cfg, bool client = false);
 // Reads FILE, or standard input for "-"; prints why not and returns false when it cannot.
 bool ReadInput(Context& ctx, const std::string& path, std::string* text);
 // Parses a JobSpec file with the configuration's defaults; prints every error when invalid.

@@ -37,9 +37,9 @@ const Action* Registry::Parsed() const {
   return found;
 }
 
-bool LoadConfig(Context& ctx, config::Config* cfg) {
+bool LoadConfig(Context& ctx, config::Config* cfg, bool client) {
   config::LoadResult loaded = config::Load(ctx.env);
-  for (const auto& w : loaded.warnings)
+  for (const auto& w : client ? loaded.name_warnings : loaded.warnings)
     ctx.err << "forge: warning: " << w << "\n";
   if (!loaded.ok()) {
     PrintErrors(ctx, "configuration", loaded.errors);

@@ -814,7 +814,9 @@ LoadResult Load(const std::map<std::string, std::string>& env) {
     if (!std::string_view(name).starts_with(kPrefix)) continue;
     if (std::find(names.begin(), names.end(), name) != names.end()) continue;
     // Never the value: a misspelt secret name still holds a secret.
-    result.warnings.push_back(name + " is not a StarForge setting" + DidYouMeanSuffix(name, names));
+    result.name_warnings.push_back(name + " is not a StarForge setting" +
+                                   DidYouMeanSuffix(name, names));
+    result.warnings.push_back(result.name_warnings.back());
   }
   CrossCheck(env, result);
   ScrubSecrets(env, result);

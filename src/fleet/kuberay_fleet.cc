@@ -863,6 +863,15 @@ struct KubeRayFleet::Impl {
 
   std::string Release(const std::string& job_id, const std::string& handle) {
     const std::string name = handle.empty() ? kuberay::RayJobName(job_id) : handle;
+    // Read the world first: a RayJob the informer already sees going (its finalizer is stopping
+    // the Ray job) needs no second DELETE on every retry. Absent from the cache, the DELETE still
+    // goes out: its 404 is what proves the RayJob gone, the cache may lag.
+    if (rayjobs->HasSynced()) {
+      if (auto cached = rayjobs->Get(Key(name)); cached && Deleting(*cached)) {
+        return "RayJob " + ns + "/" + name + " is being deleted (waiting for its finalizers: " +
+               Field(Field(*cached, "metadata"), "finalizers").dump() + ")";
+      }
+    }
     kube::DeleteOptions d;
     d.propagation_policy = "Background";
     try {

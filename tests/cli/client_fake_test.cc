@@ -161,6 +161,23 @@ TEST_F(ClientFake, MissingOrRejectedTokensSayRunForgeLogin) {
   EXPECT_THAT(r.err, Not(HasSubstr("sf_notthisone")));
 }
 
+// A client warns about a misspelt FORGE_* name (a FORGE_TOKN would otherwise just be "not logged
+// in"), not about the server's settings that happen to be in the same shell (e.g. after
+// `source` of setup-kind.sh's file).
+TEST_F(ClientFake, ClientsWarnAboutMisspeltNamesNotServerSettings) {
+  const std::string env = LoggedIn() + " FORGE_TOKN=x FORGE_K8S_GPU_PASSTHROUGH=0";
+  for (const std::string& args : std::vector<std::string>{"get jobs", "submit " + TinyTrain()}) {
+    Result r = Forge(args, env);
+    EXPECT_EQ(r.code, 0) << args << r.err;
+    EXPECT_THAT(r.err, HasSubstr("forge: warning: FORGE_TOKN is not a StarForge setting (did you "
+                                 "mean \"FORGE_TOKEN\"?)"))
+        << args;
+    EXPECT_THAT(r.err, Not(HasSubstr("GPU_PASSTHROUGH"))) << args;
+  }
+  Result r = Forge("config", "FORGE_K8S_GPU_PASSTHROUGH=0");
+  EXPECT_THAT(r.err, HasSubstr("FORGE_K8S_GPU_PASSTHROUGH is off")) << "forge config still says it";
+}
+
 TEST_F(ClientFake, ASavedTokenIsNeverSentToAnotherServer) {
   ASSERT_EQ(Forge("login --server " + api.url(), "", FakeApi::kToken).code, 0);
   FakeApi other;

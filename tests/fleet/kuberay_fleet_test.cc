@@ -652,6 +652,15 @@ TEST_F(KubeRayFleetTest, CancelEndsCancelledAndReleaseWaitsForTheFinalizer) {
 
   std::string err = fleet.Release(id, h);
   EXPECT_THAT(err, HasSubstr("is being deleted"));
+  // Retries while the finalizer works read the informer, not the API server.
+  ASSERT_TRUE(Eventually([&] {  // once the informer has seen the deletion
+    const int64_t n = fleet.ApiStats().requests;
+    return fleet.Release(id, h) == err && fleet.ApiStats().requests == n;
+  }));
+  const int64_t before = fleet.ApiStats().requests;
+  for (int i = 0; i < 5; ++i)
+    EXPECT_THAT(fleet.Release(id, h), HasSubstr("is being deleted"));
+  EXPECT_EQ(fleet.ApiStats().requests, before) << "no DELETE per retry";
   // The operator stops the Ray job and lets go.
   api_->MergePatch(res::kRayJobs, ns_, h, {{"metadata", {{"finalizers", nullptr}}}});
   EXPECT_TRUE(Eventually([&] { return !RayJobExists(h); }));

@@ -96,6 +96,9 @@ struct LoadResult {
   Config config;
   FieldErrors errors;                 // one per bad value, path = the variable name
   std::vector<std::string> warnings;  // e.g. an unknown FORGE_* name, with a "did you mean"
+  // The warnings about unknown FORGE_* names only (also in `warnings`): what a client command
+  // shows, since the others concern the server's settings.
+  std::vector<std::string> name_warnings;
   bool ok() const { return errors.empty(); }
 };
 
