@@ -214,10 +214,16 @@ kube::InformerOptions InformerFor(const kube::ResourceRef& r) {
 
 Kubelet::~Kubelet() {
   Stop();
+  if (ip_block_lock_fd_ >= 0) ::close(ip_block_lock_fd_);
 }
 
 void Kubelet::Start(const controllers::ControllerContext& ctx) {
   const auto& f = ctx.flags;
+  if (!ips_) {
+    const auto [block, fd] = ClaimPodNetworkBlock("/tmp/kubesim-pod-networks");
+    ips_ = std::make_unique<IpPool>(block);
+    ip_block_lock_fd_ = fd;
+  }
   opts_.state_dir = f.Value("kubelet-dir");
   opts_.pv_root = f.Value("pv-root");
   opts_.ray_bin_dir = f.Value("ray-bin-dir", KUBESIM_RAY_BIN_DIR);
@@ -745,7 +751,7 @@ std::optional<json> Kubelet::Lookup(const std::string& kind, const std::string& 
 
 bool Kubelet::EnsureSandbox(Pod& p, const json& pod) {
   if (p.sandbox) return true;
-  p.ip = ips_.Acquire(p.uid);
+  p.ip = ips_->Acquire(p.uid);
   p.host_ip = "127.0.0.1";
   if (auto node = nodes_->Get(p.node)) {
     for (const auto& a : Obj(Obj(*node, "status"), "addresses")) {
@@ -1369,7 +1375,7 @@ void Kubelet::Teardown(Pod& p) {
     std::error_code ec;
     fs::remove_all(p.dir, ec);
   }
-  if (!p.uid.empty()) ips_.Release(p.uid);
+  if (!p.uid.empty() && ips_) ips_->Release(p.uid);
   p.sandbox = false;
   p.done = true;
 }

@@ -150,7 +150,8 @@ class Kubelet : public controllers::Controller {
   std::mutex recorders_mu_;
   std::map<std::string, std::unique_ptr<controllers::EventRecorder>> recorders_;  // per node
   controllers::WorkQueue queue_;
-  IpPool ips_;
+  std::unique_ptr<IpPool> ips_;  // this process's block of pod addresses (made in Start)
+  int ip_block_lock_fd_ = -1;    // holds the block against other kubesims
   std::atomic<bool> stop_{false};
   std::vector<std::thread> threads_;
 

@@ -1,5 +1,10 @@
 #include "node/pod_network.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <tuple>
 
@@ -132,8 +137,8 @@ std::string IpPool::Acquire(const std::string& owner) {
   if (it != by_owner_.end()) {
     n = it->second;
   } else {
-    // 127.10.0.1 .. 127.255.255.254, skipping .0 and .255 in the last octet.
-    n = (10u << 16) | 1u;
+    // 127.N.0.1 .. 127.N.255.254, skipping .0 and .255 in the last octet.
+    n = (block_ << 16) | 1u;
     while (used_.count(n) != 0 || (n & 0xff) == 0 || (n & 0xff) == 255)
       ++n;
     used_.insert(n);
@@ -149,6 +154,18 @@ void IpPool::Release(const std::string& owner) {
   if (it == by_owner_.end()) return;
   used_.erase(it->second);
   by_owner_.erase(it);
+}
+
+std::pair<uint32_t, int> ClaimPodNetworkBlock(const std::string& lock_dir) {
+  ::mkdir(lock_dir.c_str(), 01777);  // shared by every user's kubesim, like /tmp itself
+  for (uint32_t n = 10; n <= 254; ++n) {
+    const std::string path = lock_dir + "/" + std::to_string(n) + ".lock";
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (fd < 0) continue;
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return {n, fd};
+    ::close(fd);
+  }
+  return {10, -1};
 }
 
 }  // namespace kubesim::node
