@@ -493,7 +493,7 @@ struct LocalFleet::Impl {
       }
       if (cancel) {
         o.state = State::kCancelled;
-        o.reason = "Cancelled";
+        o.reason = "";  // the controller's CancelledByUser, as for every fleet
         o.message = "cancelled before it started";
         return o;
       }
@@ -546,7 +546,7 @@ struct LocalFleet::Impl {
     const bool stop_seen = status && status->contains("stopSignal");
     auto cancelled = [&](std::string message) {
       o.state = State::kCancelled;
-      o.reason = "Cancelled";
+      o.reason = "";  // the controller's CancelledByUser, as for every fleet
       o.message = std::move(message);
       event("Normal", "Cancelled", o.message);
       return o;

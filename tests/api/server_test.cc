@@ -806,7 +806,9 @@ TEST_F(Api, StopEndsOpenLogStreamsAndRunningJobsSurvive) {
   r = Post("/api/v1/jobs/" + id + "/cancel", admin_);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 202);
-  EXPECT_EQ(WaitForEnd(admin_, id)["phase"], "Cancelled");
+  const json end = WaitForEnd(admin_, id);
+  EXPECT_EQ(end["phase"], "Cancelled");
+  EXPECT_EQ(end["reason"], "CancelledByUser") << "one reason for a cancel, whatever the fleet";
 }
 
 class ApiSmallUploads : public Api {
