@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
 # Scale check of kubesim with every controller: N small RayJobs (a head pod, no workers, K8sJobMode
 # submitter, entrypoint `python3 -c 'print(1)'`) created at once; prints how long until all are
-# Complete, how many failed, and kubesim's peak resident memory. Slow on purpose: a benchmark,
-# not part of ctest.
-#   bench/kubesim_scale.sh build/debug/bin/kubesim [N=200]
+# terminal, how many Completed and Failed, and kubesim's peak resident memory (VmHWM). Every
+# failed RayJob is reported with its status (jobDeploymentStatus, reason, jobStatus, message), and
+# its status, events and submitter pod logs are saved under the work dir, which is kept (kubesim's
+# log is there too). Slow on purpose: a benchmark, not part of ctest.
+#   bench/kubesim_scale.sh build/debug/bin/kubesim [N=200] [extra kubesim flags...]
 set -euo pipefail
 KUBESIM=${1:?kubesim binary}
 N=${2:-200}
-WORK=$(mktemp -d)
+shift $(($# >= 2 ? 2 : 1))
+WORK=$(mktemp -d -t kubesim-scale-XXXXXX)
 SIM_PID=""
 cleanup() {
-  [[ -n $SIM_PID ]] && kill "$SIM_PID" 2>/dev/null || true
-  wait 2>/dev/null || true
-  rm -rf "$WORK"
+  if [[ -n $SIM_PID ]]; then kill "$SIM_PID" 2>/dev/null || true; wait "$SIM_PID" 2>/dev/null || true; fi
+  echo "work dir (kept): $WORK"
 }
 trap cleanup EXIT
 
@@ -27,9 +29,10 @@ cat >"$WORK/nodes.yaml" <<'EOF'
     allocatable: {cpu: "2000", memory: 8Ti}
 EOF
 "$KUBESIM" --listen 127.0.0.1:0 --port-file "$WORK/port" --nodes "$WORK/nodes.yaml" \
-  --controllers all --kubelet-dir "$WORK/kubelet" >"$WORK/kubesim.log" 2>&1 &
+  --controllers all --kubelet-dir "$WORK/kubelet" "$@" >"$WORK/kubesim.log" 2>&1 &
 SIM_PID=$!
 for _ in $(seq 600); do [[ -s $WORK/port ]] && break; sleep 0.05; done
+[[ -s $WORK/port ]] || { echo "kubesim did not start:"; tail -n 20 "$WORK/kubesim.log"; exit 1; }
 API="http://127.0.0.1:$(cat "$WORK/port")"
 
 rayjob() { # name
@@ -49,12 +52,10 @@ for i in $(seq 1 "$N"); do
     "$API/apis/ray.io/v1/namespaces/default/rayjobs"
 done
 created=$(date +%s.%N)
-peak=0
 while :; do
-  rss=$(awk '/VmRSS/ {print $2}' "/proc/$SIM_PID/status")
-  ((rss > peak)) && peak=$rss
-  states=$(curl -fsS "$API/apis/ray.io/v1/namespaces/default/rayjobs" |
-    python3 -c 'import json,sys,collections; print(dict(collections.Counter(i.get("status",{}).get("jobDeploymentStatus","") for i in json.load(sys.stdin)["items"])))')
+  peak=$(awk '/VmHWM/ {print $2}' "/proc/$SIM_PID/status")
+  curl -fsS "$API/apis/ray.io/v1/namespaces/default/rayjobs" >"$WORK/rayjobs.json"
+  states=$(python3 -c 'import json,sys,collections; print(dict(collections.Counter(i.get("status",{}).get("jobDeploymentStatus","") for i in json.load(open(sys.argv[1]))["items"])))' "$WORK/rayjobs.json")
   done_n=$(python3 -c "d=$states; print(d.get('Complete',0)+d.get('Failed',0))")
   now=$(date +%s.%N)
   printf '%6.1f s  %s\n' "$(echo "$now - $start" | bc)" "$states"
@@ -65,3 +66,50 @@ done
 end=$(date +%s.%N)
 echo "RayJobs: $N; created in $(echo "$created - $start" | bc) s; all terminal after $(echo "$end - $start" | bc) s"
 echo "final: $states; kubesim peak RSS $((peak / 1024)) MiB"
+
+# Failed RayJobs: their status on stdout; status, events and submitter logs saved per job.
+python3 - "$WORK" "$API" <<'EOF'
+import collections, json, os, sys, urllib.parse, urllib.request
+work, api = sys.argv[1], sys.argv[2]
+def get(path, raw=False):
+    try:
+        with urllib.request.urlopen(api + path, timeout=30) as r:
+            body = r.read().decode(errors="replace")
+    except Exception as e:  # noqa: BLE001 - a report, best effort
+        return "(GET %s: %s)" % (path, e) if raw else {}
+    return body if raw else json.loads(body)
+items = json.load(open(os.path.join(work, "rayjobs.json")))["items"]
+failed = [i for i in items if i.get("status", {}).get("jobDeploymentStatus") == "Failed"]
+if not failed:
+    sys.exit(0)
+by_cause = collections.Counter()
+for rj in failed:
+    name, st = rj["metadata"]["name"], rj.get("status", {})
+    msg = st.get("message", "")
+    by_cause[(st.get("reason", ""), st.get("jobStatus", ""), msg.splitlines()[0] if msg else "")] += 1
+    d = os.path.join(work, "failed", name)
+    os.makedirs(d, exist_ok=True)
+    json.dump(st, open(os.path.join(d, "status.json"), "w"), indent=2)
+    ev = []
+    for e in get("/api/v1/namespaces/default/events").get("items", []):  # both APIs' events
+        obj = e.get("involvedObject") or {}
+        if obj.get("name", "").startswith(name):
+            ev.append("%s %s %s %s/%s: %s" % (e.get("lastTimestamp") or e.get("eventTime") or "",
+                      e.get("type"), e.get("reason"), obj.get("kind"), obj.get("name"), e.get("message")))
+    open(os.path.join(d, "events.txt"), "w").write("\n".join(sorted(ev)) + "\n")
+    sel = urllib.parse.quote("batch.kubernetes.io/job-name=" + name)
+    logs = []
+    for pod in get("/api/v1/namespaces/default/pods?labelSelector=" + sel).get("items", []):
+        pn = pod["metadata"]["name"]
+        logs.append("=== %s (%s)\n%s" % (pn, pod.get("status", {}).get("phase"),
+                    get("/api/v1/namespaces/default/pods/%s/log" % pn, raw=True)))
+    open(os.path.join(d, "submitter.log"), "w").write("\n".join(logs))
+    print("FAILED %s: jobDeploymentStatus=%s reason=%s jobStatus=%s status.failed=%s\n  message: %s"
+          % (name, st.get("jobDeploymentStatus"), st.get("reason"), st.get("jobStatus"),
+             st.get("failed", 0), "\n  ".join(msg.splitlines()[-12:])))
+print("failed RayJobs by (reason, jobStatus, first message line):")
+for cause, n in by_cause.most_common():
+    print("  %d x %s" % (n, cause))
+print("details: %s/failed/<name>/{status.json,events.txt,submitter.log}; kubesim log: %s/kubesim.log"
+      % (work, work))
+EOF

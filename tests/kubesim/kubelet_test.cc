@@ -476,4 +476,106 @@ TEST(Kubelet, WithoutPrivilegesPodsFailWithAClearMessage) {
   EXPECT_NE(k.Log().find("containers cannot run here"), std::string::npos);
 }
 
+// The core/v1 events with `reason` about pod `name`, summed over their `count`.
+int64_t EventCount(const Cluster& k, const std::string& name, const std::string& reason) {
+  int64_t n = 0;
+  for (const auto& e : k.Events(name)) {
+    if (e.value("reason", "") == reason) n += e.value("count", int64_t{1});
+  }
+  return n;
+}
+
+TEST(Kubelet, ConfigMapVolumeCreatedAfterThePodIsWaitedFor) {
+  // A long resync, so the pod can only start early through its retry back-off or the ConfigMap
+  // waking it; KubeRay's sample lists its RayJob before its ConfigMap, so pods meet this often.
+  Cluster k(kOneNode, {"--kubelet-sync-ms", "60000"});
+  json p = ShPod("early", "cat /home/ray/samples/sample_code.py; ls -A /opt/creds | wc -l");
+  p["spec"]["containers"][0]["volumeMounts"] =
+      json::array({{{"name", "code-sample"}, {"mountPath", "/home/ray/samples"}},
+                   {{"name", "creds"}, {"mountPath", "/opt/creds"}}});
+  p["spec"]["volumes"] = json::array(
+      {{{"name", "code-sample"},
+        {"configMap",
+         {{"name", "ray-job-code-sample"},
+          {"items", json::array({{{"key", "sample_code.py"}, {"path", "sample_code.py"}}})}}}},
+       // optional: mounted empty while the Secret does not exist.
+       {{"name", "creds"}, {"secret", {{"secretName", "absent"}, {"optional", true}}}}});
+  k.Post(kPods, p);
+  // Warning FailedMount with the kubelet's wording, retried; the container is not started.
+  // Retries 0.5 s apart, doubling: the fifth failure comes ~7.5 s in, the next ~8 s later.
+  ASSERT_TRUE(WaitFor([&] { return EventCount(k, "early", "FailedMount") >= 5; })) << k.Log();
+  EXPECT_EQ(k.EventMessages("early", "FailedMount"),
+            std::vector<std::string>{"MountVolume.SetUp failed for volume \"code-sample\" : "
+                                     "configmap \"ray-job-code-sample\" not found"});
+  json pod = k.Pod("early");
+  EXPECT_EQ(Phase(pod), "Pending");
+  EXPECT_EQ(WaitingReason(pod, "main"), "ContainerCreating");
+  EXPECT_TRUE(k.EventMessages("early", "Started").empty());
+
+  // The next retry is seconds away: the ConfigMap's creation must wake the pod.
+  const auto created = std::chrono::steady_clock::now();
+  k.Post("/api/v1/namespaces/default/configmaps",
+         {{"apiVersion", "v1"},
+          {"kind", "ConfigMap"},
+          {"metadata", {{"name", "ray-job-code-sample"}}},
+          {"data", {{"sample_code.py", "print('hello')\n"}}}});
+  ASSERT_TRUE(WaitFor([&] { return Phase(k.Pod("early")) == "Succeeded"; })) << k.Log();
+  const auto waited = std::chrono::steady_clock::now() - created;
+  EXPECT_LT(waited, std::chrono::seconds(4));
+  EXPECT_EQ(k.Logs("early"), "print('hello')\n0\n");
+  EXPECT_EQ(k.EventMessages("early", "Started"),
+            std::vector<std::string>{"Started container main"});
+
+  // A missing non-optional Secret is worded the same way.
+  json s = ShPod("nosecret", "true");
+  s["spec"]["volumes"] = json::array({{{"name", "s"}, {"secret", {{"secretName", "gone"}}}}});
+  k.Post(kPods, s);
+  ASSERT_TRUE(WaitFor([&] { return !k.EventMessages("nosecret", "FailedMount").empty(); }));
+  EXPECT_EQ(k.EventMessages("nosecret", "FailedMount")[0],
+            "MountVolume.SetUp failed for volume \"s\" : secret \"gone\" not found");
+}
+
+TEST(Kubelet, KubesimsOnOneHostGiveTheirPodsDifferentAddresses) {
+  // Two kubesims at once (ctest -j, a test beside a bench): a server in each on its pod's address
+  // and the same port; each service proxy must reach its own kubesim's pod.
+  Cluster a(kOneNode);
+  Cluster b(kOneNode);
+  for (auto* k : {&a, &b}) {
+    const std::string who = k == &a ? "a" : "b";
+    json server = ShPod("web",
+                        "mkdir -p /srv && echo from-" + who +
+                            " > /srv/index.html && cd /srv && exec python3 -m http.server "
+                            "--bind $KUBESIM_POD_IP 8080",
+                        "Always");
+    server["metadata"]["labels"] = {{"app", "web"}};
+    server["spec"]["containers"][0]["readinessProbe"] = {{"tcpSocket", {{"port", 8080}}},
+                                                         {"periodSeconds", 1}};
+    k->Post(kPods, server);
+    k->Post(
+        "/api/v1/namespaces/default/services",
+        {{"apiVersion", "v1"},
+         {"kind", "Service"},
+         {"metadata", {{"name", "web"}}},
+         {"spec", {{"selector", {{"app", "web"}}}, {"ports", json::array({{{"port", 8080}}})}}}});
+  }
+  for (auto* k : {&a, &b}) {
+    ASSERT_TRUE(WaitFor([&] {
+      return Condition(k->Pod("web"), "Ready").value("status", "") == "True";
+    })) << k->Log()
+        << k->Logs("web");
+  }
+  const std::string ip_a = a.Pod("web")["status"].value("podIP", "");
+  const std::string ip_b = b.Pod("web")["status"].value("podIP", "");
+  EXPECT_NE(ip_a, ip_b);
+  // Different /16 blocks, so no address of one can be handed out by the other later.
+  EXPECT_NE(ip_a.substr(0, ip_a.find('.', 4)), ip_b.substr(0, ip_b.find('.', 4)));
+  for (auto* k : {&a, &b}) {
+    auto c = k->Client();
+    auto r = c.Get("/api/v1/namespaces/default/services/web:8080/proxy/index.html");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->body, std::string("from-") + (k == &a ? "a" : "b") + "\n");
+    EXPECT_EQ(k->Logs("web").find("Address already in use"), std::string::npos) << k->Logs("web");
+  }
+}
+
 }  // namespace

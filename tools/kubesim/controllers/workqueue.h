@@ -1,15 +1,22 @@
-// A rate-free work queue in the shape of client-go's workqueue: keys are deduplicated while
-// waiting, a key being processed is not handed to a second worker (a re-add while processing is
-// kept and handed out after Done), and AddAfter schedules a delayed add (a requeue).
+// A rate-free work queue in the shape of client-go's workqueue: first in, first out; keys are
+// deduplicated while waiting (a re-add keeps the key's place), a key being processed is not
+// handed to a second worker (a re-add while processing is kept and queued after Done), and
+// AddAfter schedules a delayed add (a requeue). FIFO matters under load: with more ready keys
+// than workers, any other order can starve a key for minutes (KubeRay's 30 s submitter grace
+// period then fails a RayJob that was never looked at).
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace kubesim::controllers {
 
@@ -39,8 +46,9 @@ class WorkQueue {
       if (shutdown_) return std::nullopt;
       PromoteLocked();
       if (!ready_.empty()) {
-        std::string key = *ready_.begin();
-        ready_.erase(ready_.begin());
+        std::string key = std::move(ready_.front());
+        ready_.pop_front();
+        queued_.erase(key);
         processing_.insert(key);
         return key;
       }
@@ -57,7 +65,8 @@ class WorkQueue {
     std::lock_guard<std::mutex> lock(mu_);
     processing_.erase(key);
     if (dirty_.erase(key) != 0) {
-      ready_.insert(key);
+      queued_.insert(key);
+      ready_.push_back(key);
       cv_.notify_all();
     }
   }
@@ -74,24 +83,30 @@ class WorkQueue {
       dirty_.insert(key);
       return;
     }
-    ready_.insert(key);
+    if (!queued_.insert(key).second) return;  // already waiting: it keeps its place
+    ready_.push_back(key);
     cv_.notify_all();
   }
   void PromoteLocked() {
     const auto now = Clock::now();
+    std::vector<std::pair<Clock::time_point, std::string>> due;
     for (auto it = delayed_.begin(); it != delayed_.end();) {
       if (it->second <= now) {
-        AddLocked(it->first);
+        due.emplace_back(it->second, it->first);
         it = delayed_.erase(it);
       } else {
         ++it;
       }
     }
+    std::sort(due.begin(), due.end());  // the longest due first
+    for (const auto& d : due)
+      AddLocked(d.second);
   }
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::set<std::string> ready_;  // (ordered; fairness is not a goal here)
+  std::deque<std::string> ready_;  // FIFO
+  std::set<std::string> queued_;   // the keys in ready_
   std::set<std::string> processing_;
   std::set<std::string> dirty_;
   std::map<std::string, Clock::time_point> delayed_;

@@ -214,16 +214,10 @@ kube::InformerOptions InformerFor(const kube::ResourceRef& r) {
 
 Kubelet::~Kubelet() {
   Stop();
-  if (ip_block_lock_fd_ >= 0) ::close(ip_block_lock_fd_);
 }
 
 void Kubelet::Start(const controllers::ControllerContext& ctx) {
   const auto& f = ctx.flags;
-  if (!ips_) {
-    const auto [block, fd] = ClaimPodNetworkBlock("/tmp/kubesim-pod-networks");
-    ips_ = std::make_unique<IpPool>(block);
-    ip_block_lock_fd_ = fd;
-  }
   opts_.state_dir = f.Value("kubelet-dir");
   opts_.pv_root = f.Value("pv-root");
   opts_.ray_bin_dir = f.Value("ray-bin-dir", KUBESIM_RAY_BIN_DIR);
@@ -264,6 +258,9 @@ void Kubelet::Start(const controllers::ControllerContext& ctx) {
                  "will fail with this message\n",
                  sandbox_error_.c_str());
   }
+
+  ips_.ClaimBlock();
+  std::fprintf(stderr, "kubesim: kubelet: pod addresses from %s.0.0/16\n", ips_.Block().c_str());
 
   client_ = ctx.make_client("kubelet");
   auto enqueue = [this](const json& obj) { queue_.Add(kube::Informer::KeyOf(obj)); };
@@ -309,7 +306,18 @@ void Kubelet::Start(const controllers::ControllerContext& ctx) {
     }
   };
   nodes_ = std::make_unique<kube::Informer>(*client_, InformerFor(kube::resources::kNodes), nh);
+  kube::InformerHandlers ch;
+  ch.on_add = [this](const json& o) { ObjectChanged("configmaps", o); };
+  ch.on_update = [this](const json&, const json& o) { ObjectChanged("configmaps", o); };
+  configmaps_ =
+      std::make_unique<kube::Informer>(*client_, InformerFor(kube::resources::kConfigMaps), ch);
+  kube::InformerHandlers xh;
+  xh.on_add = [this](const json& o) { ObjectChanged("secrets", o); };
+  xh.on_update = [this](const json&, const json& o) { ObjectChanged("secrets", o); };
+  secrets_ = std::make_unique<kube::Informer>(*client_, InformerFor(kube::resources::kSecrets), xh);
   nodes_->Start();
+  configmaps_->Start();
+  secrets_->Start();
   services_->Start();
   pods_->Start();
   for (int i = 0; i < 3; ++i)
@@ -326,6 +334,8 @@ void Kubelet::Stop() {
   if (pods_) pods_->Stop();
   if (services_) services_->Stop();
   if (nodes_) nodes_->Stop();
+  if (configmaps_) configmaps_->Stop();
+  if (secrets_) secrets_->Stop();
   for (auto& t : threads_) {
     if (t.joinable()) t.join();
   }
@@ -667,6 +677,7 @@ void Kubelet::Reconcile(const std::string& key) {
     auto it = pods_rt_.find(key);
     if (it != pods_rt_.end() && it->second == p) pods_rt_.erase(it);
     p.reset();
+    ForgetAwaits(key);
     MarkHostsDirty();
   }
   if (!obj) return;
@@ -749,9 +760,38 @@ std::optional<json> Kubelet::Lookup(const std::string& kind, const std::string& 
   }
 }
 
+void Kubelet::AwaitObject(const std::string& ref, const std::string& pod_key) {
+  std::lock_guard<std::mutex> lock(awaits_mu_);
+  awaits_[ref].insert(pod_key);
+}
+
+void Kubelet::ObjectChanged(const char* resource, const json& obj) {
+  const json& md = Obj(obj, "metadata");
+  const std::string ref =
+      std::string(resource) + "/" + Str(md, "namespace") + "/" + Str(md, "name");
+  std::set<std::string> keys;
+  {
+    std::lock_guard<std::mutex> lock(awaits_mu_);
+    auto it = awaits_.find(ref);
+    if (it == awaits_.end()) return;
+    keys = std::move(it->second);
+    awaits_.erase(it);
+  }
+  for (const auto& k : keys)
+    queue_.Add(k);
+}
+
+void Kubelet::ForgetAwaits(const std::string& pod_key) {
+  std::lock_guard<std::mutex> lock(awaits_mu_);
+  for (auto it = awaits_.begin(); it != awaits_.end();) {
+    it->second.erase(pod_key);
+    it = it->second.empty() ? awaits_.erase(it) : std::next(it);
+  }
+}
+
 bool Kubelet::EnsureSandbox(Pod& p, const json& pod) {
   if (p.sandbox) return true;
-  p.ip = ips_->Acquire(p.uid);
+  p.ip = ips_.Acquire(p.uid);
   p.host_ip = "127.0.0.1";
   if (auto node = nodes_->Get(p.node)) {
     for (const auto& a : Obj(Obj(*node, "status"), "addresses")) {
@@ -805,7 +845,10 @@ bool Kubelet::EnsureVolumes(Pod& p, const json& pod) {
       const bool is_cm = Obj(v, "configMap").is_object();
       const json& src = is_cm ? v["configMap"] : v["secret"];
       const std::string obj_name = is_cm ? Str(src, "name") : Str(src, "secretName");
-      auto obj = Lookup(is_cm ? "configmaps" : "secrets", p.ns, obj_name);
+      const char* resource = is_cm ? "configmaps" : "secrets";
+      // Registered before the GET: an object created in between still wakes the pod.
+      AwaitObject(std::string(resource) + "/" + p.ns + "/" + obj_name, p.key);
+      auto obj = Lookup(resource, p.ns, obj_name);
       std::map<std::string, std::string> data;
       if (!obj) {
         if (Obj(src, "optional") != json(true)) {
@@ -898,6 +941,7 @@ bool Kubelet::EnsureVolumes(Pod& p, const json& pod) {
   p.volume_dirs = dirs;
   p.volume_files = files;
   p.volumes_ready = true;
+  ForgetAwaits(p.key);
   return true;
 }
 
@@ -915,7 +959,12 @@ void Kubelet::SyncPod(Pod& p, const json& pod) {
   EnsureSandbox(p, pod);
   if (!EnsureVolumes(p, pod)) {
     WriteStatus(p, pod, false);
-    queue_.AddAfter(p.key, opts_.sync);
+    // The volume manager's retry back-off (500 ms doubling), capped at the resync period; a
+    // ConfigMap or Secret that appears wakes the pod at once (ObjectChanged).
+    const milliseconds retry =
+        std::min(opts_.sync, milliseconds(500) * (int64_t{1} << std::min(p.mount_step, 20)));
+    ++p.mount_step;
+    queue_.AddAfter(p.key, retry);
     return;
   }
   for (auto* list : {&p.inits, &p.mains}) {
@@ -1375,7 +1424,7 @@ void Kubelet::Teardown(Pod& p) {
     std::error_code ec;
     fs::remove_all(p.dir, ec);
   }
-  if (!p.uid.empty() && ips_) ips_->Release(p.uid);
+  if (!p.uid.empty()) ips_.Release(p.uid);
   p.sandbox = false;
   p.done = true;
 }

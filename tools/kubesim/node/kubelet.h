@@ -93,6 +93,7 @@ class Kubelet : public controllers::Controller {
     std::string dir, ip, host_ip, start_time;
     bool sandbox = false;
     bool volumes_ready = false;
+    int mount_step = 0;  // failed volume set-ups so far (the retry back-off)
     std::map<std::string, std::string> volume_dirs;  // volume name -> host path
     std::map<std::string, bool> volume_files;        // volume name -> is a file (hostPath)
     std::vector<std::string> tmpfs;                  // mounted in kubesim's namespace
@@ -139,6 +140,11 @@ class Kubelet : public controllers::Controller {
   std::vector<ServiceAddress> ServiceAddresses();
   void MarkHostsDirty();
   bool OwnsNode(const std::string& node);
+  // Pods whose volumes wait for a ConfigMap or Secret ("configmaps/<ns>/<name>") are synced as
+  // soon as it is created, not only at their next retry.
+  void AwaitObject(const std::string& ref, const std::string& pod_key);
+  void ObjectChanged(const char* resource, const nlohmann::json& obj);
+  void ForgetAwaits(const std::string& pod_key);
 
   KubeletOptions opts_;
   std::string sandbox_error_;  // "" = sandboxes can be made
@@ -147,11 +153,14 @@ class Kubelet : public controllers::Controller {
   std::unique_ptr<starforge::kube::Informer> pods_;
   std::unique_ptr<starforge::kube::Informer> services_;
   std::unique_ptr<starforge::kube::Informer> nodes_;
+  std::unique_ptr<starforge::kube::Informer> configmaps_;
+  std::unique_ptr<starforge::kube::Informer> secrets_;
+  std::mutex awaits_mu_;
+  std::map<std::string, std::set<std::string>> awaits_;  // object ref -> pod keys
   std::mutex recorders_mu_;
   std::map<std::string, std::unique_ptr<controllers::EventRecorder>> recorders_;  // per node
   controllers::WorkQueue queue_;
-  std::unique_ptr<IpPool> ips_;  // this process's block of pod addresses (made in Start)
-  int ip_block_lock_fd_ = -1;    // holds the block against other kubesims
+  IpPool ips_;
   std::atomic<bool> stop_{false};
   std::vector<std::thread> threads_;
 

@@ -1,11 +1,16 @@
 #include "node/pod_network.h"
 
-#include <fcntl.h>
-#include <sys/file.h>
-#include <sys/stat.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstddef>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
 #include <tuple>
 
 namespace kubesim::node {
@@ -130,21 +135,103 @@ std::string RenderHosts(const json& pod, const std::string& pod_ip,
   return out + self + "\n" + service_lines;
 }
 
+namespace {
+
+// A TCP or UDP socket of this network namespace has a local address in 127.<b>.0.0/16 (a program
+// that does not claim blocks, e.g. an older kubesim, is using it).
+bool BlockInUse(uint32_t b) {
+  for (const char* table : {"/proc/net/tcp", "/proc/net/udp"}) {
+    std::ifstream in(table);
+    std::string line;
+    std::getline(in, line);  // header
+    while (std::getline(in, line)) {
+      std::istringstream ss(line);
+      std::string slot, local;
+      ss >> slot >> local;
+      const auto colon = local.find(':');
+      if (colon != 8) continue;
+      // The kernel prints the address's network-order bytes as a host-order word.
+      const auto word = static_cast<uint32_t>(std::stoul(local.substr(0, 8), nullptr, 16));
+      unsigned char bytes[4];
+      std::memcpy(bytes, &word, sizeof bytes);
+      if (bytes[0] == 127 && bytes[1] == b) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+IpPool::~IpPool() {
+  if (block_fd_ >= 0) close(block_fd_);
+}
+
+void IpPool::ClaimBlock() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ClaimBlockLocked();
+}
+
+void IpPool::ClaimBlockLocked() {
+  if (block_fd_ >= 0) return;
+  for (uint32_t b = 10; b <= 254; ++b) {
+    const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) break;
+    const std::string name = "kubesim-pod-network/127." + std::to_string(b);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    // An abstract name: sun_path starts with a NUL byte and the length says where it ends.
+    std::memcpy(addr.sun_path + 1, name.data(), name.size());
+    const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+    if (bind(fd, reinterpret_cast<const sockaddr*>(&addr), len) == 0) {
+      if (BlockInUse(b)) {
+        close(fd);
+        continue;
+      }
+      block_fd_ = fd;
+      block_ = b;
+      return;
+    }
+    const int err = errno;
+    close(fd);
+    if (err != EADDRINUSE) {
+      throw std::runtime_error("kubesim: claiming the pod address block 127." + std::to_string(b) +
+                               ".0.0/16: " + std::strerror(err));
+    }
+  }
+  throw std::runtime_error(
+      "kubesim: every pod address block 127.10.0.0/16 .. 127.254.0.0/16 is held by another "
+      "kubesim process on this host; stop some of them");
+}
+
+std::string IpPool::Block() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return block_fd_ < 0 ? "" : "127." + std::to_string(block_);
+}
+
 std::string IpPool::Acquire(const std::string& owner) {
   std::lock_guard<std::mutex> lock(mu_);
+  ClaimBlockLocked();
   uint32_t n = 0;
   auto it = by_owner_.find(owner);
   if (it != by_owner_.end()) {
     n = it->second;
   } else {
-    // 127.N.0.1 .. 127.N.255.254, skipping .0 and .255 in the last octet.
-    n = (block_ << 16) | 1u;
-    while (used_.count(n) != 0 || (n & 0xff) == 0 || (n & 0xff) == 255)
-      ++n;
+    // Host parts 0.1 .. 255.254 of the block, skipping .0 and .255 in the last octet; round-robin
+    // from the one after the last handed out.
+    auto usable = [this](uint32_t h) {
+      return h > 0 && h < 0x10000 && (h & 0xff) != 0 && (h & 0xff) != 255 && used_.count(h) == 0;
+    };
+    uint32_t h = next_;
+    for (uint32_t tries = 0; !usable(h); ++tries) {
+      if (tries > 0x10000) throw std::runtime_error("kubesim: no free pod address left");
+      h = (h + 1) & 0xffff;
+    }
+    n = h;
+    next_ = (h + 1) & 0xffff;
     used_.insert(n);
     by_owner_[owner] = n;
   }
-  return "127." + std::to_string((n >> 16) & 0xff) + "." + std::to_string((n >> 8) & 0xff) + "." +
+  return "127." + std::to_string(block_) + "." + std::to_string((n >> 8) & 0xff) + "." +
          std::to_string(n & 0xff);
 }
 
@@ -154,18 +241,6 @@ void IpPool::Release(const std::string& owner) {
   if (it == by_owner_.end()) return;
   used_.erase(it->second);
   by_owner_.erase(it);
-}
-
-std::pair<uint32_t, int> ClaimPodNetworkBlock(const std::string& lock_dir) {
-  ::mkdir(lock_dir.c_str(), 01777);  // shared by every user's kubesim, like /tmp itself
-  for (uint32_t n = 10; n <= 254; ++n) {
-    const std::string path = lock_dir + "/" + std::to_string(n) + ".lock";
-    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-    if (fd < 0) continue;
-    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return {n, fd};
-    ::close(fd);
-  }
-  return {10, -1};
 }
 
 }  // namespace kubesim::node

@@ -1,8 +1,9 @@
 // kubesim's pod network, without network namespaces: every pod gets a loopback address of its own
-// (127.N.B.C, from 127.N.0.1 up; Linux routes all of 127/8 to `lo`) as status.podIP, its
-// processes are told it in KUBESIM_POD_IP and bind there, and name resolution goes through a
-// per-pod /etc/hosts that maps service names to the address of a pod behind them. The same
-// endpoint choice serves the API server's service proxy. Pure functions over Pod/Service JSON.
+// (127.B.x.y in a block of this kubesim's own, see IpPool; Linux routes all of 127/8 to `lo`) as
+// status.podIP, its processes are told it in KUBESIM_POD_IP and bind there, and name resolution
+// goes through a per-pod /etc/hosts that maps service names to the address of a pod behind them.
+// The same endpoint choice serves the API server's service proxy. Pure functions over Pod/Service
+// JSON.
 #pragma once
 
 #include <cstdint>
@@ -52,28 +53,39 @@ std::string RenderServiceLines(const std::string& ns, const std::vector<ServiceA
 std::string RenderHosts(const nlohmann::json& pod, const std::string& pod_ip,
                         const std::string& service_lines);
 
-// Hands out pod addresses 127.N.0.1, 127.N.0.2, … of one /16 block N; a released address is
-// reused (lowest first). Thread-safe.
+// Hands out pod addresses from a block 127.B.0.0/16 that this process holds alone among the
+// kubesim processes of the host (several run at once under ctest -j, or a test beside a bench):
+// with a shared range, a pod of one kubesim would reach a pod of another at the same address.
+// Addresses go round-robin through the block, as the host-local CNI plugin allocates, so a
+// released address is not handed out again while stale /etc/hosts lines may still name it.
+// Thread-safe.
 class IpPool {
  public:
-  // Block `block` (10..254): 127.<block>.0.1 up.
-  explicit IpPool(uint32_t block = 10) : block_(block) {}
-  // The address of `owner` (a pod uid): the one it already holds, else the lowest free one.
+  IpPool() = default;
+  ~IpPool();
+  IpPool(const IpPool&) = delete;
+  IpPool& operator=(const IpPool&) = delete;
+
+  // Claims the lowest block B >= 10 that no other live kubesim holds (an abstract unix socket
+  // "kubesim-pod-network/127.B" per block, bound for this process's life: the kernel frees it at
+  // exit, and its scope, the network namespace, is that of the loopback addresses) and in which
+  // no TCP/UDP socket has an address. Throws std::runtime_error when every block is taken.
+  // Acquire claims one itself if needed.
+  void ClaimBlock();
+  // "127.B" once claimed, else "".
+  std::string Block();
+  // The address of `owner` (a pod uid): the one it already holds, else the next free one.
   std::string Acquire(const std::string& owner);
   void Release(const std::string& owner);
 
  private:
-  uint32_t block_;
+  void ClaimBlockLocked();
   std::mutex mu_;
+  int block_fd_ = -1;
+  uint32_t block_ = 0;  // B
+  uint32_t next_ = 1;   // host part (16 bits) tried first
   std::map<std::string, uint32_t> by_owner_;
   std::set<uint32_t> used_;
 };
-
-// Claims a /16 block of 127/8 that no other kubesim process on this machine uses, so that
-// kubesims running side by side (parallel tests) never give two pods the same address: an
-// exclusive flock on <lock_dir>/<N>.lock for the first free N of 10, 11, …, 254, held while the
-// returned descriptor is open (a crashed kubesim frees it). Returns {N, fd}; {10, -1} when every
-// block is taken or locking fails (the caller then shares block 10).
-std::pair<uint32_t, int> ClaimPodNetworkBlock(const std::string& lock_dir);
 
 }  // namespace kubesim::node
