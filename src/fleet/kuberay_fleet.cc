@@ -12,12 +12,12 @@
 #include <atomic>
 #include <condition_variable>
 #include <ctime>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <set>
 #include <thread>
 
+#include "starforge/common/atomic_file.h"
 #include "starforge/kube/informer.h"
 #include "starforge/kuberay/capacity.h"
 #include "starforge/kuberay/constants.h"
@@ -95,25 +95,6 @@ json Redacted(json value) {
       v = Redacted(std::move(v));
   }
   return value;
-}
-
-bool WriteFileAtomically(const fs::path& path, const std::string& text, std::string* error) {
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f << text;
-    if (!f.flush()) {
-      *error = "cannot write " + tmp.string();
-      return false;
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    *error = "cannot rename " + tmp.string() + ": " + ec.message();
-    return false;
-  }
-  return true;
 }
 
 // The first line of an operator's or Ray's message, without the log tail Ray appends to a FAILED
@@ -341,12 +322,11 @@ struct KubeRayFleet::Impl {
     }
     std::error_code ec;
     fs::create_directories(cancelled_dir, ec);
-    std::string error;
-    if (ec || !WriteFileAtomically(CancelledMark(job_id), std::to_string(std::time(nullptr)) + "\n",
-                                   &error)) {
-      return "cannot record the cancel under " + cancelled_dir.string() + ": " +
-             (ec ? ec.message() : error);
-    }
+    const std::string error =
+        ec ? ec.message()
+           : WriteFileAtomic(CancelledMark(job_id), std::to_string(std::time(nullptr)) + "\n");
+    if (!error.empty())
+      return "cannot record the cancel under " + cancelled_dir.string() + ": " + error;
     std::lock_guard lock(mu);
     cancelled_ids.insert(job_id);
     return "";
@@ -752,7 +732,11 @@ struct KubeRayFleet::Impl {
                           const fs::path& dir) {
     const std::string name = handle.empty() ? kuberay::RayJobName(job_id) : handle;
     std::vector<std::string> problems;
-    std::string error;
+    // Writes one file of the archive; a failure is one more problem.
+    auto save = [&](const std::string& file, const std::string& text) {
+      if (std::string error = WriteFileAtomic(dir / file, text); !error.empty())
+        problems.push_back(error);
+    };
     std::optional<json> rj;
     try {
       rj = client.Get(res::kRayJobs, ns, name);  // fresh: the final status goes into rayjob.json
@@ -782,8 +766,7 @@ struct KubeRayFleet::Impl {
               text = body["logs"].get<std::string>();
           } catch (const json::exception&) {
           }
-          if (!WriteFileAtomically(dir / "ray-job.log", RedactUrlQueries(text), &error))
-            problems.push_back(error);
+          save("ray-job.log", RedactUrlQueries(text));
           break;
         } catch (const kube::ApiError& e) {
           // No service, no endpoints or a head that no longer answers: the cluster is gone.
@@ -824,9 +807,7 @@ struct KubeRayFleet::Impl {
             problems.push_back("submitter log of pod " + NameOf(p) + ": " + Describe(e));
         }
       }
-      if (!text.empty() &&
-          !WriteFileAtomically(dir / "submitter.log", RedactUrlQueries(text), &error))
-        problems.push_back(error);
+      if (!text.empty()) save("submitter.log", RedactUrlQueries(text));
     } catch (const kube::ApiError& e) {
       problems.push_back("listing the submitter's pods: " + Describe(e));
     }
@@ -837,10 +818,8 @@ struct KubeRayFleet::Impl {
       json events_json = json::array();
       for (const auto& e : kuberay::NormalizeEvents(objs.events))
         events_json.push_back(kuberay::ToJson(e));
-      if (!WriteFileAtomically(dir / "events.json", Redacted(events_json).dump(2) + "\n", &error))
-        problems.push_back(error);
-      if (!WriteFileAtomically(dir / "rayjob.json", Redacted(*rj).dump(2) + "\n", &error))
-        problems.push_back(error);
+      save("events.json", Redacted(events_json).dump(2) + "\n");
+      save("rayjob.json", Redacted(*rj).dump(2) + "\n");
     }
 
     if (problems.empty()) return "";
@@ -854,10 +833,9 @@ struct KubeRayFleet::Impl {
     }
     if (failures < kMaxCollectAttempts) return joined;
     // Give up on what cannot be read; say so next to the logs.
-    WriteFileAtomically(dir / "collect-errors.txt",
-                        "StarForge could not archive these after " + std::to_string(failures) +
-                            " attempts:\n" + joined + "\n",
-                        &error);
+    WriteFileAtomic(dir / "collect-errors.txt", "StarForge could not archive these after " +
+                                                    std::to_string(failures) + " attempts:\n" +
+                                                    joined + "\n");
     return "";
   }
 
