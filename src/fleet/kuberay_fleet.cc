@@ -22,6 +22,7 @@
 #include "starforge/kuberay/capacity.h"
 #include "starforge/kuberay/constants.h"
 #include "starforge/kuberay/diagnose.h"
+#include "starforge/kuberay/json_fields.h"
 #include "starforge/kuberay/render.h"
 #include "starforge/kuberay/status.h"
 
@@ -31,6 +32,10 @@ namespace {
 namespace fs = std::filesystem;
 namespace res = kube::resources;
 using kuberay::RayJobState;
+using kuberay::json_fields::Field;
+using kuberay::json_fields::Label;
+using kuberay::json_fields::Name;
+using kuberay::json_fields::Str;
 using nlohmann::json;
 
 // Labels and names the operator and Kubernetes set (FACTS §3.1) that are not in constants.h.
@@ -39,29 +44,6 @@ constexpr const char* kFieldManager = "starforge";
 // After this many failed CollectLogs calls for one job, what could not be read is recorded in
 // collect-errors.txt and archiving ends (the RayJob's TTL frees the cluster regardless).
 constexpr int kMaxCollectAttempts = 5;
-
-const json& Field(const json& obj, const char* key) {
-  static const json kNull;
-  if (!obj.is_object()) return kNull;
-  auto it = obj.find(key);
-  return it == obj.end() ? kNull : *it;
-}
-
-std::string Str(const json& obj, const char* key) {
-  const json& v = Field(obj, key);
-  return v.is_string() ? v.get<std::string>() : std::string();
-}
-
-std::string Label(const json& obj, const std::string& key) {
-  const json& labels = Field(Field(obj, "metadata"), "labels");
-  if (!labels.is_object()) return {};
-  auto it = labels.find(key);
-  return it != labels.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-
-std::string NameOf(const json& obj) {
-  return Str(Field(obj, "metadata"), "name");
-}
 
 bool Deleting(const json& obj) {
   return !Field(Field(obj, "metadata"), "deletionTimestamp").is_null();
@@ -413,11 +395,11 @@ struct KubeRayFleet::Impl {
     std::set<std::string> pod_names;
     for (auto& [k, p] : pods->Snapshot()) {
       if (!cluster.empty() && Label(p, kuberay::kLabelRayCluster) == cluster) {
-        pod_names.insert(NameOf(p));
+        pod_names.insert(Name(p));
         j.cluster_pods.push_back(p);
       } else if (Label(p, kuberay::kLabelJobNameBatch) == name ||
                  Label(p, kuberay::kLabelJobNameLegacy) == name) {
-        pod_names.insert(NameOf(p));
+        pod_names.insert(Name(p));
         j.submitter_pods.push_back(p);
       }
     }
@@ -456,7 +438,7 @@ struct KubeRayFleet::Impl {
         const bool now = failed(Field(s, "state"));
         const bool before = !now && failed(Field(s, "lastState"));
         if (!now && !before) continue;
-        const std::string pod_name = NameOf(pod);
+        const std::string pod_name = Name(pod);
         const std::string key = pod_name + "/" + kuberay::kFetchContainerName;
         const std::string cache_key = Str(Field(pod, "metadata"), "uid") + "/" +
                                       std::to_string(Field(s, "restartCount").is_number_integer()
@@ -797,14 +779,14 @@ struct KubeRayFleet::Impl {
         kube::LogOptions lo;
         lo.container = kuberay::kSubmitterContainerName;
         try {
-          std::string log = client.PodLogs(ns, NameOf(p), lo);
-          if (submitters.size() > 1) text += "==> pod " + NameOf(p) + " <==\n";
+          std::string log = client.PodLogs(ns, Name(p), lo);
+          if (submitters.size() > 1) text += "==> pod " + Name(p) + " <==\n";
           text += log;
           if (!log.empty() && log.back() != '\n') text += "\n";
         } catch (const kube::ApiError& e) {
           // Gone, or never started (400 "waiting to start"): nothing to archive.
           if (!kube::IsNotFound(e) && e.reason() != kube::Reason::kBadRequest)
-            problems.push_back("submitter log of pod " + NameOf(p) + ": " + Describe(e));
+            problems.push_back("submitter log of pod " + Name(p) + ": " + Describe(e));
         }
       }
       if (!text.empty()) save("submitter.log", RedactUrlQueries(text));
@@ -893,12 +875,12 @@ struct KubeRayFleet::Impl {
       kube::DeleteOptions d;
       d.propagation_policy = "Background";
       try {
-        client.Delete(res::kRayJobs, ns, NameOf(rj), d);
+        client.Delete(res::kRayJobs, ns, Name(rj), d);
         spdlog::warn(
             "kuberay fleet: deleted orphan RayJob {} (label {}={} names no job in the store; "
             "created {} s ago)",
             key, kuberay::kLabelJobId, job_id, age);
-        deleted.push_back(NameOf(rj));
+        deleted.push_back(Name(rj));
       } catch (const kube::ApiError& e) {
         if (!kube::IsNotFound(e))
           spdlog::warn("kuberay fleet: cannot delete orphan RayJob {}: {}", key, Describe(e));
