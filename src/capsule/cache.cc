@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "internal.h"
+#include "starforge/common/atomic_file.h"
 #include "starforge/jobspec/parse.h"
 #include "starforge/runner/embedded.h"
 
@@ -81,15 +82,8 @@ void DigestCache::Remember(const Fingerprint& fp, const std::string& sha256) con
   if (fp.key.empty() || fp.racy || !IsHex64(sha256)) return;
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);
-  // Written whole under a temporary name, then renamed: readers never see half an entry.
-  const std::filesystem::path tmp = dir_ / (fp.key + ".tmp-" + std::to_string(::getpid()));
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << sha256 << "\n";
-    if (!out) return;
-  }
-  std::filesystem::rename(tmp, dir_ / fp.key, ec);
-  if (ec) std::filesystem::remove(tmp, ec);
+  // Readers never see half an entry; one that cannot be written is simply not remembered.
+  WriteFileAtomic(dir_ / fp.key, sha256 + "\n");
 }
 
 }  // namespace starforge::capsule

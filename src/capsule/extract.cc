@@ -14,6 +14,7 @@
 #include "internal.h"
 #include "starforge/capsule/capsule.h"
 #include "starforge/capsule/manifest.h"
+#include "starforge/common/atomic_file.h"
 
 namespace starforge::capsule {
 
@@ -37,19 +38,6 @@ struct Planned {
   bool executable = false;
   uint64_t size = 0;  // declared
 };
-
-bool WriteAll(int fd, const char* data, size_t size) {
-  while (size > 0) {
-    const ssize_t n = ::write(fd, data, size);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    data += n;
-    size -= static_cast<size_t>(n);
-  }
-  return true;
-}
 
 // Checks every entry of `za`; fills `plan` (sorted by path, so parents come first).
 std::vector<std::string> Plan(zip_t* za, const ExtractLimits& limits, std::vector<Planned>* plan) {

@@ -30,34 +30,6 @@ std::string Plural(size_t n, const char* word) {
   return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
 }
 
-// Progress on one rewritten line, only when standard error is a terminal (never in logs or
-// captured output) and only once the build has taken a moment.
-class ProgressLine {
- public:
-  explicit ProgressLine(Context& c) : err_(c.err), enabled_(&c.err == &std::cerr && ::isatty(2)) {}
-  ~ProgressLine() { Clear(); }
-
-  void Update(const capsule::BuildProgress& p) {
-    if (!enabled_) return;
-    if (std::chrono::steady_clock::now() - start_ < std::chrono::milliseconds(500)) return;
-    const char* what = p.phase == capsule::BuildProgress::Phase::kHashing ? "hashing" : "writing";
-    const int percent = p.bytes_total ? static_cast<int>(100 * p.bytes_done / p.bytes_total) : 100;
-    err_ << "\r\033[K" << what << " " << capsule::FormatBytes(p.bytes_done) << " of "
-         << capsule::FormatBytes(p.bytes_total) << " (" << percent << "%)" << std::flush;
-    shown_ = true;
-  }
-  void Clear() {
-    if (shown_) err_ << "\r\033[K" << std::flush;
-    shown_ = false;
-  }
-
- private:
-  std::ostream& err_;
-  bool enabled_;
-  bool shown_ = false;
-  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
-};
-
 int Build(Context& c, const std::string& dir, const std::string& job_file,
           const std::string& output, bool list) {
   config::Config cfg;
@@ -116,9 +88,15 @@ int Build(Context& c, const std::string& dir, const std::string& job_file,
             << "; add it to .forgeignore, or the next capsule will contain this one\n";
     }
   }
-  ProgressLine progress(c);
+  // Only once the build has taken a moment.
+  ProgressLine progress(c, std::chrono::milliseconds(500), std::chrono::milliseconds(0));
   opts.max_bytes = cfg.capsule_max_bytes;
-  opts.progress = [&progress](const capsule::BuildProgress& p) { progress.Update(p); };
+  opts.progress = [&progress](const capsule::BuildProgress& p) {
+    const char* what = p.phase == capsule::BuildProgress::Phase::kHashing ? "hashing" : "writing";
+    const int percent = p.bytes_total ? static_cast<int>(100 * p.bytes_done / p.bytes_total) : 100;
+    progress.Show(std::string(what) + " " + capsule::FormatBytes(p.bytes_done) + " of " +
+                  capsule::FormatBytes(p.bytes_total) + " (" + std::to_string(percent) + "%)");
+  };
   capsule::BuildResult r = capsule::Build(files.files, *spec, opts);
   progress.Clear();
   if (!r.ok()) {

@@ -50,10 +50,6 @@ bool StdoutColor(const Context& c) {
   return &c.out == &std::cout && ::isatty(STDOUT_FILENO) && Env(c, "NO_COLOR").empty();
 }
 
-bool StderrIsTerminal(const Context& c) {
-  return &c.err == &std::cerr && ::isatty(STDERR_FILENO);
-}
-
 int Report(Context& c, const ApiError& e) {
   c.err << e.ToString();
   return e.ExitCode();
@@ -95,31 +91,6 @@ std::string PrintJob(const json& job, const std::string& output) {
   if (output == "name") return "job/" + job.value("id", std::string()) + "\n";
   return Format(job, output);
 }
-
-// One line rewritten in place on a terminal; nothing otherwise.
-class ProgressLine {
- public:
-  explicit ProgressLine(const Context& c) : err_(c.err), enabled_(StderrIsTerminal(c)) {}
-  ~ProgressLine() { Clear(); }
-  void Show(const std::string& text) {
-    if (!enabled_) return;
-    const auto now = std::chrono::steady_clock::now();
-    if (now - last_ < std::chrono::milliseconds(100)) return;
-    last_ = now;
-    err_ << "\r\033[K" << text << std::flush;
-    shown_ = true;
-  }
-  void Clear() {
-    if (shown_) err_ << "\r\033[K" << std::flush;
-    shown_ = false;
-  }
-
- private:
-  std::ostream& err_;
-  bool enabled_;
-  bool shown_ = false;
-  std::chrono::steady_clock::time_point last_{};
-};
 
 // A private temporary directory, removed with everything in it.
 class ScratchDir {
@@ -295,7 +266,7 @@ int SendJob(Context& c, ApiClient& client, const fs::path& dir, const capsule::C
     return kExitInvalid;
   }
   const fs::path zip = scratch.path() / "code.zip";
-  ProgressLine progress(c);
+  ProgressLine progress(c, std::chrono::milliseconds(0), std::chrono::milliseconds(100));
   const std::string count =
       std::to_string(files.files.size()) + (files.files.size() == 1 ? " file" : " files");
   const std::string error = WriteCodeZip(files.files, zip, [&](double fraction) {

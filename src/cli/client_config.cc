@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "starforge/common/atomic_file.h"
+
 namespace starforge::cli {
 
 namespace fs = std::filesystem;
@@ -98,32 +100,8 @@ std::string SaveClientSettings(const fs::path& path, const ClientSettings& setti
   doc["token"] = settings.token;
   const std::string text = doc.dump(2) + "\n";
 
-  std::string tmp = (dir / ".config.json.XXXXXX").string();
-  const int fd = ::mkstemp(tmp.data());  // created 0600
-  if (fd < 0) return "cannot write in " + dir.string() + ": " + Errno();
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const std::string why = Errno();
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return "cannot write " + path.string() + ": " + why;
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::fchmod(fd, 0600) != 0 || ::fsync(fd) != 0 || ::close(fd) != 0) {
-    const std::string why = Errno();
-    ::unlink(tmp.c_str());
-    return "cannot write " + path.string() + ": " + why;
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = Errno();
-    ::unlink(tmp.c_str());
-    return "cannot write " + path.string() + ": " + why;
-  }
-  return "";
+  // The temporary file is 0600 from the start: the token is never readable by others.
+  return WriteFileAtomic(path, text, 0600);
 }
 
 std::optional<std::string> NormalizeServer(const std::string& url, std::string* error) {

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <chrono>
 #include <functional>
 #include <iosfwd>
 #include <map>
@@ -68,5 +69,29 @@ std::optional<jobspec::JobSpec> LoadJob(Context& ctx, const std::string& path,
 void PrintErrors(Context& ctx, const std::string& source, const FieldErrors& errors);
 // JSON pretty-printed, or YAML.
 std::string Format(const nlohmann::json& value, const std::string& output);
+// Whether standard error is the process's own and a terminal: a person watching, not a log.
+bool StderrIsTerminal(const Context& ctx);
+
+// Progress on one rewritten line of standard error, only when StderrIsTerminal (never in logs or
+// captured output): nothing during the first `quiet_for`, then at most one update per `every`.
+// Clear() (and the destructor) erases it.
+class ProgressLine {
+ public:
+  ProgressLine(const Context& ctx, std::chrono::milliseconds quiet_for,
+               std::chrono::milliseconds every);
+  ~ProgressLine() { Clear(); }
+  ProgressLine(const ProgressLine&) = delete;
+  ProgressLine& operator=(const ProgressLine&) = delete;
+  void Show(const std::string& text);
+  void Clear();
+
+ private:
+  std::ostream& err_;
+  bool enabled_;
+  bool shown_ = false;
+  std::chrono::steady_clock::time_point quiet_until_;
+  std::chrono::milliseconds every_;
+  std::chrono::steady_clock::time_point last_{};
+};
 
 }  // namespace starforge::cli

@@ -1,5 +1,7 @@
 #include "starforge/cli/forge.h"
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -88,6 +90,31 @@ void PrintErrors(Context& ctx, const std::string& source, const FieldErrors& err
 
 std::string Format(const nlohmann::json& value, const std::string& output) {
   return output == "json" ? value.dump(2) + "\n" : EmitYaml(value);
+}
+
+bool StderrIsTerminal(const Context& ctx) {
+  return &ctx.err == &std::cerr && ::isatty(STDERR_FILENO);
+}
+
+ProgressLine::ProgressLine(const Context& ctx, std::chrono::milliseconds quiet_for,
+                           std::chrono::milliseconds every)
+    : err_(ctx.err),
+      enabled_(StderrIsTerminal(ctx)),
+      quiet_until_(std::chrono::steady_clock::now() + quiet_for),
+      every_(every) {}
+
+void ProgressLine::Show(const std::string& text) {
+  if (!enabled_) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (now < quiet_until_ || now - last_ < every_) return;
+  last_ = now;
+  err_ << "\r\033[K" << text << std::flush;
+  shown_ = true;
+}
+
+void ProgressLine::Clear() {
+  if (shown_) err_ << "\r\033[K" << std::flush;
+  shown_ = false;
 }
 
 int Run(const std::vector<std::string>& args, const std::map<std::string, std::string>& env,

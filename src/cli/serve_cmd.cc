@@ -9,7 +9,6 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <regex>
 
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -19,6 +18,7 @@
 #include "starforge/api/convert.h"
 #include "starforge/api/server.h"
 #include "starforge/cli/forge.h"
+#include "starforge/common/atomic_file.h"
 #include "starforge/controller/controller.h"
 #include "starforge/fleet/kuberay_fleet.h"
 #include "starforge/fleet/local_fleet.h"
@@ -148,16 +148,6 @@ void SetUpLogging() {
   spdlog::flush_on(spdlog::level::info);
 }
 
-bool WriteFileAtomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::trunc);
-    f << text;
-    if (!f.flush()) return false;
-  }
-  return std::rename(tmp.c_str(), path.c_str()) == 0;
-}
-
 int Serve(Context& c, const ServeOptions& o) {
   config::Config cfg;
   if (!LoadConfig(c, &cfg)) return kExitUsage;
@@ -281,9 +271,10 @@ int Serve(Context& c, const ServeOptions& o) {
   c.out << "forge serve: listening on " << url << "\n" << std::flush;
   admin_token.assign(admin_token.size(), '\0');
   spdlog::info("listening on {}", url);
-  if (!o.port_file.empty() &&
-      !WriteFileAtomically(o.port_file, std::to_string(server.port()) + "\n"))
-    spdlog::error("cannot write the port file {}: {}", o.port_file, std::strerror(errno));
+  if (!o.port_file.empty()) {
+    const std::string error = WriteFileAtomic(o.port_file, std::to_string(server.port()) + "\n");
+    if (!error.empty()) spdlog::error("the port file: {}", error);
+  }
 
   WaitForStopSignal();
   spdlog::info("stopping: the API first, then the controller (running jobs keep running)");

@@ -49,7 +49,7 @@ int Fail(Context& c, const std::string& what, const objstore::Error& e) {
 
 // A progress meter only when a person is watching: the real stderr, on a terminal.
 std::unique_ptr<objstore::ProgressMeter> MeterFor(Context& c, const std::string& label) {
-  if (&c.err != &std::cerr || ::isatty(STDERR_FILENO) == 0) return nullptr;
+  if (!StderrIsTerminal(c)) return nullptr;
   return std::make_unique<objstore::ProgressMeter>(c.err, label);
 }
 

@@ -12,16 +12,17 @@
 #include <atomic>
 #include <condition_variable>
 #include <ctime>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <set>
 #include <thread>
 
+#include "starforge/common/atomic_file.h"
 #include "starforge/kube/informer.h"
 #include "starforge/kuberay/capacity.h"
 #include "starforge/kuberay/constants.h"
 #include "starforge/kuberay/diagnose.h"
+#include "starforge/kuberay/json_fields.h"
 #include "starforge/kuberay/render.h"
 #include "starforge/kuberay/status.h"
 
@@ -31,6 +32,10 @@ namespace {
 namespace fs = std::filesystem;
 namespace res = kube::resources;
 using kuberay::RayJobState;
+using kuberay::json_fields::Field;
+using kuberay::json_fields::Label;
+using kuberay::json_fields::Name;
+using kuberay::json_fields::Str;
 using nlohmann::json;
 
 // Labels and names the operator and Kubernetes set (FACTS §3.1) that are not in constants.h.
@@ -39,29 +44,6 @@ constexpr const char* kFieldManager = "starforge";
 // After this many failed CollectLogs calls for one job, what could not be read is recorded in
 // collect-errors.txt and archiving ends (the RayJob's TTL frees the cluster regardless).
 constexpr int kMaxCollectAttempts = 5;
-
-const json& Field(const json& obj, const char* key) {
-  static const json kNull;
-  if (!obj.is_object()) return kNull;
-  auto it = obj.find(key);
-  return it == obj.end() ? kNull : *it;
-}
-
-std::string Str(const json& obj, const char* key) {
-  const json& v = Field(obj, key);
-  return v.is_string() ? v.get<std::string>() : std::string();
-}
-
-std::string Label(const json& obj, const std::string& key) {
-  const json& labels = Field(Field(obj, "metadata"), "labels");
-  if (!labels.is_object()) return {};
-  auto it = labels.find(key);
-  return it != labels.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-
-std::string NameOf(const json& obj) {
-  return Str(Field(obj, "metadata"), "name");
-}
 
 bool Deleting(const json& obj) {
   return !Field(Field(obj, "metadata"), "deletionTimestamp").is_null();
@@ -95,25 +77,6 @@ json Redacted(json value) {
       v = Redacted(std::move(v));
   }
   return value;
-}
-
-bool WriteFileAtomically(const fs::path& path, const std::string& text, std::string* error) {
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f << text;
-    if (!f.flush()) {
-      *error = "cannot write " + tmp.string();
-      return false;
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    *error = "cannot rename " + tmp.string() + ": " + ec.message();
-    return false;
-  }
-  return true;
 }
 
 // The first line of an operator's or Ray's message, without the log tail Ray appends to a FAILED
@@ -341,12 +304,11 @@ struct KubeRayFleet::Impl {
     }
     std::error_code ec;
     fs::create_directories(cancelled_dir, ec);
-    std::string error;
-    if (ec || !WriteFileAtomically(CancelledMark(job_id), std::to_string(std::time(nullptr)) + "\n",
-                                   &error)) {
-      return "cannot record the cancel under " + cancelled_dir.string() + ": " +
-             (ec ? ec.message() : error);
-    }
+    const std::string error =
+        ec ? ec.message()
+           : WriteFileAtomic(CancelledMark(job_id), std::to_string(std::time(nullptr)) + "\n");
+    if (!error.empty())
+      return "cannot record the cancel under " + cancelled_dir.string() + ": " + error;
     std::lock_guard lock(mu);
     cancelled_ids.insert(job_id);
     return "";
@@ -433,11 +395,11 @@ struct KubeRayFleet::Impl {
     std::set<std::string> pod_names;
     for (auto& [k, p] : pods->Snapshot()) {
       if (!cluster.empty() && Label(p, kuberay::kLabelRayCluster) == cluster) {
-        pod_names.insert(NameOf(p));
+        pod_names.insert(Name(p));
         j.cluster_pods.push_back(p);
       } else if (Label(p, kuberay::kLabelJobNameBatch) == name ||
                  Label(p, kuberay::kLabelJobNameLegacy) == name) {
-        pod_names.insert(NameOf(p));
+        pod_names.insert(Name(p));
         j.submitter_pods.push_back(p);
       }
     }
@@ -476,7 +438,7 @@ struct KubeRayFleet::Impl {
         const bool now = failed(Field(s, "state"));
         const bool before = !now && failed(Field(s, "lastState"));
         if (!now && !before) continue;
-        const std::string pod_name = NameOf(pod);
+        const std::string pod_name = Name(pod);
         const std::string key = pod_name + "/" + kuberay::kFetchContainerName;
         const std::string cache_key = Str(Field(pod, "metadata"), "uid") + "/" +
                                       std::to_string(Field(s, "restartCount").is_number_integer()
@@ -752,7 +714,11 @@ struct KubeRayFleet::Impl {
                           const fs::path& dir) {
     const std::string name = handle.empty() ? kuberay::RayJobName(job_id) : handle;
     std::vector<std::string> problems;
-    std::string error;
+    // Writes one file of the archive; a failure is one more problem.
+    auto save = [&](const std::string& file, const std::string& text) {
+      if (std::string error = WriteFileAtomic(dir / file, text); !error.empty())
+        problems.push_back(error);
+    };
     std::optional<json> rj;
     try {
       rj = client.Get(res::kRayJobs, ns, name);  // fresh: the final status goes into rayjob.json
@@ -782,8 +748,7 @@ struct KubeRayFleet::Impl {
               text = body["logs"].get<std::string>();
           } catch (const json::exception&) {
           }
-          if (!WriteFileAtomically(dir / "ray-job.log", RedactUrlQueries(text), &error))
-            problems.push_back(error);
+          save("ray-job.log", RedactUrlQueries(text));
           break;
         } catch (const kube::ApiError& e) {
           // No service, no endpoints or a head that no longer answers: the cluster is gone.
@@ -814,19 +779,17 @@ struct KubeRayFleet::Impl {
         kube::LogOptions lo;
         lo.container = kuberay::kSubmitterContainerName;
         try {
-          std::string log = client.PodLogs(ns, NameOf(p), lo);
-          if (submitters.size() > 1) text += "==> pod " + NameOf(p) + " <==\n";
+          std::string log = client.PodLogs(ns, Name(p), lo);
+          if (submitters.size() > 1) text += "==> pod " + Name(p) + " <==\n";
           text += log;
           if (!log.empty() && log.back() != '\n') text += "\n";
         } catch (const kube::ApiError& e) {
           // Gone, or never started (400 "waiting to start"): nothing to archive.
           if (!kube::IsNotFound(e) && e.reason() != kube::Reason::kBadRequest)
-            problems.push_back("submitter log of pod " + NameOf(p) + ": " + Describe(e));
+            problems.push_back("submitter log of pod " + Name(p) + ": " + Describe(e));
         }
       }
-      if (!text.empty() &&
-          !WriteFileAtomically(dir / "submitter.log", RedactUrlQueries(text), &error))
-        problems.push_back(error);
+      if (!text.empty()) save("submitter.log", RedactUrlQueries(text));
     } catch (const kube::ApiError& e) {
       problems.push_back("listing the submitter's pods: " + Describe(e));
     }
@@ -837,10 +800,8 @@ struct KubeRayFleet::Impl {
       json events_json = json::array();
       for (const auto& e : kuberay::NormalizeEvents(objs.events))
         events_json.push_back(kuberay::ToJson(e));
-      if (!WriteFileAtomically(dir / "events.json", Redacted(events_json).dump(2) + "\n", &error))
-        problems.push_back(error);
-      if (!WriteFileAtomically(dir / "rayjob.json", Redacted(*rj).dump(2) + "\n", &error))
-        problems.push_back(error);
+      save("events.json", Redacted(events_json).dump(2) + "\n");
+      save("rayjob.json", Redacted(*rj).dump(2) + "\n");
     }
 
     if (problems.empty()) return "";
@@ -854,10 +815,9 @@ struct KubeRayFleet::Impl {
     }
     if (failures < kMaxCollectAttempts) return joined;
     // Give up on what cannot be read; say so next to the logs.
-    WriteFileAtomically(dir / "collect-errors.txt",
-                        "StarForge could not archive these after " + std::to_string(failures) +
-                            " attempts:\n" + joined + "\n",
-                        &error);
+    WriteFileAtomic(dir / "collect-errors.txt", "StarForge could not archive these after " +
+                                                    std::to_string(failures) + " attempts:\n" +
+                                                    joined + "\n");
     return "";
   }
 
@@ -924,12 +884,12 @@ struct KubeRayFleet::Impl {
       kube::DeleteOptions d;
       d.propagation_policy = "Background";
       try {
-        client.Delete(res::kRayJobs, ns, NameOf(rj), d);
+        client.Delete(res::kRayJobs, ns, Name(rj), d);
         spdlog::warn(
             "kuberay fleet: deleted orphan RayJob {} (label {}={} names no job in the store; "
             "created {} s ago)",
             key, kuberay::kLabelJobId, job_id, age);
-        deleted.push_back(NameOf(rj));
+        deleted.push_back(Name(rj));
       } catch (const kube::ApiError& e) {
         if (!kube::IsNotFound(e))
           spdlog::warn("kuberay fleet: cannot delete orphan RayJob {}: {}", key, Describe(e));

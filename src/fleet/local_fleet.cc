@@ -24,6 +24,7 @@
 #include "local_internal.h"
 #include "starforge/capsule/capsule.h"
 #include "starforge/capsule/extract.h"
+#include "starforge/common/atomic_file.h"
 #include "starforge/common/quantity.h"
 #include "starforge/common/sha256.h"
 
@@ -326,7 +327,7 @@ struct LocalFleet::Impl {
       }
       if (!out.ok && !out.retryable && !out.cancelled) {
         nlohmann::json failed = {{"reason", "SubmissionFailed"}, {"message", out.message}};
-        local::WriteFileAtomic(Paths(w.job_id).failed, failed.dump() + "\n");
+        WriteFileAtomic(Paths(w.job_id).failed, failed.dump() + "\n");
       }
       outcomes[w.job_id] = out;
     }
@@ -439,7 +440,7 @@ struct LocalFleet::Impl {
                                {"startTime", *start}, {"launchedAt", NowMs()},
                                {"host", host},        {"cpus", need.cpus},
                                {"gpus", gpu_ids},     {"capsuleSha256", w.capsule_sha256}};
-      return local::WriteFileAtomic(p.launch, launch.dump(2) + "\n");
+      return WriteFileAtomic(p.launch, launch.dump(2) + "\n");
     });
     if (spawned.lock_held) {
       out.ok = true;  // someone else started it meanwhile
@@ -611,7 +612,7 @@ struct LocalFleet::Impl {
     std::error_code ec;
     fs::create_directories(p.fleet_dir, ec);
     if (ec) return "cannot create " + p.fleet_dir.string() + ": " + ec.message();
-    return local::WriteFileAtomic(p.cancel, doc.dump(2) + "\n");
+    return WriteFileAtomic(p.cancel, doc.dump(2) + "\n");
   }
 
   std::string CancelRunning(const std::string& id, int64_t since_ms) {
@@ -778,7 +779,7 @@ SubmitResult LocalFleet::Submit(const SubmitRequest& request) {
                             {"capsuleSha256", w.capsule_sha256},
                             {"cpus", w.need.cpus},
                             {"gpus", w.need.gpus}};
-      if (std::string err = local::WriteFileAtomic(p.request, doc.dump(2) + "\n"); !err.empty())
+      if (std::string err = WriteFileAtomic(p.request, doc.dump(2) + "\n"); !err.empty())
         return {false, "", "SubmissionFailed", err, true};
     }
     // A runner holds the lock but has not recorded its launch yet: it is launched.

@@ -38,10 +38,6 @@ JobPaths PathsFor(const fs::path& storage_root, const std::string& job_id);
 // The JSON object in `path`; nullopt when it is missing or not a JSON object.
 std::optional<nlohmann::json> ReadJson(const fs::path& path);
 
-// Replaces `path` atomically (temporary file in the same directory, fsync, rename, fsync of the
-// directory). Returns "" or why not.
-std::string WriteFileAtomic(const fs::path& path, const std::string& content);
-
 // The last `max_lines` non-empty lines of a text file (reads at most its last 16 KiB).
 std::vector<std::string> TailLines(const fs::path& path, size_t max_lines);
 

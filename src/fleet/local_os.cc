@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "local_internal.h"
+#include "starforge/common/atomic_file.h"
 #include "starforge/config/config.h"
 
 extern char** environ;
@@ -53,45 +54,6 @@ std::optional<nlohmann::json> ReadJson(const fs::path& path) {
   nlohmann::json doc = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
   if (!doc.is_object()) return std::nullopt;
   return doc;
-}
-
-namespace {
-
-bool WriteAll(int fd, const char* data, size_t size) {
-  while (size > 0) {
-    const ssize_t n = ::write(fd, data, size);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    data += n;
-    size -= static_cast<size_t>(n);
-  }
-  return true;
-}
-
-}  // namespace
-
-std::string WriteFileAtomic(const fs::path& path, const std::string& content) {
-  const fs::path dir = path.parent_path();
-  std::string tmpl = (dir / ("." + path.filename().string() + ".XXXXXX")).string();
-  const int fd = ::mkostemp(tmpl.data(), O_CLOEXEC);
-  if (fd < 0) return "cannot create a file in " + dir.string() + ": " + ErrnoText(errno);
-  const bool written = WriteAll(fd, content.data(), content.size()) && ::fsync(fd) == 0;
-  const int err = errno;
-  ::close(fd);
-  if (!written || ::chmod(tmpl.c_str(), 0644) != 0 || ::rename(tmpl.c_str(), path.c_str()) != 0) {
-    const int e = written ? errno : err;
-    ::unlink(tmpl.c_str());
-    return "cannot write " + path.string() + ": " + ErrnoText(e);
-  }
-  // The rename is durable only once the directory is on disk too.
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
-  return "";
 }
 
 std::vector<std::string> TailLines(const fs::path& path, size_t max_lines) {

@@ -5,23 +5,14 @@
 
 #include "starforge/common/quantity.h"
 #include "starforge/kuberay/constants.h"
+#include "starforge/kuberay/json_fields.h"
 
 namespace starforge::kuberay {
 namespace {
 
+using json_fields::Field;
+using json_fields::Str;
 using nlohmann::json;
-
-const json& Field(const json& obj, const char* key) {
-  static const json kNull;
-  if (!obj.is_object()) return kNull;
-  auto it = obj.find(key);
-  return it == obj.end() ? kNull : *it;
-}
-
-std::string Str(const json& obj, const char* key) {
-  const json& v = Field(obj, key);
-  return v.is_string() ? v.get<std::string>() : "";
-}
 
 // A resource amount in whole units (rounded up, like Quantity.Value()); 0 when absent or invalid.
 int64_t Amount(const json& list, const char* resource) {

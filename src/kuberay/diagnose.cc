@@ -9,45 +9,20 @@
 
 #include "starforge/kuberay/capacity.h"
 #include "starforge/kuberay/constants.h"
+#include "starforge/kuberay/json_fields.h"
 #include "starforge/kuberay/status.h"
 
 namespace starforge::kuberay {
 namespace {
 
+using json_fields::Arr;
+using json_fields::Field;
+using json_fields::Int;
+using json_fields::Label;
+using json_fields::Name;
+using json_fields::Namespace;
+using json_fields::Str;
 using nlohmann::json;
-
-const json& Field(const json& obj, const char* key) {
-  static const json kNull;
-  if (!obj.is_object()) return kNull;
-  auto it = obj.find(key);
-  return it == obj.end() ? kNull : *it;
-}
-
-std::string Str(const json& obj, const char* key) {
-  const json& v = Field(obj, key);
-  return v.is_string() ? v.get<std::string>() : "";
-}
-
-const json& Arr(const json& obj, const char* key) {
-  static const json kEmpty = json::array();
-  const json& v = Field(obj, key);
-  return v.is_array() ? v : kEmpty;
-}
-
-int64_t Int(const json& obj, const char* key, int64_t fallback) {
-  const json& v = Field(obj, key);
-  return v.is_number_integer() ? v.get<int64_t>() : fallback;
-}
-
-std::string Name(const json& obj) {
-  return Str(Field(obj, "metadata"), "name");
-}
-std::string Namespace(const json& obj) {
-  return Str(Field(obj, "metadata"), "namespace");
-}
-std::string Label(const json& obj, const char* key) {
-  return Str(Field(Field(obj, "metadata"), "labels"), key);
-}
 
 std::string Plural(int64_t n, const char* one, const char* many) {
   return std::to_string(n) + " " + (n == 1 ? one : many);

@@ -2,16 +2,12 @@
 
 #include <charconv>
 
+#include "starforge/kuberay/json_fields.h"
 namespace starforge::kuberay {
 namespace {
 
+using json_fields::Str;
 using nlohmann::json;
-
-std::string Str(const json& obj, const char* key) {
-  if (!obj.is_object()) return "";
-  auto it = obj.find(key);
-  return it != obj.end() && it->is_string() ? it->get<std::string>() : "";
-}
 
 StatusView Pending(StatusView v, std::string reason, std::string message) {
   v.state = RayJobState::kPending;

@@ -6,11 +6,13 @@
 
 #include <fmt/format.h>
 
-#include <atomic>
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <vector>
+
+#include "starforge/common/atomic_file.h"
 
 namespace starforge::objstore {
 
@@ -32,36 +34,14 @@ class Fd {
   Fd(const Fd&) = delete;
   Fd& operator=(const Fd&) = delete;
   int get() const { return fd_; }
-  int release() { return std::exchange(fd_, -1); }
 
  private:
   int fd_;
 };
 
-// A unique name beside `target`: same directory, so rename() is atomic; hidden, so a listing
-// of the store never shows a half-written object as a key.
-std::string TempPathFor(const fs::path& target) {
-  static std::atomic<uint64_t> counter{0};
-  return (target.parent_path() /
-          fmt::format(".{}.tmp-{}-{}", target.filename().string(), ::getpid(), counter++))
-      .string();
-}
-
-bool WriteAll(int fd, const char* data, size_t size) {
-  while (size > 0) {
-    const ssize_t n = ::write(fd, data, size);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    data += n;
-    size -= static_cast<size_t>(n);
-  }
-  return true;
-}
-
-// Streams `src` (a descriptor or bytes) into `dest` via a temporary file and rename, fsyncing
-// first so a crash cannot leave a renamed but empty object behind.
+// Streams `src` (a descriptor, or `bytes` when it is -1) into `dest` through WriteFileAtomic, so a
+// crash cannot leave a renamed but empty object behind and a listing of the store never shows a
+// half-written object as a key.
 Result<int64_t> AtomicWrite(const fs::path& dest, int src_fd, std::string_view bytes, int64_t total,
                             const Progress& progress) {
   std::error_code ec;
@@ -70,41 +50,37 @@ Result<int64_t> AtomicWrite(const fs::path& dest, int src_fd, std::string_view b
     return Error{ErrorKind::kInvalid,
                  fmt::format("cannot create {}: {}", dest.parent_path().string(), ec.message())};
   }
-  const std::string tmp = TempPathFor(dest);
-  Fd out(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
-  if (out.get() < 0) return IoError("create", tmp, errno);
-  auto fail = [&](const std::string& what, const std::string& path, int err) {
-    ::unlink(tmp.c_str());
-    return IoError(what, path, err);
-  };
   int64_t done = 0;
-  if (src_fd < 0) {
-    constexpr size_t kChunk = size_t{1} << 20;
-    while (done < total) {
-      const size_t n = std::min(kChunk, static_cast<size_t>(total - done));
-      if (!WriteAll(out.get(), bytes.data() + done, n)) return fail("write", tmp, errno);
-      done += static_cast<int64_t>(n);
-      if (progress) progress(done, total);
+  auto fill = [&](int out) -> std::string {
+    auto failed = [&](const std::string& what, const std::string& path) {
+      return fmt::format("cannot {} {}: {}", what, path, std::strerror(errno));
+    };
+    if (src_fd < 0) {
+      constexpr size_t kChunk = size_t{1} << 20;
+      while (done < total) {
+        const size_t n = std::min(kChunk, static_cast<size_t>(total - done));
+        if (!WriteAll(out, bytes.data() + done, n)) return failed("write", dest.string());
+        done += static_cast<int64_t>(n);
+        if (progress) progress(done, total);
+      }
+      return "";
     }
-  } else {
     std::vector<char> buf(size_t{1} << 20);
     for (;;) {
       const ssize_t n = ::read(src_fd, buf.data(), buf.size());
       if (n < 0) {
         if (errno == EINTR) continue;
-        return fail("read", "the source", errno);
+        return failed("read", "the source");
       }
-      if (n == 0) break;
-      if (!WriteAll(out.get(), buf.data(), static_cast<size_t>(n))) {
-        return fail("write", tmp, errno);
-      }
+      if (n == 0) return "";
+      if (!WriteAll(out, buf.data(), static_cast<size_t>(n))) return failed("write", dest.string());
       done += n;
       if (progress) progress(done, total);
     }
+  };
+  if (std::string error = WriteFileAtomic(dest, fill); !error.empty()) {
+    return Error{ErrorKind::kInvalid, error};
   }
-  if (::fsync(out.get()) != 0) return fail("sync", tmp, errno);
-  if (::close(out.release()) != 0) return fail("close", tmp, errno);
-  if (::rename(tmp.c_str(), dest.c_str()) != 0) return fail("rename into", dest.string(), errno);
   return done;
 }
 

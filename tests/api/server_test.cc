@@ -18,8 +18,8 @@ namespace starforge::api {
 namespace {
 
 using nlohmann::json;
+using support::Captured;
 using ::testing::AllOf;
-using testing::CliRun;
 using testing::Forge;
 using ::testing::HasSubstr;
 using testing::MakeZip;
@@ -160,8 +160,8 @@ class Api : public ::testing::Test {
   }
 
   std::string NewToken(const std::string& user, bool admin = false) {
-    CliRun r = Forge(tmp_, "token create --user " + user + (admin ? " --admin" : ""),
-                     {{"FORGE_STORAGE_ROOT", root_.string()}});
+    Captured r = Forge("token create --user " + user + (admin ? " --admin" : ""),
+                       {{"FORGE_STORAGE_ROOT", root_.string()}});
     EXPECT_EQ(r.code, 0) << r.err;
     std::string token = r.out;
     if (!token.empty() && token.back() == '\n') token.pop_back();
@@ -264,7 +264,7 @@ TEST_F(Api, TheAdminTokenIsPrintedOnceOnTheFirstStartOnly) {
   EXPECT_THAT(serve_->Stderr(), Not(HasSubstr(admin_)));
   // The token is stored only as a hash.
   for (const char* f : {"starforge.db", "starforge.db-wal"})
-    EXPECT_THAT(testing::Slurp(root_ / "control" / f), Not(HasSubstr(admin_))) << f;
+    EXPECT_THAT(support::ReadFile(root_ / "control" / f), Not(HasSubstr(admin_))) << f;
 
   Start();
   EXPECT_THAT(serve_->Stdout(),
@@ -277,8 +277,8 @@ TEST_F(Api, TheAdminTokenIsPrintedOnceOnTheFirstStartOnly) {
 }
 
 TEST_F(Api, TokenCreateMakesUsersAndPrintsOnlyTheToken) {
-  CliRun r = Forge(tmp_, "token create --user bob --description 'laptop'",
-                   {{"FORGE_STORAGE_ROOT", root_.string()}});
+  Captured r = Forge("token create --user bob --description 'laptop'",
+                     {{"FORGE_STORAGE_ROOT", root_.string()}});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_THAT(r.out, ::testing::MatchesRegex("sf_[a-z0-9]{40}\n"));
   EXPECT_EQ(r.err, "");
@@ -293,11 +293,11 @@ TEST_F(Api, TokenCreateMakesUsersAndPrintsOnlyTheToken) {
   EXPECT_EQ(Body(w), json({{"user", "carol"}, {"admin", true}}));
   EXPECT_NE(NewToken("bob"), bob);  // another token for the same user
 
-  r = Forge(tmp_, "token create --user 'Bad Name'", {{"FORGE_STORAGE_ROOT", root_.string()}});
+  r = Forge("token create --user 'Bad Name'", {{"FORGE_STORAGE_ROOT", root_.string()}});
   EXPECT_EQ(r.code, 2);
   EXPECT_THAT(r.err, HasSubstr("--user: expected a user name"));
   EXPECT_EQ(r.out, "");
-  r = Forge(tmp_, "token create", {{"FORGE_STORAGE_ROOT", root_.string()}});
+  r = Forge("token create", {{"FORGE_STORAGE_ROOT", root_.string()}});
   EXPECT_EQ(r.code, 2);
 }
 
@@ -850,10 +850,10 @@ TEST_F(ApiSmallUploads, OversizedUploadsAre413AndZipBombsAreRefused) {
 
 TEST(ServeCommand, KuberayAsTheDefaultFleetNeedsAClusterAndS3) {
   TempDir t;
-  CliRun r = Forge(t, "serve --listen 127.0.0.1:0",
-                   {{"FORGE_STORAGE_ROOT", (t / "root").string()},
-                    {"FORGE_DEFAULT_FLEET_KIND", "kuberay"},
-                    {"KUBECONFIG", (t / "no-kubeconfig").string()}});
+  Captured r =
+      Forge("serve --listen 127.0.0.1:0", {{"FORGE_STORAGE_ROOT", (t / "root").string()},
+                                           {"FORGE_DEFAULT_FLEET_KIND", "kuberay"},
+                                           {"KUBECONFIG", (t / "no-kubeconfig").string()}});
   EXPECT_EQ(r.code, 78);
   EXPECT_THAT(r.err,
               AllOf(HasSubstr("the kuberay fleet is not configured on this server"),
@@ -863,12 +863,12 @@ TEST(ServeCommand, KuberayAsTheDefaultFleetNeedsAClusterAndS3) {
 
 TEST(ServeCommand, AnUnwritableStorageRootSaysWhatToSet) {
   TempDir t;
-  testing::WriteFile(t / "file", "x");
-  CliRun r = Forge(t, "serve --listen 127.0.0.1:0",
-                   {{"FORGE_STORAGE_ROOT", (t / "file" / "root").string()}});
+  support::WriteFile(t / "file", "x");
+  Captured r =
+      Forge("serve --listen 127.0.0.1:0", {{"FORGE_STORAGE_ROOT", (t / "file" / "root").string()}});
   EXPECT_EQ(r.code, 78);
   EXPECT_THAT(r.err, AllOf(HasSubstr("is not writable"), HasSubstr("set FORGE_STORAGE_ROOT")));
-  r = Forge(t, "token create --user bob", {{"FORGE_STORAGE_ROOT", (t / "file" / "root").string()}});
+  r = Forge("token create --user bob", {{"FORGE_STORAGE_ROOT", (t / "file" / "root").string()}});
   EXPECT_EQ(r.code, 78);
   EXPECT_THAT(r.err, HasSubstr("set FORGE_STORAGE_ROOT"));
   EXPECT_EQ(r.out, "");
@@ -879,11 +879,11 @@ TEST(ServeCommand, ABusyPortIsAClearError) {
   std::string error;
   auto first = ServeProcess::Start(t / "a", {}, {}, &error);
   ASSERT_TRUE(first) << error;
-  CliRun r = Forge(t, "serve --listen 127.0.0.1:" + std::to_string(first->port()),
-                   {{"FORGE_STORAGE_ROOT", (t / "b").string()}});
+  Captured r = Forge("serve --listen 127.0.0.1:" + std::to_string(first->port()),
+                     {{"FORGE_STORAGE_ROOT", (t / "b").string()}});
   EXPECT_EQ(r.code, 1);
   EXPECT_THAT(r.err, HasSubstr("cannot listen on 127.0.0.1:" + std::to_string(first->port())));
-  r = Forge(t, "serve --listen nonsense", {{"FORGE_STORAGE_ROOT", (t / "b").string()}});
+  r = Forge("serve --listen nonsense", {{"FORGE_STORAGE_ROOT", (t / "b").string()}});
   EXPECT_EQ(r.code, 2);
   EXPECT_THAT(r.err, HasSubstr("expected HOST:PORT"));
   EXPECT_EQ(first->Stop(), 0);

@@ -23,24 +23,18 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using testing::Joined;
 using testing::MiniSpec;
 using ::testing::Not;
 using testing::Python;
 using testing::Quote;
-using testing::Read;
+using testing::ReadFile;
 using testing::Shell;
 using testing::TempDir;
 using testing::Write;
 namespace fs = std::filesystem;
 
 constexpr std::string_view kRunner = "PK-fake-runner-bytes\n";
-
-std::string Joined(const std::vector<std::string>& v) {
-  std::string s;
-  for (const auto& e : v)
-    s += e + "\n";
-  return s;
-}
 
 std::string RandomBytes(size_t n, unsigned seed) {
   std::mt19937_64 rng(seed);
@@ -79,7 +73,7 @@ void SetMtime(const fs::path& p, time_t when) {
 }
 
 nlohmann::json PythonExtract(const fs::path& zip, const fs::path& dest) {
-  testing::Output o = Shell(Python("extract " + Quote(zip.string()) + " " + Quote(dest.string())));
+  support::Output o = Shell(Python("extract " + Quote(zip.string()) + " " + Quote(dest.string())));
   EXPECT_EQ(o.code, 0) << o.out;
   return nlohmann::json::parse(o.out);
 }
@@ -92,7 +86,7 @@ TEST(Build, WritesTheCapsuleAndReportsItsIdentity) {
   EXPECT_EQ(r.path, t / "out.zip");
   EXPECT_EQ(r.size, fs::file_size(t / "out.zip"));
   EXPECT_EQ(r.user_files, 7u);
-  testing::Output sha = Shell("sha256sum " + Quote((t / "out.zip").string()));
+  support::Output sha = Shell("sha256sum " + Quote((t / "out.zip").string()));
   EXPECT_EQ(sha.out.substr(0, 64), r.sha256);
   EXPECT_EQ(ObjectKey(r.sha256), "capsules/sha256-" + r.sha256 + ".zip");
   // Nothing else is left next to it (the temporary directory is gone).
@@ -158,18 +152,18 @@ TEST(Build, PythonZipfileExtractsExactlyTheManifest) {
     ASSERT_FALSE(e.is_symlink());
     if (!e.is_regular_file()) continue;
     const std::string rel = fs::relative(e.path(), t / "x").string();
-    testing::Output sha = Shell("sha256sum " + Quote(e.path().string()));
+    support::Output sha = Shell("sha256sum " + Quote(e.path().string()));
     extracted[rel] = {e.file_size(), sha.out.substr(0, 64)};
   }
   std::map<std::string, std::pair<uint64_t, std::string>> expected;
   for (const auto& f : r.manifest.files)
     expected[f.path] = {f.size, f.sha256};
-  const std::string manifest_text = Read(t / "x/.starforge/manifest.json");
+  const std::string manifest_text = ReadFile(t / "x/.starforge/manifest.json");
   extracted.erase(".starforge/manifest.json");
   EXPECT_EQ(extracted, expected);
   EXPECT_EQ(manifest_text, ToText(r.manifest));
-  EXPECT_EQ(Read(t / "x/.starforge/jobspec.json"), jobspec::ToCanonicalText(MiniSpec()));
-  EXPECT_EQ(Read(t / "x/.starforge/runner.pyz"), kRunner);
+  EXPECT_EQ(ReadFile(t / "x/.starforge/jobspec.json"), jobspec::ToCanonicalText(MiniSpec()));
+  EXPECT_EQ(ReadFile(t / "x/.starforge/runner.pyz"), kRunner);
 
   // Entry metadata: files only, sorted, fixed time, no extra fields, Unix modes.
   std::vector<std::string> names;
@@ -221,7 +215,7 @@ TEST(Build, SameTreeTwiceIsByteIdenticalWhateverTheThreadCount) {
   BuildResult b = BuildDir(t / "code", t / "b.zip", opts);
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_EQ(a.sha256, b.sha256);
-  EXPECT_EQ(Read(t / "a.zip"), Read(t / "b.zip"));
+  EXPECT_EQ(ReadFile(t / "a.zip"), ReadFile(t / "b.zip"));
 }
 
 TEST(Build, AFileChangedWhileBuildingIsAnError) {
@@ -273,7 +267,7 @@ TEST(Build, CopiesElsewhereWithOtherTimesPermissionsUmaskAndTimezoneAreByteIdent
   ASSERT_TRUE(a.ok()) << Joined(a.errors);
   ASSERT_TRUE(b.ok()) << Joined(b.errors);
   EXPECT_EQ(a.sha256, b.sha256);
-  EXPECT_EQ(Read(one / "a.zip"), Read(two / "b.zip"));
+  EXPECT_EQ(ReadFile(one / "a.zip"), ReadFile(two / "b.zip"));
 }
 
 TEST(Build, ContentJobSpecRunnerAndExecutableBitsChangeTheIdentity) {

@@ -13,16 +13,12 @@ using ::testing::HasSubstr;
 using ::testing::MatchesRegex;
 using ::testing::Not;
 using testing::Quote;
-using testing::Read;
+using testing::ReadFile;
 using testing::TempDir;
 using testing::Write;
 namespace fs = std::filesystem;
 
-struct Result {
-  int code = -1;
-  std::string out;
-  std::string err;
-};
+using Result = support::Captured;
 
 // STARFORGE_TEST_FORGE_BIN overrides the binary under test (e.g. a build with extra commands).
 std::string ForgeBin() {
@@ -31,16 +27,8 @@ std::string ForgeBin() {
 }
 
 Result Forge(const TempDir& t, const std::string& args, const std::string& env = "") {
-  const fs::path out = t / ".stdout";
-  const fs::path err = t / ".stderr";
-  const std::string cmd = "cd " + Quote(t.path().string()) + " && env -i PATH=/usr/bin:/bin " +
-                          env + " " + Quote(ForgeBin()) + " " + args + " >" + Quote(out.string()) +
-                          " 2>" + Quote(err.string()) + " </dev/null";
-  const int status = std::system(cmd.c_str());
-  Result r{WEXITSTATUS(status), Read(out), Read(err)};
-  fs::remove(out);
-  fs::remove(err);
-  return r;
+  return support::Capture("env -i PATH=/usr/bin:/bin " + env + " " + Quote(ForgeBin()) + " " + args,
+                          t.path());
 }
 
 class CapsuleCli : public ::testing::Test {
@@ -79,7 +67,7 @@ TEST_F(CapsuleCli, BuildPrintsDigestSizeAndFileCount) {
     ASSERT_EQ(again.code, 0) << again.err;
     EXPECT_EQ(again.err, "");
     EXPECT_THAT(again.out, HasSubstr("capsule  code/.forge/capsules/sha256-" + digest + ".zip\n"));
-    EXPECT_EQ(Read(in_tree), Read(t_ / "c.zip"));
+    EXPECT_EQ(ReadFile(in_tree), ReadFile(t_ / "c.zip"));
   }
   // An explicit -o inside the tree gets a warning.
   Result inside = Forge(t_, "capsule build code --job job.yaml -o code/c.zip");

@@ -15,20 +15,14 @@ namespace starforge::capsule {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::Joined;
 using testing::Python;
 using testing::Quote;
-using testing::Read;
+using testing::ReadFile;
 using testing::Shell;
 using testing::TempDir;
 using testing::Write;
 namespace fs = std::filesystem;
-
-std::string Joined(const std::vector<std::string>& v) {
-  std::string s;
-  for (const auto& e : v)
-    s += e + "\n";
-  return s;
-}
 
 // A zip made by Python from entries {"name", "data", "attr"?, "method"?, "repeat"?}.
 fs::path MakeZip(const TempDir& t, const nlohmann::json& entries) {
@@ -36,7 +30,7 @@ fs::path MakeZip(const TempDir& t, const nlohmann::json& entries) {
   Write(spec, entries.dump());
   const fs::path zip = t / "in.zip";
   fs::remove(zip);
-  testing::Output o = Shell(Python("make " + Quote(zip.string()) + " " + Quote(spec.string())));
+  support::Output o = Shell(Python("make " + Quote(zip.string()) + " " + Quote(spec.string())));
   EXPECT_EQ(o.code, 0) << o.out;
   return zip;
 }
@@ -53,8 +47,8 @@ TEST(ExtractZip, ACapsuleRoundTrips) {
   ExtractResult r = ExtractZip(t / "c.zip", t / "out");
   ASSERT_TRUE(r.ok()) << Joined(r.errors);
   EXPECT_EQ(r.files, 5u);
-  EXPECT_EQ(Read(t / "out/train.py"), "print(1)\n");
-  EXPECT_EQ(Read(t / "out/.starforge/manifest.json"), ToText(b.manifest));
+  EXPECT_EQ(ReadFile(t / "out/train.py"), "print(1)\n");
+  EXPECT_EQ(ReadFile(t / "out/.starforge/manifest.json"), ToText(b.manifest));
   EXPECT_EQ(fs::status(t / "out/bin/run.sh").permissions() & fs::perms::owner_exec,
             fs::perms::owner_exec);
   EXPECT_EQ(fs::status(t / "out/train.py").permissions() & fs::perms::owner_exec, fs::perms::none);
@@ -140,7 +134,7 @@ TEST(ExtractZip, LyingSizeHeadersAreCaughtWhileInflating) {
   fs::path zip =
       MakeZip(t, {{{"name", "small"}, {"data", "A"}, {"repeat", 100000}, {"method", "deflate"}}});
   // Rewrite the declared uncompressed size (local header and central directory) to 1000.
-  std::string bytes = Read(zip);
+  std::string bytes = ReadFile(zip);
   auto patch = [&](size_t at) {
     const uint32_t v = 1000;
     for (int i = 0; i < 4; ++i)
@@ -164,7 +158,7 @@ TEST(ExtractZip, DestinationMustNotExist) {
   Write(t / "out/keep", "mine");
   ExtractResult r = ExtractZip(MakeZip(t, {{{"name", "a"}, {"data", "x"}}}), t / "out");
   EXPECT_THAT(Joined(r.errors), HasSubstr("File exists"));
-  EXPECT_EQ(Read(t / "out/keep"), "mine");
+  EXPECT_EQ(ReadFile(t / "out/keep"), "mine");
 }
 
 }  // namespace

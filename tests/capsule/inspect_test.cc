@@ -14,20 +14,14 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using testing::Joined;
 using testing::Python;
 using testing::Quote;
-using testing::Read;
+using testing::ReadFile;
 using testing::Shell;
 using testing::TempDir;
 using testing::Write;
 namespace fs = std::filesystem;
-
-std::string Joined(const std::vector<std::string>& v) {
-  std::string s;
-  for (const auto& e : v)
-    s += e + "\n";
-  return s;
-}
 
 class InspectTest : public ::testing::Test {
  protected:
@@ -52,7 +46,7 @@ class InspectTest : public ::testing::Test {
     std::string args =
         command + " " + Quote(capsule_.string()) + " " + Quote(out.string()) + " " + Quote(name);
     if (command == "replace") args += " " + Quote(data);
-    testing::Output o = Shell(Python(args));
+    support::Output o = Shell(Python(args));
     EXPECT_EQ(o.code, 0) << o.out;
     return out;
   }
@@ -99,7 +93,7 @@ TEST_F(InspectTest, AForgedManifestIsCaught) {
 
 TEST_F(InspectTest, CorruptedBytesAreCaught) {
   // Flip a byte inside train.py's stored data: libzip's CRC check fails.
-  std::string bytes = Read(capsule_);
+  std::string bytes = ReadFile(capsule_);
   const size_t at = bytes.find("print('train')");
   ASSERT_NE(at, std::string::npos);
   bytes[at] = 'P';

@@ -5,32 +5,27 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-
 #include <regex>
 
 #include "../objstore/s3peer.h"
+#include "support/files.h"
+#include "support/shell.h"
+#include "support/temp_dir.h"
 
 namespace {
 
 namespace fs = std::filesystem;
+namespace support = starforge::support;
 using starforge::objstore::testing::S3Peer;
-using starforge::objstore::testing::Slurp;
-using starforge::objstore::testing::TempDir;
+using support::ReadFile;
+using support::TempDir;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-struct Result {
-  int code;
-  std::string out;
-  std::string err;
-};
+using Result = support::Captured;
 
 Result Sh(const TempDir& tmp, const std::string& cmd) {
-  const std::string full = "cd '" + tmp.path().string() + "' && " + cmd + " >'" + (tmp / "out") +
-                           "' 2>'" + (tmp / "err") + "' </dev/null";
-  const int status = std::system(full.c_str());
-  return {WEXITSTATUS(status), Slurp(tmp / "out"), Slurp(tmp / "err")};
+  return support::Capture(cmd, tmp.path());
 }
 
 std::string Field(const std::string& text, const std::string& name) {
@@ -89,10 +84,10 @@ TEST(CapsuleToS3, BuildPutPresignFetchUnpackRun) {
       0);
   ASSERT_TRUE(fs::exists(tmp.path() / "wd/train.py"));
   Result ran = Sh(tmp, "cd wd && env -i PATH=/usr/bin:/bin FORGE_JOB_ID=j-1 FORGE_STORAGE_ROOT=" +
-                           (tmp / "storage") + " python3 .starforge/runner.pyz run");
+                           (tmp / "storage").string() + " python3 .starforge/runner.pyz run");
   ASSERT_EQ(ran.code, 0) << ran.out << ran.err;
   EXPECT_EQ(ran.out, "hello a b; $(c)\n");
-  EXPECT_EQ(Slurp(tmp / "storage/jobs/j-1/logs/driver.log"), "hello a b; $(c)\n");
+  EXPECT_EQ(ReadFile(tmp / "storage/jobs/j-1/logs/driver.log"), "hello a b; $(c)\n");
 }
 
 }  // namespace

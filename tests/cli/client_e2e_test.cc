@@ -4,23 +4,21 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-
 #include <future>
 #include <regex>
 
 #include "../api/api_test_support.h"
+#include "support/forge.h"
 
 namespace starforge::cli {
 namespace {
 
 namespace fs = std::filesystem;
-using api::testing::Quote;
 using api::testing::ServeProcess;
-using api::testing::Slurp;
-using api::testing::TempDir;
-using api::testing::WriteFile;
 using nlohmann::json;
+using support::Quote;
+using support::TempDir;
+using support::WriteFile;
 using ::testing::AllOf;
 using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
@@ -28,11 +26,7 @@ using ::testing::Not;
 
 const std::string kExamples = std::string(STARFORGE_SOURCE_DIR) + "/examples";
 
-struct Result {
-  int code;
-  std::string out;
-  std::string err;
-};
+using Result = support::Captured;
 
 class ClientE2e : public ::testing::Test {
  protected:
@@ -63,14 +57,8 @@ class ClientE2e : public ::testing::Test {
 
   // `forge <args>` in the test's home directory with only PATH, HOME and `env`.
   Result Forge(const std::string& args, const std::string& env, const std::string& input = "") {
-    WriteFile(home.path() / ".stdin", input);
-    const std::string cmd = "cd " + Quote(home.path().string()) +
-                            " && env -i PATH=/usr/bin:/bin HOME=" + Quote(home.path().string()) +
-                            " " + env + " " + STARFORGE_FORGE_BIN + " " + args +
-                            " <.stdin >.out 2>.err";
-    const int status = std::system(cmd.c_str());
-    Result r{WIFEXITED(status) ? WEXITSTATUS(status) : -1, Slurp(home / ".out"),
-             Slurp(home / ".err")};
+    Result r = support::RunForge(args, "HOME=" + Quote(home.path().string()) + " " + env,
+                                 home.path(), input);
     EXPECT_THAT(r.out + r.err, Not(HasSubstr(token_))) << "forge " << args;
     return r;
   }
@@ -213,19 +201,17 @@ TEST_F(ClientE2e, CancelStopsAFollowedJobWhichThenExitsTwo) {
   // A second user's view of it: `forge logs -f` in another process, until the job ends.
   TempDir other;
   auto follower = std::async(std::launch::async, [&] {
-    const std::string cmd = "env -i PATH=/usr/bin:/bin HOME=" + other.path().string() + " " +
-                            LoggedIn() + " " + STARFORGE_FORGE_BIN + " logs " + id + " -f >" +
-                            (other / "out").string() + " 2>" + (other / "err").string();
-    const int status = std::system(cmd.c_str());
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return support::RunForge("logs " + id + " -f",
+                             "HOME=" + Quote(other.path().string()) + " " + LoggedIn());
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   Result r = Forge("cancel " + id);
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, "job/" + id + " cancel requested\n");
   ASSERT_EQ(follower.wait_for(std::chrono::seconds(20)), std::future_status::ready);
-  EXPECT_EQ(follower.get(), 0) << Slurp(other / "err");
-  EXPECT_THAT(Slurp(other / "out"), HasSubstr("tick 1\n"));
+  const Result logs = follower.get();
+  EXPECT_EQ(logs.code, 0) << logs.err;
+  EXPECT_THAT(logs.out, HasSubstr("tick 1\n"));
   EXPECT_EQ(GetJob(id)["phase"], "Cancelled");
   r = Forge("cancel " + id);
   EXPECT_EQ(r.out, "job/" + id + " already Cancelled; nothing to cancel\n");

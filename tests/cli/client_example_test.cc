@@ -3,34 +3,30 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-
 #include <regex>
 
 #include <nlohmann/json.hpp>
 
-#include "../objstore/s3peer.h"
+#include "support/files.h"
+#include "support/shell.h"
+#include "support/temp_dir.h"
 
 namespace {
 
 namespace fs = std::filesystem;
+namespace support = starforge::support;
 using nlohmann::json;
-using starforge::objstore::testing::Slurp;
-using starforge::objstore::testing::TempDir;
+using support::ReadFile;
+using support::TempDir;
 using ::testing::HasSubstr;
 
 const std::string kExample = std::string(STARFORGE_SOURCE_DIR) + "/examples/tiny-train";
 
-struct TrainRun {
-  int code;
-  std::string out;
-};
-
-TrainRun Train(const TempDir& tmp, const std::string& env) {
-  const std::string cmd = "cd '" + tmp.path().string() + "' && env -i PATH=/usr/bin:/bin " + env +
-                          " python3 " + kExample + "/train.py --steps 200 >out 2>&1";
-  const int status = std::system(cmd.c_str());
-  return {WEXITSTATUS(status), Slurp(tmp / "out")};
+// Its stdout and stderr together in `out`.
+support::Captured Train(const TempDir& tmp, const std::string& env) {
+  return support::Capture(
+      "env -i PATH=/usr/bin:/bin " + env + " python3 " + kExample + "/train.py --steps 200 2>&1",
+      tmp.path());
 }
 
 std::vector<double> Losses(const std::string& out) {
@@ -44,7 +40,7 @@ std::vector<double> Losses(const std::string& out) {
 
 TEST(TinyTrainExample, TheLossFallsAndTheCheckpointGoesToTheJobDirectory) {
   TempDir tmp;
-  const TrainRun run = Train(tmp, "FORGE_JOB_DIR=" + (tmp / "job"));
+  const support::Captured run = Train(tmp, "FORGE_JOB_DIR=" + (tmp / "job").string());
   ASSERT_EQ(run.code, 0) << run.out;
   const std::vector<double> losses = Losses(run.out);
   ASSERT_EQ(losses.size(), 21u) << run.out;  // step 0, 10, …, 200
@@ -56,19 +52,19 @@ TEST(TinyTrainExample, TheLossFallsAndTheCheckpointGoesToTheJobDirectory) {
 
   const fs::path checkpoint = tmp.path() / "job/checkpoints/tiny-train-step200.json";
   EXPECT_THAT(run.out, HasSubstr("checkpoint written to " + checkpoint.string() + "\n"));
-  const json state = json::parse(Slurp(checkpoint));
+  const json state = json::parse(ReadFile(checkpoint));
   EXPECT_EQ(state["step"], 200);
   EXPECT_EQ(state["params"]["w1"].size(), 16u);
   EXPECT_NEAR(state["loss"].get<double>(), losses.back(), 1e-3);
 
   // Deterministic: the same curve every run.
   TempDir again;
-  EXPECT_EQ(Losses(Train(again, "FORGE_JOB_DIR=" + (again / "job")).out), losses);
+  EXPECT_EQ(Losses(Train(again, "FORGE_JOB_DIR=" + (again / "job").string()).out), losses);
 }
 
 TEST(TinyTrainExample, ByHandTheCheckpointGoesToTheWorkingDirectory) {
   TempDir tmp;
-  const TrainRun run = Train(tmp, "");
+  const support::Captured run = Train(tmp, "");
   ASSERT_EQ(run.code, 0) << run.out;
   EXPECT_TRUE(fs::exists(tmp.path() / "checkpoints/tiny-train-step200.json")) << run.out;
 }

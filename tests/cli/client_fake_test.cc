@@ -4,26 +4,26 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 
 #include <fstream>
 #include <regex>
 
-#include "../objstore/s3peer.h"
 #include "fake_api.h"
 #include "starforge/capsule/extract.h"
+#include "support/files.h"
+#include "support/forge.h"
+#include "support/net.h"
+#include "support/shell.h"
+#include "support/temp_dir.h"
 
 namespace starforge::cli {
 namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-using objstore::testing::Slurp;
-using objstore::testing::TempDir;
+using support::ReadFile;
+using support::TempDir;
 using ::testing::AllOf;
 using ::testing::ContainsRegex;
 using testing::FakeApi;
@@ -31,11 +31,7 @@ using testing::FakeRequest;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-struct Result {
-  int code;
-  std::string out;
-  std::string err;
-};
+using Result = support::Captured;
 
 const std::string kExamples = std::string(STARFORGE_SOURCE_DIR) + "/examples";
 
@@ -43,12 +39,8 @@ class ClientFake : public ::testing::Test {
  protected:
   // Runs `forge <args>` in the temporary home with only PATH, HOME and `env` set.
   Result Forge(const std::string& args, const std::string& env, const std::string& input = "") {
-    std::ofstream(home.path() / ".stdin") << input;
-    const std::string cmd = "cd '" + home.path().string() +
-                            "' && env -i PATH=/usr/bin:/bin HOME='" + home.path().string() + "' " +
-                            env + " " + STARFORGE_FORGE_BIN + " " + args + " <.stdin >.out 2>.err";
-    const int status = std::system(cmd.c_str());
-    Result r{WEXITSTATUS(status), Slurp(home / ".out"), Slurp(home / ".err")};
+    const std::string home_env = "HOME=" + support::Quote(home.path().string()) + " ";
+    Result r = support::RunForge(args, home_env + env, home.path(), input);
     // Whatever happened, the token is never shown.
     EXPECT_THAT(r.out, Not(HasSubstr(FakeApi::kToken))) << args;
     EXPECT_THAT(r.err, Not(HasSubstr(FakeApi::kToken))) << args;
@@ -75,18 +67,6 @@ class ClientFake : public ::testing::Test {
   FakeApi api;
 };
 
-int ClosedPort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);  // nothing listens there now
-  return ntohs(addr.sin_port);
-}
-
 TEST_F(ClientFake, LoginVerifiesTheTokenAndSavesItPrivately) {
   Result r = Forge("login --server " + api.url() + " --token-stdin", "",
                    std::string(FakeApi::kToken) + "\n");
@@ -99,7 +79,7 @@ TEST_F(ClientFake, LoginVerifiesTheTokenAndSavesItPrivately) {
   EXPECT_EQ(st.st_mode & 0777, 0600u);
   ASSERT_EQ(::stat(config.parent_path().c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0700u);
-  const json saved = json::parse(Slurp(config));
+  const json saved = json::parse(ReadFile(config));
   EXPECT_EQ(saved["server"], api.url());
   EXPECT_EQ(saved["token"], FakeApi::kToken);
   ASSERT_EQ(Requests("/api/v1/whoami").size(), 1u);
@@ -112,9 +92,9 @@ TEST_F(ClientFake, LoginVerifiesTheTokenAndSavesItPrivately) {
 }
 
 TEST_F(ClientFake, LoginHonoursXdgConfigHome) {
-  Result r =
-      Forge("login --token-stdin",
-            "FORGE_SERVER=" + api.url() + " XDG_CONFIG_HOME=" + (home / "xdg"), FakeApi::kToken);
+  Result r = Forge("login --token-stdin",
+                   "FORGE_SERVER=" + api.url() + " XDG_CONFIG_HOME=" + (home / "xdg").string(),
+                   FakeApi::kToken);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(fs::exists(home.path() / "xdg/starforge/config.json"));
   EXPECT_FALSE(fs::exists(home.path() / ".config"));
@@ -135,7 +115,7 @@ TEST_F(ClientFake, LoginWithARejectedTokenSavesNothing) {
 }
 
 TEST_F(ClientFake, AnUnreachableServerSaysWhatToDo) {
-  const std::string url = "http://127.0.0.1:" + std::to_string(ClosedPort());
+  const std::string url = "http://127.0.0.1:" + std::to_string(support::FreePort());
   for (const std::string args : {"get jobs", "describe job j-1", "logs j-1 -f", "capacity"}) {
     Result r = Forge(args, "FORGE_SERVER=" + url + " FORGE_TOKEN=" + FakeApi::kToken);
     EXPECT_EQ(r.code, 5) << args;
@@ -192,7 +172,7 @@ TEST_F(ClientFake, ASavedTokenIsNeverSentToAnotherServer) {
 TEST_F(ClientFake, SubmitSendsTheJobSpecTextAndTheCodeAsAZip) {
   const std::string job = TinyTrain();
   std::ofstream(home / "proj/run.sh") << "#!/bin/sh\nexec python3 train.py\n";
-  ::chmod((home / "proj/run.sh").c_str(), 0755);
+  ::chmod((home / "proj/run.sh").string().c_str(), 0755);
   fs::create_directories(home.path() / "proj/checkpoints");
   std::ofstream(home / "proj/checkpoints/old.json") << "{}";
 
@@ -201,14 +181,14 @@ TEST_F(ClientFake, SubmitSendsTheJobSpecTextAndTheCodeAsAZip) {
   EXPECT_EQ(r.out, "job/j-0000000001 submitted\n");
   EXPECT_THAT(r.err,
               ContainsRegex("^uploading proj/: 4 files, [0-9.]+ KiB \\([0-9.]+ KiB zipped\\)\n$"));
-  EXPECT_EQ(api.last_spec(), Slurp(job)) << "the server parses the user's own text";
+  EXPECT_EQ(api.last_spec(), ReadFile(job)) << "the server parses the user's own text";
   EXPECT_EQ(api.last_code_filename(), "code.zip");
 
   std::ofstream(home / "got.zip", std::ios::binary) << api.last_code();
   const auto x = capsule::ExtractZip(home.path() / "got.zip", home.path() / "got");
   ASSERT_TRUE(x.ok()) << x.errors.front();
   EXPECT_EQ(x.files, 4u);
-  EXPECT_EQ(Slurp(home / "got/train.py"), Slurp(kExamples + "/tiny-train/train.py"));
+  EXPECT_EQ(ReadFile(home / "got/train.py"), ReadFile(kExamples + "/tiny-train/train.py"));
   EXPECT_FALSE(fs::exists(home.path() / "got/checkpoints")) << ".forgeignore applies";
   EXPECT_EQ(fs::status(home.path() / "got/run.sh").permissions() & fs::perms::owner_exec,
             fs::perms::owner_exec);
@@ -219,9 +199,9 @@ TEST_F(ClientFake, SubmitSendsTheJobSpecTextAndTheCodeAsAZip) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(json::parse(r.out)["id"], "j-0000000003");
   // From standard input, the code directory is relative to the working directory.
-  r = Forge("submit - --code proj", LoggedIn(), Slurp(job));
+  r = Forge("submit - --code proj", LoggedIn(), ReadFile(job));
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_EQ(api.last_spec(), Slurp(job));
+  EXPECT_EQ(api.last_spec(), ReadFile(job));
 }
 
 TEST_F(ClientFake, SubmitChecksTheJobSpecAndCodeBeforeAnyRequest) {

@@ -7,21 +7,22 @@
 
 #include <fstream>
 
-#include "../objstore/s3peer.h"
 #include "starforge/capsule/collect.h"
 #include "starforge/capsule/extract.h"
 #include "starforge/cli/api_client.h"
 #include "starforge/cli/client_config.h"
 #include "starforge/cli/client_output.h"
 #include "starforge/cli/code_archive.h"
+#include "support/files.h"
+#include "support/temp_dir.h"
 
 namespace starforge::cli {
 namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-using objstore::testing::Slurp;
-using objstore::testing::TempDir;
+using support::ReadFile;
+using support::TempDir;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -300,7 +301,7 @@ TEST(ClientConfig, SaveIsPrivateAndLoadReadsItBack) {
   // Keys it does not know survive a new login; nothing else is left in the directory.
   std::ofstream(path) << R"({"server": "http://old", "token": "sf_old", "editor": "vi"})";
   ASSERT_EQ(SaveClientSettings(path, {"http://h:2", "sf_new"}), "");
-  const json doc = json::parse(Slurp(path));
+  const json doc = json::parse(ReadFile(path));
   EXPECT_EQ(doc["editor"], "vi");
   EXPECT_EQ(doc["token"], "sf_new");
   EXPECT_EQ(std::distance(fs::directory_iterator(path.parent_path()), fs::directory_iterator()), 1);
@@ -375,13 +376,13 @@ TEST(CodeZip, SameFilesSameBytesWithExecutableBits) {
   EXPECT_EQ(last, 1.0);
   fs::last_write_time(tmp.path() / "code/train.py", fs::file_time_type::clock::now());
   ASSERT_EQ(WriteCodeZip(files.files, tmp.path() / "b.zip"), "");
-  EXPECT_EQ(Slurp(tmp / "a.zip"), Slurp(tmp / "b.zip"));
+  EXPECT_EQ(ReadFile(tmp / "a.zip"), ReadFile(tmp / "b.zip"));
   EXPECT_LT(fs::file_size(tmp.path() / "a.zip"), 2000u) << "deflated";
 
   // What the server does with it: the safe extraction, which keeps the executable bit.
   const auto r = capsule::ExtractZip(tmp.path() / "a.zip", tmp.path() / "out");
   ASSERT_TRUE(r.ok()) << r.errors.front();
-  EXPECT_EQ(Slurp(tmp / "out/train.py"), "print('hi')\n");
+  EXPECT_EQ(ReadFile(tmp / "out/train.py"), "print('hi')\n");
   EXPECT_FALSE(fs::exists(tmp.path() / "out/noise.log"));
   EXPECT_EQ(fs::status(tmp.path() / "out/run.sh").permissions() & fs::perms::owner_exec,
             fs::perms::owner_exec);

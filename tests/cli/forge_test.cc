@@ -2,51 +2,28 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
 #include "starforge/kube/crd_schema.h"
+#include "support/files.h"
+#include "support/forge.h"
 
 namespace {
 
 namespace fs = std::filesystem;
+namespace support = starforge::support;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-struct Result {
-  int code;
-  std::string out;
-  std::string err;
-};
-
-std::string Slurp(const fs::path& p) {
-  std::ifstream f(p);
-  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-}
-
-// Runs `env -i <env> forge <args>` through the shell; args are passed verbatim (quote them).
-Result Forge(const std::string& args, const std::string& env = "") {
-  const fs::path dir = fs::temp_directory_path();
-  const std::string tag = std::to_string(::getpid());
-  const fs::path out = dir / ("forge-out-" + tag);
-  const fs::path err = dir / ("forge-err-" + tag);
-  const std::string cmd = "env -i PATH=/usr/bin:/bin " + env + " " + STARFORGE_FORGE_BIN + " " +
-                          args + " >" + out.string() + " 2>" + err.string() + " </dev/null";
-  const int status = std::system(cmd.c_str());
-  Result r{WEXITSTATUS(status), Slurp(out), Slurp(err)};
-  fs::remove(out);
-  fs::remove(err);
-  return r;
-}
+using Result = support::Captured;
+using support::ReadFile;
+using support::RunForge;
 
 const std::string kExamples = std::string(STARFORGE_SOURCE_DIR) + "/examples";
 
 TEST(ForgeCli, ValidatePrintsOk) {
-  Result r = Forge("validate " + kExamples + "/grpo-two-pool.yaml");
+  Result r = RunForge("validate " + kExamples + "/grpo-two-pool.yaml");
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, "ok\n");
 }
@@ -55,7 +32,7 @@ TEST(ForgeCli, ValidatePrintsEveryErrorWithItsPathAndExitsOne) {
   const fs::path job = fs::temp_directory_path() / "forge-bad-job.yaml";
   std::ofstream(job) << "name: Bad_Name\nimage: x\nentrypoint: [python]\npools:\n"
                         "  - {name: a, gpusPerMachine: -1}\n  - {name: a, machnes: 2}\n";
-  Result r = Forge("validate " + job.string());
+  Result r = RunForge("validate " + job.string());
   EXPECT_EQ(r.code, 1);
   EXPECT_EQ(r.out, "");
   EXPECT_THAT(r.err, HasSubstr(job.string() + ": name: "));
@@ -66,22 +43,22 @@ TEST(ForgeCli, ValidatePrintsEveryErrorWithItsPathAndExitsOne) {
 }
 
 TEST(ForgeCli, ValidateCanonicalIsStable) {
-  Result a = Forge("validate --canonical " + kExamples + "/grpo-two-pool.yaml");
-  Result b = Forge("validate --canonical " + kExamples + "/grpo-two-pool.yaml");
+  Result a = RunForge("validate --canonical " + kExamples + "/grpo-two-pool.yaml");
+  Result b = RunForge("validate --canonical " + kExamples + "/grpo-two-pool.yaml");
   ASSERT_EQ(a.code, 0) << a.err;
   EXPECT_EQ(a.out, b.out);
   EXPECT_THAT(a.out, HasSubstr("\"entrypoint\":[\"python\",\"train.py\""));
 }
 
 TEST(ForgeCli, MissingFileIsAClearError) {
-  Result r = Forge("validate /nonexistent/job.yaml");
+  Result r = RunForge("validate /nonexistent/job.yaml");
   EXPECT_EQ(r.code, 1);
   EXPECT_THAT(r.err, HasSubstr("cannot read /nonexistent/job.yaml: No such file or directory"));
 }
 
 TEST(ForgeCli, BadConfigurationStopsWithExitTwoAndNamesTheSetting) {
-  Result r = Forge("validate " + kExamples + "/hello-cpu.yaml",
-                   "FORGE_KUBERAY_TTL_SECONDS=ten FORGE_K8S_TOKEN=supersecret");
+  Result r = RunForge("validate " + kExamples + "/hello-cpu.yaml",
+                      "FORGE_KUBERAY_TTL_SECONDS=ten FORGE_K8S_TOKEN=supersecret");
   EXPECT_EQ(r.code, 2);
   EXPECT_THAT(r.err,
               HasSubstr("FORGE_KUBERAY_TTL_SECONDS: expected a non-negative integer, got \"ten\""));
@@ -90,7 +67,7 @@ TEST(ForgeCli, BadConfigurationStopsWithExitTwoAndNamesTheSetting) {
 
 TEST(ForgeCli, ConfigMasksSecrets) {
   Result r =
-      Forge("config -o json", "FORGE_K8S_API_SERVER=https://k:6443 FORGE_K8S_TOKEN=supersecret");
+      RunForge("config -o json", "FORGE_K8S_API_SERVER=https://k:6443 FORGE_K8S_TOKEN=supersecret");
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("***"));
   EXPECT_THAT(r.out, Not(HasSubstr("supersecret")));
@@ -98,10 +75,10 @@ TEST(ForgeCli, ConfigMasksSecrets) {
 
 TEST(ForgeCli, RenderTwoPoolExample) {
   const std::string sha(64, 'c');
-  Result r = Forge("render " + kExamples +
-                   "/grpo-two-pool.yaml --job-id j-1 --capsule-url "
-                   "https://s3.example.com/b/" +
-                   sha + ".zip --capsule-sha256 " + sha + " -o json");
+  Result r = RunForge("render " + kExamples +
+                      "/grpo-two-pool.yaml --job-id j-1 --capsule-url "
+                      "https://s3.example.com/b/" +
+                      sha + ".zip --capsule-sha256 " + sha + " -o json");
   ASSERT_EQ(r.code, 0) << r.err;
   const nlohmann::json rayjob = nlohmann::json::parse(r.out);
   EXPECT_EQ(rayjob["kind"], "RayJob");
@@ -114,11 +91,11 @@ TEST(ForgeCli, RenderTwoPoolExample) {
 }
 
 TEST(ForgeCli, UsageErrorsExitTwo) {
-  Result r = Forge("render " + kExamples + "/hello-cpu.yaml");
+  Result r = RunForge("render " + kExamples + "/hello-cpu.yaml");
   EXPECT_EQ(r.code, 2);
   EXPECT_THAT(r.err, HasSubstr("--job-id is required"));
-  EXPECT_EQ(Forge("frobnicate").code, 2);
-  EXPECT_EQ(Forge("--help").code, 0);
+  EXPECT_EQ(RunForge("frobnicate").code, 2);
+  EXPECT_EQ(RunForge("--help").code, 0);
 }
 
 }  // namespace

@@ -22,6 +22,8 @@
 #include "starforge/controller/controller.h"
 #include "starforge/jobspec/parse.h"
 #include "starforge/objstore/fs_store.h"
+#include "support/files.h"
+#include "support/temp_dir.h"
 
 namespace starforge::controller {
 namespace {
@@ -30,34 +32,10 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using store::Job;
 using store::Phase;
+using support::ReadFile;
+using support::TempDir;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "controller-test-XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) std::abort();
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
-std::string Slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
 
 int64_t WallMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -351,8 +329,8 @@ TEST_F(ControllerTest, ASuccessfulJobGoesThroughEveryPhaseAndIsCleanedUp) {
   const fs::path capsule = root() / "objects" / capsule::ObjectKey(job.capsule_sha256);
   ASSERT_TRUE(fs::exists(capsule));
   ASSERT_TRUE(capsule::ExtractZip(capsule, unpacked).ok());
-  EXPECT_EQ(Slurp(unpacked / capsule::kJobSpecPath), job.spec_json);
-  EXPECT_EQ(Slurp(unpacked / "train.py"), "print('hi')\n");
+  EXPECT_EQ(ReadFile(unpacked / capsule::kJobSpecPath), job.spec_json);
+  EXPECT_EQ(ReadFile(unpacked / "train.py"), "print('hi')\n");
 
   fleet_.Set(created.id, fleet::State::kRunning);
   job = DriveTo(created.id, Phase::kRunning);
@@ -817,7 +795,7 @@ TEST_P(FailpointTest, ARestartAfterSigkillFinishesTheJobOnce) {
   FakeFleet fleet("local", fleet_log);
   fleet.auto_run = true;
   // The fleet outlives the server: what the dead controller submitted is still there.
-  if (Slurp(fleet_log).find("submit") != std::string::npos) {
+  if (ReadFile(fleet_log).find("submit") != std::string::npos) {
     fleet.state[job_id] = fleet::State::kPending;
   }
   Controller c(*store, {{"local", &fleet}}, *objects, FastOptions(tmp.path()));
@@ -840,7 +818,7 @@ TEST_P(FailpointTest, ARestartAfterSigkillFinishesTheJobOnce) {
                                 Phase::kPending, Phase::kRunning, Phase::kSucceeded));
   // Across both processes: the logs collected once and the job released once (a Submit may be
   // repeated after "submitted": the fleet answers it with the same handle).
-  const std::string log = Slurp(fleet_log);
+  const std::string log = ReadFile(fleet_log);
   auto count = [&](const std::string& what) {
     size_t n = 0;
     for (size_t at = log.find(what); at != std::string::npos; at = log.find(what, at + 1))

@@ -111,10 +111,10 @@ TEST(DetectLocalResourcesTest, SeesThisMachine) {
 
 TEST(DetectLocalResourcesTest, CountsGpusThatNvidiaSmiLists) {
   testing::TempDir tmp;
-  testing::Spit(tmp.path() / "nvidia-smi",
-                "#!/bin/sh\n[ \"$1\" = -L ] || exit 2\n"
-                "echo 'GPU 0: NVIDIA H200 (UUID: GPU-aaaa)'\n"
-                "echo 'GPU 1: NVIDIA H200 (UUID: GPU-bbbb)'\n");
+  testing::WriteFile(tmp.path() / "nvidia-smi",
+                     "#!/bin/sh\n[ \"$1\" = -L ] || exit 2\n"
+                     "echo 'GPU 0: NVIDIA H200 (UUID: GPU-aaaa)'\n"
+                     "echo 'GPU 1: NVIDIA H200 (UUID: GPU-bbbb)'\n");
   std::filesystem::permissions(tmp.path() / "nvidia-smi", std::filesystem::perms(0755));
   ScopedEnv path("PATH", tmp.path().string() + ":/usr/bin:/bin");
   EXPECT_EQ(DetectLocalResources().gpus, 2);

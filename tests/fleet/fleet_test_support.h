@@ -25,41 +25,16 @@
 #include "starforge/fleet/local_fleet.h"
 #include "starforge/jobspec/parse.h"
 #include "starforge/objstore/fs_store.h"
+#include "support/files.h"
+#include "support/temp_dir.h"
 
 namespace starforge::fleet::testing {
 
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "fleet-test-XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) std::abort();
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
-inline std::string Slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-inline void Spit(const fs::path& p, const std::string& content) {
-  fs::create_directories(p.parent_path());
-  std::ofstream(p, std::ios::binary | std::ios::trunc) << content;
-}
+using support::ReadFile;
+using support::TempDir;
+using support::WriteFile;
 
 // Sets an environment variable for the lifetime of the object.
 class ScopedEnv {
@@ -142,7 +117,7 @@ class FleetFixture : public ::testing::Test {
   fs::path root() const { return tmp_.path() / "root"; }
   fs::path JobDir(const std::string& id) const { return root() / "jobs" / id; }
   std::string DriverLog(const std::string& id) const {
-    return Slurp(JobDir(id) / "logs" / "driver.log");
+    return ReadFile(JobDir(id) / "logs" / "driver.log");
   }
 
   LocalFleetOptions Options(int64_t cpus = 2, int64_t gpus = 0) const {
@@ -160,7 +135,7 @@ class FleetFixture : public ::testing::Test {
                     const std::string& spec_yaml, int64_t queued_at = 0) {
     const fs::path code = tmp_.path() / ("code-" + id);
     for (const auto& [path, content] : files)
-      Spit(code / path, content);
+      WriteFile(code / path, content);
     capsule::CollectResult collected = capsule::Collect(code);
     EXPECT_TRUE(collected.ok());
     SubmitRequest r;
@@ -207,7 +182,7 @@ class FleetFixture : public ::testing::Test {
                           std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     while (std::chrono::steady_clock::now() < deadline) {
-      if (Slurp(path).find(text) != std::string::npos) return true;
+      if (ReadFile(path).find(text) != std::string::npos) return true;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     return false;

@@ -7,7 +7,6 @@
 
 #include <httplib.h>
 
-#include <cctype>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -23,6 +22,9 @@
 #include "starforge/kube/client.h"
 #include "starforge/kuberay/constants.h"
 #include "starforge/kuberay/render.h"
+#include "support/files.h"
+#include "support/poll.h"
+#include "support/temp_dir.h"
 
 namespace starforge::fleet {
 namespace {
@@ -34,29 +36,14 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using namespace std::chrono_literals;
+using support::Eventually;
+using support::ReadFile;
 
 constexpr const char* kToken = "kubesim-admin-token-7f3a9c";
 constexpr const char* kAccessKeyId = "AKIAFLEETTESTKEY0001";
 constexpr const char* kSignature =
     "5d672d79c15b13162d9279b0855cfba6789a8edb4c82c400e06b5924a6f2b5d7";
 const std::string kSha(64, 'a');
-
-template <typename F>
-bool Eventually(F f, std::chrono::milliseconds timeout = 10s) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (f()) return true;
-    std::this_thread::sleep_for(20ms);
-  }
-  return f();
-}
-
-std::string Slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
 
 // Presigns like S3 does (a query holding the access key id and the signature); nothing else.
 class FakeS3 : public objstore::ObjectStore {
@@ -137,9 +124,8 @@ const char* kNodes = R"(- metadata:
 class KubeRayFleetTest : public ::testing::Test {
  public:
   static void SetUpTestSuite() {
-    std::string tmpl = (fs::temp_directory_path() / "kr-fleet-nodes-XXXXXX").string();
-    nodes_dir_ = ::mkdtemp(tmpl.data());
-    std::ofstream(nodes_dir_ / "nodes.yaml") << kNodes;
+    nodes_dir_ = new support::TempDir("kr-fleet-nodes");
+    nodes_dir_->Write("nodes.yaml", kNodes);
     // The tests play the operator, scheduler and kubelet themselves: kubesim's own controllers
     // stay off (they would add finalizers and pods of their own).
     std::vector<std::string> args = {"--tls",
@@ -148,36 +134,25 @@ class KubeRayFleetTest : public ::testing::Test {
                                      "--token",
                                      kToken,
                                      "--nodes",
-                                     (nodes_dir_ / "nodes.yaml").string()};
+                                     (*nodes_dir_ / "nodes.yaml").string()};
     args.push_back("--controllers");
     args.push_back("none");
     sim_ = kube::testing::StartKubesim(args, &sim_error_);
   }
   static void TearDownTestSuite() {
     sim_.reset();
-    std::error_code ec;
-    fs::remove_all(nodes_dir_, ec);
+    delete nodes_dir_;
+    nodes_dir_ = nullptr;
   }
 
   void SetUp() override {
     ASSERT_TRUE(sim_) << sim_error_;
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    ns_ = "t-";
-    for (char c : std::string(info->name()))
-      if (std::isalnum(static_cast<unsigned char>(c)))
-        ns_.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
-    ns_ = ns_.substr(0, 50);
+    ns_ = kube::testing::TestNamespace("t-", 50);
     api_ = std::make_unique<kube::Client>(ClientConfig());
     api_->Create(res::kNamespaces, "", {{"metadata", {{"name", ns_}}}});
     Faults({{"rules", json::array()}});
-    std::string tmpl = (fs::temp_directory_path() / "kr-fleet-root-XXXXXX").string();
-    root_ = ::mkdtemp(tmpl.data());
   }
-  void TearDown() override {
-    fleet_.reset();
-    std::error_code ec;
-    fs::remove_all(root_, ec);
-  }
+  void TearDown() override { fleet_.reset(); }
 
   kube::ClientConfig ClientConfig(const std::string& token = kToken) const {
     kube::ClientConfig c;
@@ -311,9 +286,10 @@ class KubeRayFleetTest : public ::testing::Test {
 
   static std::unique_ptr<kube::testing::Kubesim> sim_;
   static std::string sim_error_;
-  static fs::path nodes_dir_;
+  static support::TempDir* nodes_dir_;
   std::string ns_;
-  fs::path root_;
+  support::TempDir tmp_{"kr-fleet-root"};
+  const fs::path root_ = tmp_.path();
   std::unique_ptr<kube::Client> api_;
   FakeS3 s3_;
   std::unique_ptr<KubeRayFleet> fleet_;
@@ -323,7 +299,7 @@ class KubeRayFleetTest : public ::testing::Test {
 
 std::unique_ptr<kube::testing::Kubesim> KubeRayFleetTest::sim_;
 std::string KubeRayFleetTest::sim_error_;
-fs::path KubeRayFleetTest::nodes_dir_;
+support::TempDir* KubeRayFleetTest::nodes_dir_ = nullptr;
 
 // --- pure helpers ---------------------------------------------------------------------------
 
@@ -712,19 +688,19 @@ TEST_F(KubeRayFleetTest, CollectLogsArchivesRaySubmitterEventsAndARedactedRayJob
   ASSERT_TRUE(Eventually([&] { return fleet.Observe(id, h).events.size() >= 1; }));
   EXPECT_EQ(fleet.CollectLogs(id, h, logs), "");
   EXPECT_EQ(asked, ray_job_id);
-  EXPECT_EQ(Slurp(logs / "ray-job.log"), "hello from the driver\nstep 1 loss 0.5\n");
-  EXPECT_THAT(Slurp(logs / "submitter.log"), HasSubstr("hello from the driver"));
-  EXPECT_EQ(Slurp(logs / "driver.log"), "written by the runner\n") << "left alone";
-  const json events = json::parse(Slurp(logs / "events.json"));
+  EXPECT_EQ(ReadFile(logs / "ray-job.log"), "hello from the driver\nstep 1 loss 0.5\n");
+  EXPECT_THAT(ReadFile(logs / "submitter.log"), HasSubstr("hello from the driver"));
+  EXPECT_EQ(ReadFile(logs / "driver.log"), "written by the runner\n") << "left alone";
+  const json events = json::parse(ReadFile(logs / "events.json"));
   ASSERT_TRUE(events.is_array());
   ASSERT_FALSE(events.empty());
   EXPECT_EQ(events[0]["reason"], "CreatedRayCluster");
-  const std::string rayjob_text = Slurp(logs / "rayjob.json");
+  const std::string rayjob_text = ReadFile(logs / "rayjob.json");
   const json rayjob = json::parse(rayjob_text);
   EXPECT_EQ(rayjob["status"]["jobStatus"], "SUCCEEDED");
   EXPECT_THAT(rayjob["spec"]["runtimeEnvYAML"].get<std::string>(), HasSubstr("?REDACTED"));
   for (const auto& f : fs::directory_iterator(logs))
-    ExpectNoSecrets(Slurp(f.path()), f.path().string());
+    ExpectNoSecrets(ReadFile(f.path()), f.path().string());
 
   // The cluster gone (no service any more): what is missing is fine, the rest is archived.
   dashboard.stop();
@@ -885,7 +861,7 @@ TEST_F(KubeRayFleetTest, WorksWithTheDeployRbacRules) {
   std::vector<std::string> args = {
       "--tls",       "--cert-file", "{cert}",
       "--token",     kToken,        "--rbac",
-      rbac.string(), "--nodes",     (nodes_dir_ / "nodes.yaml").string()};
+      rbac.string(), "--nodes",     (*nodes_dir_ / "nodes.yaml").string()};
   args.push_back("--controllers");
   args.push_back("none");
   kube::testing::Kubesim sim(args);

@@ -13,6 +13,7 @@
 #include "../objstore/s3peer.h"
 #include "starforge/kube/client.h"
 #include "starforge/kuberay/constants.h"
+#include "support/poll.h"
 
 namespace starforge::fleet {
 namespace {
@@ -24,25 +25,21 @@ using nlohmann::json;
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 
+// Eventually, with the patience of a round trip through `forge serve` and kubesim.
 template <typename F>
-bool Eventually(F f, std::chrono::milliseconds timeout = 30s) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (f()) return true;
-    std::this_thread::sleep_for(50ms);
-  }
-  return f();
+bool Eventually(F f) {
+  return support::Eventually(f, 30s, 50ms);
 }
 
 class KubeRayServe : public ::testing::Test {
  protected:
   void SetUp() override {
     std::vector<std::string> args = {"--nodes", (tmp_.path() / "nodes.yaml").string()};
-    api::testing::WriteFile(tmp_.path() / "nodes.yaml",
-                            "- metadata: {name: h100-a, labels: {starforge/gpu-series: h100}}\n"
-                            "  status:\n"
-                            "    capacity: {cpu: '64', memory: 512Gi, nvidia.com/gpu: '8'}\n"
-                            "    allocatable: {cpu: '63', memory: 500Gi, nvidia.com/gpu: '8'}\n");
+    support::WriteFile(tmp_.path() / "nodes.yaml",
+                       "- metadata: {name: h100-a, labels: {starforge/gpu-series: h100}}\n"
+                       "  status:\n"
+                       "    capacity: {cpu: '64', memory: 512Gi, nvidia.com/gpu: '8'}\n"
+                       "    allocatable: {cpu: '63', memory: 500Gi, nvidia.com/gpu: '8'}\n");
     args.insert(args.end(), {"--controllers", "none"});  // the test plays the operator
     std::string error;
     sim_ = kube::testing::StartKubesim(args, &error);
@@ -105,7 +102,7 @@ class KubeRayServe : public ::testing::Test {
     k8s_->MergePatchStatus(res::kRayJobs, "starforge", name, {{"status", status}});
   }
 
-  api::testing::TempDir tmp_;
+  support::TempDir tmp_;
   fs::path root_;
   std::unique_ptr<kube::testing::Kubesim> sim_;
   std::unique_ptr<objstore::testing::S3Peer> s3_;

@@ -23,8 +23,8 @@ namespace fs = std::filesystem;
 using testing::FleetFixture;
 using ::testing::HasSubstr;
 using ::testing::Not;
+using testing::ReadFile;
 using testing::ScopedEnv;
-using testing::Slurp;
 
 constexpr const char* kHello = R"(import os
 print("hello from the job")
@@ -48,10 +48,12 @@ class LocalFleetTest : public FleetFixture {
     gates_[name] = tmp_.path() / ("gate-" + name);
     return "env: {GATE: " + gates_[name].string() + "}\n";
   }
-  void Open(const std::string& name) { testing::Spit(gates_[name], "go"); }
+  void Open(const std::string& name) { testing::WriteFile(gates_[name], "go"); }
 
   static int64_t LaunchPid(const fs::path& job_dir) {
-    return nlohmann::json::parse(Slurp(job_dir / "fleet" / "launch.json")).at("pid").get<int64_t>();
+    return nlohmann::json::parse(ReadFile(job_dir / "fleet" / "launch.json"))
+        .at("pid")
+        .get<int64_t>();
   }
 
   std::map<std::string, fs::path> gates_;
@@ -89,7 +91,7 @@ TEST_F(LocalFleetTest, RunsAJobToSuccessAndReleasesItsWorkDirs) {
   EXPECT_FALSE(fs::exists(JobDir("j-ok") / "capsule"));
   EXPECT_FALSE(fs::exists(JobDir("j-ok") / "fleet" / "capsule.zip"));
   EXPECT_EQ(DriverLog("j-ok"), "hello from the job\njob id j-ok\ncuda=[]\n");
-  EXPECT_EQ(Slurp(JobDir("j-ok") / "checkpoint.txt"), "step 10\n");
+  EXPECT_EQ(ReadFile(JobDir("j-ok") / "checkpoint.txt"), "step 10\n");
   EXPECT_TRUE(fs::exists(JobDir("j-ok") / "status.json"));
   EXPECT_EQ(fleet.Observe("j-ok", s.handle).state, State::kSucceeded);
 
@@ -187,7 +189,7 @@ while True:
 )"))
                   .ok);
   ASSERT_TRUE(WaitForText(JobDir("j-stubborn") / "logs" / "driver.log", "ready\n"));
-  const auto status = nlohmann::json::parse(Slurp(JobDir("j-stubborn") / "status.json"));
+  const auto status = nlohmann::json::parse(ReadFile(JobDir("j-stubborn") / "status.json"));
   const pid_t entrypoint = status.at("pid").get<pid_t>();
   const pid_t runner = static_cast<pid_t>(LaunchPid(JobDir("j-stubborn")));
 
@@ -234,8 +236,8 @@ TEST_F(LocalFleetTest, CancelNeverSignalsARecycledPid) {
     fields >> field;  // field 22
   const uint64_t start = std::stoull(field);
   auto write_launch = [&](uint64_t start_time) {
-    testing::Spit(fleet_dir / "launch.json",
-                  nlohmann::json{{"pid", stranger}, {"startTime", start_time}}.dump());
+    testing::WriteFile(fleet_dir / "launch.json",
+                       nlohmann::json{{"pid", stranger}, {"startTime", start_time}}.dump());
   };
 
   LocalFleet fleet(Options(), *store_);
@@ -304,7 +306,7 @@ TEST_F(LocalFleetTest, JobsWaitInFifoOrderForCpus) {
   EXPECT_EQ(DriverLog("j-third"), "hello from the job\njob id j-third\ncuda=[]\n");
   // The second ran before the third.
   const auto launched = [&](const std::string& id) {
-    return nlohmann::json::parse(Slurp(JobDir(id) / "fleet" / "launch.json"))["launchedAt"]
+    return nlohmann::json::parse(ReadFile(JobDir(id) / "fleet" / "launch.json"))["launchedAt"]
         .get<int64_t>();
   };
   EXPECT_LE(launched("j-second"), launched("j-third"));
@@ -467,7 +469,7 @@ for k in sorted(os.environ):
   EXPECT_THAT(log, HasSubstr("FORGE_CAPSULE_SHA256=" + r.capsule_sha256 + "\n"));
   EXPECT_THAT(log, HasSubstr("FORGE_STORAGE_ROOT=" + root().string() + "\n"));
   EXPECT_THAT(log, HasSubstr("\nCUDA_VISIBLE_DEVICES=\n"));
-  EXPECT_THAT(Slurp(JobDir("j-env") / "logs" / "runner.log"), Not(HasSubstr("must-not-leak")));
+  EXPECT_THAT(ReadFile(JobDir("j-env") / "logs" / "runner.log"), Not(HasSubstr("must-not-leak")));
 }
 
 TEST_F(LocalFleetTest, ARunnerThatDiesIsRunnerLostWithItsLastWords) {
@@ -476,7 +478,7 @@ TEST_F(LocalFleetTest, ARunnerThatDiesIsRunnerLostWithItsLastWords) {
   ASSERT_TRUE(fleet.Submit(PyJob("j-lost", kGated, "", GateYaml("lost"))).ok);
   ASSERT_TRUE(WaitForText(JobDir("j-lost") / "logs" / "driver.log", "started"));
   const pid_t runner = static_cast<pid_t>(LaunchPid(JobDir("j-lost")));
-  const auto status = nlohmann::json::parse(Slurp(JobDir("j-lost") / "status.json"));
+  const auto status = nlohmann::json::parse(ReadFile(JobDir("j-lost") / "status.json"));
   const pid_t entrypoint = status.at("pid").get<pid_t>();
   ASSERT_EQ(::kill(runner, SIGKILL), 0);  // e.g. the OOM killer
   Observation o = WaitEnded(fleet, "j-lost");

@@ -3,6 +3,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "jobspec_test_support.h"
 #include "starforge/common/yaml_json.h"
 #include "starforge/jobspec/parse.h"
 
@@ -10,14 +11,7 @@ namespace starforge::jobspec {
 namespace {
 
 using nlohmann::json;
-
-std::string ReadTestdata(const std::string& name) {
-  std::ifstream in(std::string(STARFORGE_SOURCE_DIR) + "/tests/jobspec/testdata/" + name);
-  EXPECT_TRUE(in.good()) << name;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using testing::ReadTestdata;
 
 JobSpec MustParse(std::string_view text, const Defaults& defaults = {}) {
   const ParseResult r = Parse(text, defaults);

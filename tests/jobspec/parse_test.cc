@@ -6,19 +6,14 @@
 #include <fstream>
 #include <sstream>
 
+#include "jobspec_test_support.h"
+
 namespace starforge::jobspec {
 namespace {
 
 using nlohmann::json;
-using testing::ElementsAre;
-
-std::string ReadTestdata(const std::string& name) {
-  std::ifstream in(std::string(STARFORGE_SOURCE_DIR) + "/tests/jobspec/testdata/" + name);
-  EXPECT_TRUE(in.good()) << name;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using ::testing::ElementsAre;
+using testing::ReadTestdata;
 
 // A minimal valid spec as JSON; tests change one thing and look at the result.
 json Base() {
@@ -129,7 +124,7 @@ TEST(ParseTest, SyntaxErrorIsOneErrorWithoutPath) {
   ASSERT_EQ(r.errors.size(), 1u);
   EXPECT_EQ(r.errors[0].path, "");
   EXPECT_THAT(r.errors[0].message,
-              testing::MatchesRegex("syntax error: line [0-9]+, column [0-9]+: .+"));
+              ::testing::MatchesRegex("syntax error: line [0-9]+, column [0-9]+: .+"));
   EXPECT_THAT(ErrorsOfYaml("name: a\nname: b\n"),
               ElementsAre("syntax error: line 2, column 1: duplicate key \"name\""));
 }
@@ -156,7 +151,7 @@ TEST(ParseTest, UnknownFieldsAtEveryLevel) {
               ElementsAre("deadlines.preRunningSecond: unknown field (did you mean "
                           "\"preRunningSeconds\"?)"));
   EXPECT_THAT(ErrorsOf(With({{"weird key", 1}})),
-              ElementsAre(testing::StartsWith("[\"weird key\"]: unknown field")));
+              ElementsAre(::testing::StartsWith("[\"weird key\"]: unknown field")));
 }
 
 TEST(ParseTest, NullMeansAbsent) {
@@ -270,7 +265,7 @@ TEST(ParseTest, Env) {
               ElementsAre("env.MY-VAR: must be a valid environment variable name (letters, digits "
                           "and '_', not starting with a digit)"));
   EXPECT_THAT(ErrorsOf(With({{"env", {{"A B", "x"}}}})),
-              ElementsAre(testing::StartsWith("env[\"A B\"]: must be a valid environment")));
+              ElementsAre(::testing::StartsWith("env[\"A B\"]: must be a valid environment")));
   EXPECT_THAT(ErrorsOf(With({{"env", {{"NUL", std::string("a\0b", 3)}}}})),
               ElementsAre("env.NUL: must not contain NUL characters"));
   EXPECT_THAT(
@@ -353,7 +348,7 @@ TEST(ParseTest, GpuSeries) {
               ElementsAre("pools[0].gpuSeries: required when gpusPerMachine > 0 (the card series "
                           "of the nodes, e.g. \"h200\")"));
   EXPECT_THAT(ErrorsOf(WithPool({{"gpusPerMachine", 8}, {"gpuSeries", ""}})),
-              ElementsAre(testing::StartsWith("pools[0].gpuSeries: required when")));
+              ElementsAre(::testing::StartsWith("pools[0].gpuSeries: required when")));
   EXPECT_THAT(ErrorsOf(WithPool({{"gpuSeries", "h200/sxm"}})),
               ElementsAre("pools[0].gpuSeries: must be a valid label value (A-Z, a-z, 0-9, '-', "
                           "'_' and '.', starting and ending with a letter or digit), got "
@@ -419,7 +414,7 @@ TEST(ParseTest, DeadlineSumMustFitInt32) {
             2147483646);
   // The default pre-running deadline counts too.
   EXPECT_THAT(ErrorsOf(With({{"deadlines", {{"runningSeconds", 2147483647}}}})),
-              ElementsAre(testing::StartsWith("deadlines.runningSeconds: preRunningSeconds + ")));
+              ElementsAre(::testing::StartsWith("deadlines.runningSeconds: preRunningSeconds + ")));
 }
 
 TEST(ParseTest, Corpus) {
@@ -436,7 +431,7 @@ TEST(ParseTest, Queue) {
       ErrorsOf(With({{"queue", std::string(64, 'q')}})),
       ElementsAre("queue: must be at most 63 characters (it is also a label value), got 64"));
   EXPECT_THAT(ErrorsOf(With({{"queue", "team_a"}})),
-              ElementsAre(testing::StartsWith("queue: must be a lower-case DNS subdomain")));
+              ElementsAre(::testing::StartsWith("queue: must be a lower-case DNS subdomain")));
   EXPECT_THAT(ErrorsOf(With({{"queue", ""}})), ElementsAre("queue: must not be empty"));
 }
 

@@ -10,31 +10,15 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "support/temp_dir.h"
+
 namespace starforge::kube {
 namespace {
 
 namespace fs = std::filesystem;
+using support::TempDir;
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "kubecfg-XXXXXX").string();
-    path_ = mkdtemp(tmpl.data());
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string Write(const std::string& rel, const std::string& content) const {
-    fs::path p = fs::path(path_) / rel;
-    fs::create_directories(p.parent_path());
-    std::ofstream(p) << content;
-    return p.string();
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 // A kubeconfig with one context; `user` is the YAML body of the user (indented 4 spaces).
 std::string Kubeconfig(const std::string& ctx, const std::string& server, const std::string& user,
@@ -65,7 +49,7 @@ TEST(ClientConfigTest, ForgeSettingsWinOverEverything) {
   ClientConfig c = LoadClientConfig(cfg, Sources({{"KUBERNETES_SERVICE_HOST", "10.0.0.1"},
                                                   {"KUBERNETES_SERVICE_PORT", "443"},
                                                   {"KUBECONFIG", kc}},
-                                                 dir.path() + "/sa"));
+                                                 dir.path().string() + "/sa"));
   EXPECT_EQ(c.server, "https://api.example:6443");
   EXPECT_EQ(c.token.Reveal(), "forge-token");
   EXPECT_EQ(c.ca_file, "/etc/ca.pem");
@@ -83,11 +67,11 @@ TEST(ClientConfigTest, InClusterUsesServiceAccount) {
       LoadClientConfig(config::Config{}, Sources({{"KUBERNETES_SERVICE_HOST", "10.96.0.1"},
                                                   {"KUBERNETES_SERVICE_PORT", "443"},
                                                   {"KUBECONFIG", kc}},
-                                                 dir.path() + "/sa"));
+                                                 dir.path().string() + "/sa"));
   EXPECT_EQ(c.server, "https://10.96.0.1:443");
-  EXPECT_EQ(c.token_file, dir.path() + "/sa/token");
+  EXPECT_EQ(c.token_file, dir.path().string() + "/sa/token");
   EXPECT_TRUE(c.token.empty());
-  EXPECT_EQ(c.ca_file, dir.path() + "/sa/ca.crt");
+  EXPECT_EQ(c.ca_file, dir.path().string() + "/sa/ca.crt");
   EXPECT_EQ(c.namespace_, "team-a");
   EXPECT_EQ(c.source, "in-cluster service account");
   TokenSource tokens(c);
@@ -100,7 +84,7 @@ TEST(ClientConfigTest, InClusterBracketsIpv6) {
   ClientConfig c = LoadClientConfig(
       config::Config{},
       Sources({{"KUBERNETES_SERVICE_HOST", "fd00::1"}, {"KUBERNETES_SERVICE_PORT", "443"}},
-              dir.path() + "/sa"));
+              dir.path().string() + "/sa"));
   EXPECT_EQ(c.server, "https://[fd00::1]:443");
 }
 
@@ -111,7 +95,7 @@ TEST(ClientConfigTest, InClusterWithoutTokenFallsBackToKubeconfig) {
       LoadClientConfig(config::Config{}, Sources({{"KUBERNETES_SERVICE_HOST", "10.96.0.1"},
                                                   {"KUBERNETES_SERVICE_PORT", "443"},
                                                   {"KUBECONFIG", kc}},
-                                                 dir.path() + "/no-sa"));
+                                                 dir.path().string() + "/no-sa"));
   EXPECT_EQ(c.server, "https://kc:6443");
 }
 
@@ -138,7 +122,7 @@ TEST(ClientConfigTest, DefaultKubeconfigUnderHome) {
   TempDir dir;
   dir.Write(".kube/config", Kubeconfig("home", "https://home:6443", "    token: abc\n"));
   ClientConfig c =
-      LoadClientConfig(config::Config{}, Sources({{"HOME", dir.path()}}, "/nonexistent"));
+      LoadClientConfig(config::Config{}, Sources({{"HOME", dir.path().string()}}, "/nonexistent"));
   EXPECT_EQ(c.server, "https://home:6443");
   EXPECT_EQ(c.token.Reveal(), "abc");
 }
@@ -183,12 +167,12 @@ TEST(ClientConfigTest, KubeconfigListMergesLikeKubectl) {
                 "contexts:\n- {name: ctx, context: {cluster: shared, user: u}}\n");
   std::string third = dir.Write("three", "current-context: other\n");
   ClientConfig c = LoadClientConfig(
-      config::Config{},
-      Sources({{"KUBECONFIG", dir.path() + "/missing:" + first + ":" + second + ":" + third}},
-              "/nonexistent"));
+      config::Config{}, Sources({{"KUBECONFIG", dir.path().string() + "/missing:" + first + ":" +
+                                                    second + ":" + third}},
+                                "/nonexistent"));
   EXPECT_EQ(c.server, "https://first:1");
   // tokenFile resolves against the directory of the file that defined the user.
-  EXPECT_EQ(c.token_file, dir.path() + "/tokens/t");
+  EXPECT_EQ(c.token_file, dir.path().string() + "/tokens/t");
 }
 
 TEST(ClientConfigTest, ExecPluginIsNotSupportedYet) {
@@ -244,7 +228,7 @@ TEST(ClientConfigTest, ErrorsNeverContainTheToken) {
 TEST(ClientConfigTest, NothingConfiguredSaysWhatToDo) {
   TempDir dir;
   try {
-    LoadClientConfig(config::Config{}, Sources({{"HOME", dir.path()}}, "/nonexistent"));
+    LoadClientConfig(config::Config{}, Sources({{"HOME", dir.path().string()}}, "/nonexistent"));
     FAIL() << "expected ConfigError";
   } catch (const ConfigError& e) {
     EXPECT_THAT(e.what(), HasSubstr("FORGE_K8S_API_SERVER"));

@@ -1,7 +1,6 @@
 // The client against tools/kubesim: every verb, every error type (faults injected through
 // kubesim's admin API), retries, tokens over TLS, logs and watch.
 #include <atomic>
-#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -22,18 +21,6 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using namespace std::chrono_literals;
 
-// A namespace per test, so tests can share one kubesim (it takes a while to start).
-std::string TestNamespace() {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  std::string name = std::string(info->name());
-  std::string out = "t-";
-  for (char c : name) {
-    if (std::isalnum(static_cast<unsigned char>(c)))
-      out.push_back(static_cast<char>(std::tolower(c)));
-  }
-  return out.substr(0, 60);
-}
-
 ClientOptions FastOptions() {
   ClientOptions o;
   o.backoff_base = 10ms;
@@ -48,7 +35,7 @@ class ClientKubesimTest : public ::testing::Test {
   static void TearDownTestSuite() { sim_.reset(); }
   void SetUp() override {
     ASSERT_TRUE(sim_) << sim_error_;
-    kNs = TestNamespace();
+    kNs = testing::TestNamespace("t-");
     ClientConfig c;
     c.server = sim_->url();
     client_ = std::make_unique<Client>(c, FastOptions());

@@ -2,7 +2,6 @@
 // both forms (HTTP 410 and an ERROR event inside a 200 stream), and a cache equal to the server's
 // list after churn.
 #include <atomic>
-#include <cctype>
 #include <memory>
 #include <random>
 #include <set>
@@ -13,24 +12,14 @@
 
 #include "kubesim_fixture.h"
 #include "starforge/kube/informer.h"
+#include "support/poll.h"
 
 namespace starforge::kube {
 namespace {
 
 using nlohmann::json;
 using namespace std::chrono_literals;
-
-// A namespace per test, so tests can share one kubesim (it takes a while to start).
-std::string TestNamespace() {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  std::string name = std::string(info->name());
-  std::string out = "i-";
-  for (char c : name) {
-    if (std::isalnum(static_cast<unsigned char>(c)))
-      out.push_back(static_cast<char>(std::tolower(c)));
-  }
-  return out.substr(0, 60);
-}
+using support::Eventually;
 
 // Records handler calls as "add:name", "update:name", "delete:name".
 class Recorder {
@@ -59,23 +48,13 @@ class Recorder {
   std::vector<std::string> events_;
 };
 
-template <typename F>
-bool Eventually(F f, std::chrono::milliseconds timeout = 10s) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (f()) return true;
-    std::this_thread::sleep_for(20ms);
-  }
-  return f();
-}
-
 class InformerKubesimTest : public ::testing::Test {
  public:
   static void SetUpTestSuite() { sim_ = testing::StartKubesim({}, &sim_error_); }
   static void TearDownTestSuite() { sim_.reset(); }
   void SetUp() override {
     ASSERT_TRUE(sim_) << sim_error_;
-    kNs = TestNamespace();
+    kNs = testing::TestNamespace("i-");
     ClientConfig c;
     c.server = sim_->url();
     ClientOptions o;

@@ -1,20 +1,18 @@
-// Starts tools/kubesim for a test: fork/exec of <dir of this test binary>/../bin/kubesim on an
-// ephemeral port, read back through --port-file; killed and reaped on destruction.
+// Starts tools/kubesim for a test: <dir of this test binary>/../bin/kubesim on an ephemeral port
+// (support/kubesim.h); stopped and reaped on destruction.
 #pragma once
 
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
+#include <gtest/gtest.h>
 
 #include <algorithm>
-#include <chrono>
+#include <cctype>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
+
+#include "support/kubesim.h"
 
 namespace starforge::kube::testing {
 
@@ -27,85 +25,30 @@ inline std::string KubesimPath() {
 class Kubesim {
  public:
   // Throws std::runtime_error (with what to do) when the binary is missing or does not start.
+  // "{cert}" in `extra_args` stands for cert_file().
   explicit Kubesim(std::vector<std::string> extra_args = {}) {
-    namespace fs = std::filesystem;
-    std::string bin = KubesimPath();
-    if (!fs::exists(bin)) {
+    const std::string bin = KubesimPath();
+    if (!std::filesystem::exists(bin)) {
       throw std::runtime_error("kubesim not found at " + bin +
                                ": build the `kubesim` target (tools/kubesim) first");
     }
-    std::string tmpl = (fs::temp_directory_path() / "kubesim-test-XXXXXX").string();
-    dir_ = mkdtemp(tmpl.data());
-    port_file_ = dir_ + "/port";
-    cert_file_ = dir_ + "/cert.pem";
-    std::vector<std::string> args = {
-        bin, "--listen", "127.0.0.1:0", "--port-file", port_file_, "--bookmark-interval-ms", "200"};
-    for (auto& a : extra_args) {
-      if (a == "{cert}") a = cert_file_;
-      args.push_back(a);
-    }
+    cert_file_ = (process_.dir() / "cert.pem").string();
+    std::vector<std::string> args = {"--bookmark-interval-ms", "200"};
+    for (auto& a : extra_args)
+      args.push_back(a == "{cert}" ? cert_file_ : a);
     tls_ = std::find(args.begin(), args.end(), "--tls") != args.end();
-    pid_ = fork();
-    if (pid_ == 0) {
-      std::vector<char*> argv;
-      for (auto& a : args)
-        argv.push_back(a.data());
-      argv.push_back(nullptr);
-      // Quiet unless the test fails: its stderr goes to a file in the temp dir.
-      FILE* log = std::fopen((dir_ + "/stderr").c_str(), "w");
-      if (log != nullptr) dup2(fileno(log), 2);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
-    while (std::chrono::steady_clock::now() < deadline) {
-      std::ifstream in(port_file_);
-      int port = 0;
-      if (in >> port && port > 0) {
-        port_ = port;
-        return;
-      }
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        throw std::runtime_error("kubesim exited at start; see " + dir_ + "/stderr");
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    throw std::runtime_error("kubesim did not write its port file within 15 s");
+    if (!process_.Start(bin, args)) throw std::runtime_error(process_.Why());
   }
-  ~Kubesim() {
-    if (pid_ > 0) {
-      kill(pid_, SIGTERM);
-      int status = 0;
-      auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-      while (waitpid(pid_, &status, WNOHANG) == 0) {
-        if (std::chrono::steady_clock::now() > deadline) {
-          kill(pid_, SIGKILL);
-          waitpid(pid_, &status, 0);
-          break;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      }
-    }
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
-  Kubesim(const Kubesim&) = delete;
-  Kubesim& operator=(const Kubesim&) = delete;
 
   std::string url() const {
-    return std::string(tls_ ? "https" : "http") + "://127.0.0.1:" + std::to_string(port_);
+    return std::string(tls_ ? "https" : "http") + "://127.0.0.1:" + std::to_string(process_.port());
   }
   const std::string& cert_file() const { return cert_file_; }
-  const std::string& dir() const { return dir_; }
+  std::string dir() const { return process_.dir().string(); }
 
  private:
-  pid_t pid_ = -1;
-  int port_ = 0;
+  support::KubesimProcess process_;
   bool tls_ = false;
-  std::string dir_;
-  std::string port_file_;
   std::string cert_file_;
 };
 
@@ -118,6 +61,17 @@ inline std::unique_ptr<Kubesim> StartKubesim(std::vector<std::string> args, std:
     *error = e.what();
     return nullptr;
   }
+}
+
+// A namespace for the running test, so that tests can share one kubesim (it takes a while to
+// start): `prefix` and the test's name, lower-case alphanumerics, at most `max_size` characters.
+inline std::string TestNamespace(const std::string& prefix, size_t max_size = 60) {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string out = prefix;
+  for (char c : std::string(info->name()))
+    if (std::isalnum(static_cast<unsigned char>(c)))
+      out.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  return out.substr(0, max_size);
 }
 
 }  // namespace starforge::kube::testing

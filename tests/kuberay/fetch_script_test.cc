@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "starforge/kuberay/shell.h"
+#include "support/process.h"
 #include "test_support.h"
 
 namespace starforge::kuberay {
@@ -45,37 +46,27 @@ std::string Sha256Hex(const std::string& data) {
 // `python3 -m http.server` on an ephemeral port, serving `root`.
 class HttpServer {
  public:
-  explicit HttpServer(const fs::path& root) {
-    const fs::path port_file = root / ".port";
-    pid_ = fork();
-    if (pid_ == 0) {
-      chdir(root.c_str());
-      const std::string code =
-          "import http.server, socketserver\n"
-          "s = socketserver.TCPServer(('127.0.0.1', 0), http.server.SimpleHTTPRequestHandler)\n"
-          "open('.port.tmp', 'w').write(str(s.server_address[1]))\n"
-          "import os; os.rename('.port.tmp', '.port')\n"
-          "s.serve_forever()\n";
-      execlp("python3", "python3", "-c", code.c_str(), static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    for (int i = 0; i < 200 && !fs::exists(port_file); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(25));
-    }
-    port_ = ReadFile(port_file);
-  }
-  ~HttpServer() {
-    kill(pid_, SIGTERM);
-    waitpid(pid_, nullptr, 0);
-  }
-  HttpServer(const HttpServer&) = delete;
-  HttpServer& operator=(const HttpServer&) = delete;
+  explicit HttpServer(const fs::path& root)
+      : process_(Options(root)),
+        port_(std::to_string(process_.WaitForPortFile(root / ".port", std::chrono::seconds(5)))) {}
   std::string Url(const std::string& name) const {
     return "http://127.0.0.1:" + port_ + "/" + name + "?X-Amz-Signature=topsecretsignature";
   }
 
  private:
-  pid_t pid_ = -1;
+  static support::ProcessOptions Options(const fs::path& root) {
+    support::ProcessOptions o;
+    o.argv = {"python3", "-c",
+              "import http.server, socketserver\n"
+              "s = socketserver.TCPServer(('127.0.0.1', 0), http.server.SimpleHTTPRequestHandler)\n"
+              "open('.port.tmp', 'w').write(str(s.server_address[1]))\n"
+              "import os; os.rename('.port.tmp', '.port')\n"
+              "s.serve_forever()\n"};
+    o.cwd = root;
+    return o;
+  }
+
+  support::Process process_;
   std::string port_;
 };
 

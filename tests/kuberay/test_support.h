@@ -2,27 +2,20 @@
 #pragma once
 
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
 
 #include "starforge/config/config.h"
 #include "starforge/jobspec/parse.h"
+#include "support/files.h"
+#include "support/temp_dir.h"
 
 namespace starforge::testing {
 
-inline std::string ReadFile(const std::filesystem::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-inline void WriteFile(const std::filesystem::path& p, const std::string& text) {
-  std::ofstream f(p, std::ios::binary | std::ios::trunc);
-  f << text;
-}
+using support::ReadFile;
+using support::TempDir;
+using support::WriteFile;
 
 // KEY=VALUE lines (blank lines and # comments ignored).
 inline std::map<std::string, std::string> ReadEnvFile(const std::filesystem::path& p) {
@@ -51,24 +44,5 @@ inline jobspec::JobSpec JobFrom(const std::string& yaml, const config::Config& c
   if (!r.ok()) throw std::runtime_error("bad test job: " + JoinErrors(r.errors));
   return *r.spec;
 }
-
-// A temporary directory removed at scope exit.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "starforge-test-XXXXXX").string();
-    path_ = mkdtemp(tmpl.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
 
 }  // namespace starforge::testing

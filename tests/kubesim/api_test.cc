@@ -22,61 +22,31 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "support/kubesim.h"
+
 using nlohmann::json;
 namespace fs = std::filesystem;
 
 namespace {
 
+// The pure API server (--controllers none: these tests predate the controllers).
 class Kubesim {
  public:
   explicit Kubesim(std::vector<std::string> extra = {}) {
-    dir_ = fs::temp_directory_path() /
-           ("kubesim-test-" + std::to_string(getpid()) + "-" + std::to_string(counter_++));
-    fs::create_directories(dir_);
-    const std::string port_file = (dir_ / "port").string();
-    // --controllers none: the pure API server (these tests predate the controllers).
-    std::vector<std::string> args = {KUBESIM_BIN,   "--listen",      "127.0.0.1:0",
-                                     "--port-file", port_file,       "--bookmark-interval-ms",
-                                     "200",         "--controllers", "none"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    pid_ = fork();
-    if (pid_ == 0) {
-      std::vector<char*> argv;
-      for (auto& a : args)
-        argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    for (int i = 0; i < 600 && port_ == 0; ++i) {
-      std::ifstream in(port_file);
-      if (in >> port_) break;
-      port_ = 0;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
+    std::vector<std::string> flags = {"--bookmark-interval-ms", "200", "--controllers", "none"};
+    flags.insert(flags.end(), extra.begin(), extra.end());
+    process_.Start(KUBESIM_BIN, flags);
   }
-  ~Kubesim() {
-    if (pid_ > 0) {
-      kill(pid_, SIGTERM);
-      int status = 0;
-      waitpid(pid_, &status, 0);
-    }
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  int port() const { return port_; }
-  const fs::path& dir() const { return dir_; }
+  int port() const { return process_.port(); }
+  const fs::path& dir() const { return process_.dir(); }
   httplib::Client Client() const {
-    httplib::Client c("127.0.0.1", port_);
+    httplib::Client c("127.0.0.1", port());
     c.set_read_timeout(20, 0);
     return c;
   }
 
  private:
-  static inline int counter_ = 0;
-  fs::path dir_;
-  pid_t pid_ = -1;
-  int port_ = 0;
+  starforge::support::KubesimProcess process_;
 };
 
 const char* kJson = "application/json";

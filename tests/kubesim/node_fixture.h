@@ -21,6 +21,10 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "support/files.h"
+#include "support/kubesim.h"
+#include "support/poll.h"
+
 namespace node_test {
 
 using nlohmann::json;
@@ -31,10 +35,7 @@ inline const std::string kNodes = "/api/v1/nodes";
 inline const std::string kEvents = "/api/v1/namespaces/default/events";
 
 inline std::string Slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  return starforge::support::ReadFile(p);
 }
 
 class Cluster {
@@ -43,77 +44,40 @@ class Cluster {
   // `wrapper`: a command kubesim runs under (e.g. setpriv to drop root).
   explicit Cluster(const std::string& nodes_yaml, std::vector<std::string> extra = {},
                    std::vector<std::string> wrapper = {}) {
-    static int counter = 0;
-    dir_ = fs::temp_directory_path() /
-           ("kubesim-node-test-" + std::to_string(getpid()) + "-" + std::to_string(counter++));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_ / "pv");
-    {
-      std::ofstream out(dir_ / "nodes.yaml");
-      out << nodes_yaml;
-    }
-    const std::string port_file = (dir_ / "port").string();
-    std::vector<std::string> args = {KUBESIM_BIN,
-                                     "--listen",
-                                     "127.0.0.1:0",
-                                     "--port-file",
-                                     port_file,
-                                     "--nodes",
-                                     (dir_ / "nodes.yaml").string(),
-                                     "--controllers",
-                                     "scheduler,kubelet",
-                                     "--kubelet-dir",
-                                     (dir_ / "kubelet").string(),
-                                     "--pv-root",
-                                     (dir_ / "pv").string(),
-                                     "--kubelet-sync-ms",
-                                     "300",
-                                     "--kubelet-backoff-ms",
-                                     "800",
-                                     "--kubelet-probe-max-ms",
-                                     "300",
-                                     "--scheduler-backoff-ms",
-                                     "100"};
-    args.insert(args.end(), extra.begin(), extra.end());
+    const fs::path& dir = process_.dir();
+    fs::create_directories(dir / "pv");
+    starforge::support::WriteFile(dir / "nodes.yaml", nodes_yaml);
+    std::vector<std::string> flags = {"--nodes",
+                                      (dir / "nodes.yaml").string(),
+                                      "--controllers",
+                                      "scheduler,kubelet",
+                                      "--kubelet-dir",
+                                      (dir / "kubelet").string(),
+                                      "--pv-root",
+                                      (dir / "pv").string(),
+                                      "--kubelet-sync-ms",
+                                      "300",
+                                      "--kubelet-backoff-ms",
+                                      "800",
+                                      "--kubelet-probe-max-ms",
+                                      "300",
+                                      "--scheduler-backoff-ms",
+                                      "100"};
+    flags.insert(flags.end(), extra.begin(), extra.end());
     if (!wrapper.empty()) {
-      args.insert(args.begin(), wrapper.begin(), wrapper.end());
-      for (const auto& d : {dir_, dir_ / "pv"})
+      for (const auto& d : {dir, dir / "pv"})
         fs::permissions(d, fs::perms::all);
     }
-    const std::string log = (dir_ / "kubesim.log").string();
-    pid_ = fork();
-    if (pid_ == 0) {
-      const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      if (fd >= 0) dup2(fd, 2);
-      std::vector<char*> argv;
-      for (auto& a : args)
-        argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execvp(argv[0], argv.data());
-      _exit(127);
-    }
-    for (int i = 0; i < 600 && port_ == 0; ++i) {
-      std::ifstream in(port_file);
-      if (in >> port_) break;
-      port_ = 0;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
+    starforge::support::ProcessOptions how;
+    how.argv = wrapper;
+    process_.Start(KUBESIM_BIN, flags, how);
   }
-  ~Cluster() {
-    if (pid_ > 0) {
-      kill(pid_, SIGTERM);
-      int status = 0;
-      waitpid(pid_, &status, 0);
-    }
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  int port() const { return port_; }
-  const fs::path& dir() const { return dir_; }
-  std::string Log() const { return Slurp(dir_ / "kubesim.log"); }
+  int port() const { return process_.port(); }
+  const fs::path& dir() const { return process_.dir(); }
+  std::string Log() const { return process_.Log(); }
 
   httplib::Client Client() const {
-    httplib::Client c("127.0.0.1", port_);
+    httplib::Client c("127.0.0.1", port());
     c.set_read_timeout(30, 0);
     return c;
   }
@@ -172,20 +136,13 @@ class Cluster {
   }
 
  private:
-  fs::path dir_;
-  pid_t pid_ = -1;
-  int port_ = 0;
+  starforge::support::KubesimProcess process_;
 };
 
 // Polls `pred` until it holds or `timeout` passes.
 inline bool WaitFor(const std::function<bool()>& pred,
                     std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return pred();
+  return starforge::support::Eventually(pred, timeout, std::chrono::milliseconds(50));
 }
 
 inline std::string Phase(const json& pod) {

@@ -4,7 +4,6 @@
 // server on 127.0.0.1, reached by the operator at the head pod's status.podIP and the port given
 // with --ray-dashboard-port). Scenarios: FACTS §2.1 and §9.
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -27,6 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "starforge/common/yaml_json.h"
+#include "support/kubesim.h"
 
 using nlohmann::json;
 namespace fs = std::filesystem;
@@ -38,58 +38,17 @@ namespace {
 
 class Sim {
  public:
-  explicit Sim(std::vector<std::string> extra) {
-    dir_ = fs::temp_directory_path() /
-           ("kubesim-op-" + std::to_string(getpid()) + "-" + std::to_string(counter_++));
-    fs::create_directories(dir_);
-    const std::string port_file = (dir_ / "port").string();
-    std::vector<std::string> args = {KUBESIM_BIN, "--listen", "127.0.0.1:0", "--port-file",
-                                     port_file};
-    args.insert(args.end(), extra.begin(), extra.end());
-    log_ = (dir_ / "kubesim.log").string();
-    pid_ = fork();
-    if (pid_ == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGTERM);  // never outlive a crashed test
-      FILE* f = std::freopen(log_.c_str(), "w", stderr);
-      (void)f;
-      f = std::freopen("/dev/null", "w", stdout);
-      std::vector<char*> argv;
-      for (auto& a : args)
-        argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    for (int i = 0; i < 600 && port_ == 0; ++i) {
-      std::ifstream in(port_file);
-      if (in >> port_) break;
-      port_ = 0;
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {  // exited (e.g. a usage error)
-        pid_ = -1;
-        break;
-      }
-      std::this_thread::sleep_for(50ms);
-    }
+  explicit Sim(const std::vector<std::string>& extra) {
+    starforge::support::ProcessOptions how;
+    how.death_signal = SIGTERM;  // never outlive a crashed test
+    process_.Start(KUBESIM_BIN, extra, how);
   }
-  ~Sim() {
-    if (pid_ > 0) {
-      kill(pid_, SIGTERM);
-      int status = 0;
-      waitpid(pid_, &status, 0);
-    }
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  int port() const { return port_; }
-  std::string Log() const {
-    std::ifstream in(log_);
-    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  }
+  int port() const { return process_.port(); }
+  std::string Log() const { return process_.Log(); }
 
   json Req(const std::string& method, const std::string& path, const json& body = json(),
            int* status = nullptr, const std::string& ctype = "application/json") const {
-    httplib::Client c("127.0.0.1", port_);
+    httplib::Client c("127.0.0.1", port());
     c.set_read_timeout(20, 0);
     const std::string b = body.is_null() ? "" : body.dump();
     httplib::Result r = method == "GET"     ? c.Get(path)
@@ -122,11 +81,7 @@ class Sim {
   }
 
  private:
-  static inline int counter_ = 0;
-  fs::path dir_;
-  std::string log_;
-  pid_t pid_ = -1;
-  int port_ = 0;
+  starforge::support::KubesimProcess process_;
 };
 
 // ---- a fake Ray Jobs API (the head pod's dashboard) ----------------------------------------

@@ -2,12 +2,6 @@
 // of a real `ray start --head --block` process reached the way KubeRay's HTTPMode and StarForge
 // reach it, through /api/v1/namespaces/{ns}/services/{head-svc}:dashboard/proxy/... The
 // emulator's own behaviour is covered by the Python tests (kubesim.ray_unittest).
-#include <netinet/in.h>
-#include <signal.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -20,6 +14,11 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "support/kubesim.h"
+#include "support/net.h"
+#include "support/process.h"
+#include "support/temp_dir.h"
+
 extern char** environ;
 
 using nlohmann::json;
@@ -29,86 +28,41 @@ namespace {
 
 const fs::path kSourceDir = fs::path(KUBESIM_TESTDATA).parent_path().parent_path().parent_path();
 
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t n = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &n);
-  close(fd);
-  return ntohs(a.sin_port);
-}
+using starforge::support::FreePort;
 
-pid_t Spawn(std::vector<std::string> args, const std::vector<std::string>& env_overrides,
-            const fs::path& out) {
+// This process's environment less RAY_* and KUBESIM_POD_IP, plus `overrides`.
+std::vector<std::string> CleanEnv(const std::vector<std::string>& overrides = {}) {
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     std::string kv = *e;
     if (kv.rfind("RAY_", 0) == 0 || kv.rfind("KUBESIM_POD_IP=", 0) == 0) continue;
     env.push_back(kv);
   }
-  env.insert(env.end(), env_overrides.begin(), env_overrides.end());
-  pid_t pid = fork();
-  if (pid == 0) {
-    FILE* f = fopen(out.c_str(), "w");
-    if (f != nullptr) {
-      dup2(fileno(f), 1);
-      dup2(fileno(f), 2);
-    }
-    std::vector<char*> argv, envp;
-    for (auto& a : args)
-      argv.push_back(a.data());
-    argv.push_back(nullptr);
-    for (auto& e : env)
-      envp.push_back(e.data());
-    envp.push_back(nullptr);
-    execve(argv[0], argv.data(), envp.data());
-    _exit(127);
-  }
-  return pid;
+  env.insert(env.end(), overrides.begin(), overrides.end());
+  return env;
 }
 
 class Kubesim {
  public:
-  explicit Kubesim(const fs::path& dir) {
-    const std::string port_file = (dir / "kubesim.port").string();
-    pid_ = Spawn({KUBESIM_BIN, "--listen", "127.0.0.1:0", "--port-file", port_file}, {},
-                 dir / "kubesim.out");
-    for (int i = 0; i < 600 && port_ == 0; ++i) {
-      std::ifstream in(port_file);
-      if (in >> port_) break;
-      port_ = 0;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-  }
-  ~Kubesim() {
-    kill(pid_, SIGTERM);
-    int status = 0;
-    waitpid(pid_, &status, 0);
+  Kubesim() {
+    starforge::support::ProcessOptions how;
+    how.env = CleanEnv();
+    process_.Start(KUBESIM_BIN, {}, how);
   }
   httplib::Client Client() const {
-    httplib::Client c("127.0.0.1", port_);
+    httplib::Client c("127.0.0.1", process_.port());
     c.set_read_timeout(30, 0);
     return c;
   }
 
  private:
-  pid_t pid_ = -1;
-  int port_ = 0;
+  starforge::support::KubesimProcess process_;
 };
 
 class RayHead {
  public:
-  explicit RayHead(const fs::path& dir) : dashboard_port_(FreePort()) {
-    const std::string ray = (kSourceDir / "tools/kubesim/ray/bin/ray").string();
-    pid_ = Spawn(
-        {ray, "start", "--head", "--port=" + std::to_string(FreePort()), "--dashboard-host=0.0.0.0",
-         "--dashboard-port=" + std::to_string(dashboard_port_),
-         "--dashboard-agent-listen-port=" + std::to_string(FreePort()), "--num-cpus=1", "--block"},
-        {"RAY_TMPDIR=" + dir.string()}, dir / "head.out");
+  explicit RayHead(const fs::path& dir)
+      : dashboard_port_(FreePort()), process_(Options(dir, dashboard_port_)) {
     httplib::Client c("127.0.0.1", dashboard_port_);
     for (int i = 0; i < 400; ++i) {
       auto r = c.Get("/api/gcs_healthz");
@@ -116,30 +70,35 @@ class RayHead {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   }
-  ~RayHead() {
-    if (pid_ > 0) Stop();
-  }
-  int Stop() {
-    kill(pid_, SIGTERM);
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  }
+  int Stop() { return process_.Stop(); }
   int dashboard_port() const { return dashboard_port_; }
 
  private:
-  pid_t pid_ = -1;
+  static starforge::support::ProcessOptions Options(const fs::path& dir, int dashboard_port) {
+    starforge::support::ProcessOptions o;
+    o.argv = {(kSourceDir / "tools/kubesim/ray/bin/ray").string(),
+              "start",
+              "--head",
+              "--port=" + std::to_string(FreePort()),
+              "--dashboard-host=0.0.0.0",
+              "--dashboard-port=" + std::to_string(dashboard_port),
+              "--dashboard-agent-listen-port=" + std::to_string(FreePort()),
+              "--num-cpus=1",
+              "--block"};
+    o.env = CleanEnv({"RAY_TMPDIR=" + dir.string()});
+    o.stdout_file = o.stderr_file = dir / "head.out";
+    return o;
+  }
+
   int dashboard_port_;
+  starforge::support::Process process_;
 };
 
 TEST(RayEmulator, JobsApiThroughTheServiceProxy) {
-  const fs::path dir =
-      fs::temp_directory_path() / ("kubesim-ray-emulator-" + std::to_string(getpid()));
-  fs::create_directories(dir);
+  const starforge::support::TempDir dir("kubesim-ray-emulator");
   {
-    Kubesim k(dir);
-    RayHead head(dir);
+    Kubesim k;
+    RayHead head(dir.path());
     auto c = k.Client();
     const std::string svcs = "/api/v1/namespaces/default/services";
     json svc = {{"apiVersion", "v1"},
@@ -208,8 +167,6 @@ TEST(RayEmulator, JobsApiThroughTheServiceProxy) {
     // Ray's `ray start --block` exits 1 on SIGTERM (its node shutdown hook).
     EXPECT_EQ(head.Stop(), 1);
   }
-  std::error_code ec;
-  fs::remove_all(dir, ec);
 }
 
 }  // namespace

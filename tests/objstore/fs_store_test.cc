@@ -15,9 +15,9 @@ namespace starforge::objstore {
 namespace {
 
 namespace fs = std::filesystem;
+using support::ReadFile;
+using support::TempDir;
 using ::testing::HasSubstr;
-using testing::Slurp;
-using testing::TempDir;
 
 class FsStoreTest : public ::testing::Test {
  protected:
@@ -39,7 +39,7 @@ TEST_F(FsStoreTest, PutHeadGetRoundTrip) {
   EXPECT_FALSE(put->already_present);
   ASSERT_FALSE(seen.empty());
   EXPECT_EQ(seen.back(), 3 << 20);
-  EXPECT_EQ(Slurp(root() + "/capsules/sha256-a.zip"), data);
+  EXPECT_EQ(ReadFile(root() + "/capsules/sha256-a.zip"), data);
 
   auto head = store_->Head("capsules/sha256-a.zip");
   ASSERT_TRUE(head);
@@ -49,7 +49,7 @@ TEST_F(FsStoreTest, PutHeadGetRoundTrip) {
   EXPECT_TRUE(store_->GetBytes("capsules/sha256-a.zip").value() == data);
   const std::string out = tmp_ / "out.zip";
   EXPECT_EQ(store_->GetFile("capsules/sha256-a.zip", out).value(), 3 << 20);
-  EXPECT_TRUE(Slurp(out) == data);
+  EXPECT_TRUE(ReadFile(out) == data);
 }
 
 TEST_F(FsStoreTest, ExistingKeyIsNotRewritten) {

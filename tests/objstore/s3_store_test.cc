@@ -15,17 +15,21 @@
 #include "s3peer.h"
 #include "scripted_server.h"
 #include "starforge/objstore/s3_store.h"
+#include "support/files.h"
+#include "support/net.h"
+#include "support/temp_dir.h"
 
 namespace starforge::objstore {
 namespace {
 
+using support::ReadFile;
+using support::TempDir;
+using support::WriteFile;
 using testing::CannedReply;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using testing::S3Peer;
 using testing::ScriptedServer;
-using testing::Slurp;
-using testing::TempDir;
 
 std::string RandomBytes(size_t n, unsigned seed) {
   std::mt19937 gen(seed);
@@ -33,10 +37,6 @@ std::string RandomBytes(size_t n, unsigned seed) {
   for (char& c : s)
     c = static_cast<char>(gen());
   return s;
-}
-
-void WriteFile(const std::string& path, const std::string& data) {
-  std::ofstream(path, std::ios::binary) << data;
 }
 
 S3Options BaseOptions(const std::string& endpoint) {
@@ -104,7 +104,7 @@ TEST_F(S3StoreTest, PutHeadGetRoundTrip) {
   auto got = store->GetFile(key, out);
   ASSERT_TRUE(got) << got.error().message;
   EXPECT_EQ(got.value(), 300000);
-  EXPECT_TRUE(Slurp(out) == data);
+  EXPECT_TRUE(ReadFile(out) == data);
   // Only the object itself is left in the directory: the temporary file was renamed.
   EXPECT_EQ(std::distance(std::filesystem::directory_iterator(tmp_.path()),
                           std::filesystem::directory_iterator()),
@@ -229,7 +229,7 @@ TEST_F(S3StoreTest, PresignedGetWorksWithTheCurlTool) {
   EXPECT_THAT(*url, HasSubstr("X-Amz-SignedHeaders=host&X-Amz-Signature="));
   const std::string out = tmp_ / "fetched.zip";
   ASSERT_EQ(RunCurl(*url, out), 0) << *url;
-  EXPECT_TRUE(Slurp(out) == data);
+  EXPECT_TRUE(ReadFile(out) == data);
 
   // An expired URL is refused (the peer checks X-Amz-Date + X-Amz-Expires).
   auto old = store->PresignGet(key, 60, std::time(nullptr) - 3600);
@@ -277,20 +277,8 @@ TEST_F(S3StoreTest, UnknownAccessKeyIsBadCredentialsAndNeverEchoesSecrets) {
 
 // --- Failures without the peer -----------------------------------------------------------
 
-int ClosedPort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
 TEST(S3StoreFailures, UnreachableEndpointIsRetriedThenNamed) {
-  const std::string endpoint = "http://127.0.0.1:" + std::to_string(ClosedPort());
+  const std::string endpoint = "http://127.0.0.1:" + std::to_string(support::FreePort());
   S3Options o = BaseOptions(endpoint);
   o.max_attempts = 2;
   auto store = MustOpen(o);

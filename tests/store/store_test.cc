@@ -18,38 +18,16 @@
 #include <thread>
 
 #include "starforge/store/store.h"
+#include "support/files.h"
+#include "support/temp_dir.h"
 
 namespace starforge::store {
 namespace {
 
 namespace fs = std::filesystem;
+using support::ReadFile;
+using support::TempDir;
 using ::testing::HasSubstr;
-
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "store-test-XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) std::abort();
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  fs::path operator/(const std::string& rel) const { return path_ / rel; }
-
- private:
-  fs::path path_;
-};
-
-std::string Slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
 
 // Runs one SQL statement on the file directly (not through Store); returns the first column of
 // the first row, or "" (and sets *error).
@@ -147,7 +125,7 @@ TEST_F(StoreTest, RefusesAFileThatIsNotADatabase) {
     EXPECT_THAT(e.what(), HasSubstr(bogus.string()));
     EXPECT_THAT(e.what(), HasSubstr("not a database"));
   }
-  EXPECT_EQ(Slurp(bogus), std::string(4096, 'x'));
+  EXPECT_EQ(ReadFile(bogus), std::string(4096, 'x'));
 }
 
 TEST_F(StoreTest, CreateJobStoresItQueuedWithItsFirstTransition) {
@@ -431,7 +409,7 @@ TEST_F(StoreTest, UsersAndTokensAreStoredOnlyAsHashes) {
   // The clear token is nowhere in the database files; its hash is (so we read the right bytes).
   std::string bytes;
   for (const auto& entry : fs::directory_iterator(file_.parent_path())) {
-    bytes += Slurp(entry.path());
+    bytes += ReadFile(entry.path());
   }
   EXPECT_EQ(bytes.find(token), std::string::npos);
   EXPECT_EQ(bytes.find(token.substr(3)), std::string::npos);
