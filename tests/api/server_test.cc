@@ -897,8 +897,7 @@ TEST(ServeCommand, OneServerPerStorageRoot) {
   std::string error;
   auto first = ServeProcess::Start(t / "root", {}, {}, &error);
   ASSERT_TRUE(first) << error;
-  CliRun r =
-      Forge(t, "serve --listen 127.0.0.1:0", {{"FORGE_STORAGE_ROOT", (t / "root").string()}});
+  Captured r = Forge("serve --listen 127.0.0.1:0", {{"FORGE_STORAGE_ROOT", (t / "root").string()}});
   EXPECT_EQ(r.code, 78);
   EXPECT_THAT(r.err, AllOf(HasSubstr("another forge serve (pid " + std::to_string(first->pid()) +
                                      ") is using the storage root"),
