@@ -823,23 +823,22 @@ struct KubeRayFleet::Impl {
 
   std::string Release(const std::string& job_id, const std::string& handle) {
     const std::string name = handle.empty() ? kuberay::RayJobName(job_id) : handle;
+    auto waiting = [&](const json& rj) {
+      return "RayJob " + ns + "/" + name + " is being deleted (waiting for its finalizers: " +
+             Field(Field(rj, "metadata"), "finalizers").dump() + ")";
+    };
     // Read the world first: a RayJob the informer already sees going (its finalizer is stopping
     // the Ray job) needs no second DELETE on every retry. Absent from the cache, the DELETE still
     // goes out: its 404 is what proves the RayJob gone, the cache may lag.
     if (rayjobs->HasSynced()) {
-      if (auto cached = rayjobs->Get(Key(name)); cached && Deleting(*cached)) {
-        return "RayJob " + ns + "/" + name + " is being deleted (waiting for its finalizers: " +
-               Field(Field(*cached, "metadata"), "finalizers").dump() + ")";
-      }
+      if (auto cached = rayjobs->Get(Key(name)); cached && Deleting(*cached))
+        return waiting(*cached);
     }
     kube::DeleteOptions d;
     d.propagation_policy = "Background";
     try {
       const json r = client.Delete(res::kRayJobs, ns, name, d);
-      if (Str(r, "kind") == "RayJob" && Deleting(r)) {
-        return "RayJob " + ns + "/" + name + " is being deleted (waiting for its finalizers: " +
-               Field(Field(r, "metadata"), "finalizers").dump() + ")";
-      }
+      if (Str(r, "kind") == "RayJob" && Deleting(r)) return waiting(r);
     } catch (const kube::ApiError& e) {
       if (!kube::IsNotFound(e)) return "deleting RayJob " + ns + "/" + name + ": " + Describe(e);
     }
