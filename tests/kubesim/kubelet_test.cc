@@ -55,16 +55,24 @@ TEST(Kubelet, ImagePullFailureEventsAndWaitingReasons) {
   ASSERT_GT(k.port(), 0);
   json p = ShPod("nopull", "echo never");
   p["spec"]["containers"][0]["image"] = "registry.example.com/team/missing:1.0";
-  k.Post(kPods, p);
-  // Both waiting reasons show up as the kubelet alternates between pulls and back-off.
+  const json created = k.Post(kPods, p);
+  // Both waiting reasons show up as the kubelet alternates between pulls and back-off. ErrImagePull
+  // lasts only until the next sync, so every status write is read from a watch, not polled.
   std::set<std::string> reasons;
-  WaitFor(
-      [&] {
-        const std::string r = WaitingReason(k.Pod("nopull"), "main");
-        if (!r.empty()) reasons.insert(r);
-        return reasons.count("ErrImagePull") != 0 && reasons.count("ImagePullBackOff") != 0;
-      },
-      std::chrono::seconds(15));
+  auto c = k.Client();
+  std::string buf;
+  c.Get(kPods + "?watch=1&timeoutSeconds=30&fieldSelector=metadata.name%3Dnopull&resourceVersion=" +
+            created["metadata"].value("resourceVersion", ""),
+        [&](const char* data, size_t len) {
+          buf.append(data, len);
+          for (size_t nl; (nl = buf.find('\n')) != std::string::npos; buf.erase(0, nl + 1)) {
+            const json ev = json::parse(buf.substr(0, nl), nullptr, false);
+            if (!ev.is_object() || !ev.contains("object")) continue;
+            const std::string r = WaitingReason(ev["object"], "main");
+            if (!r.empty()) reasons.insert(r);
+          }
+          return reasons.count("ErrImagePull") == 0 || reasons.count("ImagePullBackOff") == 0;
+        });
   EXPECT_EQ(reasons, (std::set<std::string>{"ErrImagePull", "ImagePullBackOff"}));
   json pod = k.Pod("nopull");
   EXPECT_EQ(Phase(pod), "Pending");
