@@ -64,12 +64,15 @@ while :; do
   sleep 5
 done
 end=$(date +%s.%N)
+# kubesim's own CPU time (its pods' processes are not counted: they are never its waited children
+# while it runs).
+cpu=$(awk -v hz="$(getconf CLK_TCK)" '{sub(/^.*\) /, ""); printf "%.0f", ($12 + $13) / hz}' "/proc/$SIM_PID/stat")
 echo "RayJobs: $N; created in $(echo "$created - $start" | bc) s; all terminal after $(echo "$end - $start" | bc) s"
-echo "final: $states; kubesim peak RSS $((peak / 1024)) MiB"
+echo "final: $states; kubesim peak RSS $((peak / 1024)) MiB, CPU ${cpu} s; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # Failed RayJobs: their status on stdout; status, events and submitter logs saved per job.
 python3 - "$WORK" "$API" <<'EOF'
-import collections, json, os, sys, urllib.parse, urllib.request
+import collections, json, os, sys, urllib.request
 work, api = sys.argv[1], sys.argv[2]
 def get(path, raw=False):
     try:
@@ -82,34 +85,49 @@ items = json.load(open(os.path.join(work, "rayjobs.json")))["items"]
 failed = [i for i in items if i.get("status", {}).get("jobDeploymentStatus") == "Failed"]
 if not failed:
     sys.exit(0)
-by_cause = collections.Counter()
+by_cause, example = collections.Counter(), {}
+events = get("/api/v1/namespaces/default/events").get("items", [])  # both APIs' events
+pods = get("/api/v1/namespaces/default/pods").get("items", [])
 for rj in failed:
     name, st = rj["metadata"]["name"], rj.get("status", {})
     msg = st.get("message", "")
-    by_cause[(st.get("reason", ""), st.get("jobStatus", ""), msg.splitlines()[0] if msg else "")] += 1
+    cause = (st.get("reason", ""), st.get("jobStatus", ""))
+    by_cause[cause] += 1
+    example.setdefault(cause, "%s: %s" % (name, msg.splitlines()[0] if msg else ""))
     d = os.path.join(work, "failed", name)
     os.makedirs(d, exist_ok=True)
     json.dump(st, open(os.path.join(d, "status.json"), "w"), indent=2)
     ev = []
-    for e in get("/api/v1/namespaces/default/events").get("items", []):  # both APIs' events
+    for e in events:
         obj = e.get("involvedObject") or {}
         if obj.get("name", "").startswith(name):
             ev.append("%s %s %s %s/%s: %s" % (e.get("lastTimestamp") or e.get("eventTime") or "",
                       e.get("type"), e.get("reason"), obj.get("kind"), obj.get("name"), e.get("message")))
     open(os.path.join(d, "events.txt"), "w").write("\n".join(sorted(ev)) + "\n")
-    sel = urllib.parse.quote("batch.kubernetes.io/job-name=" + name)
     logs = []
-    for pod in get("/api/v1/namespaces/default/pods?labelSelector=" + sel).get("items", []):
+    for pod in pods:
+        if pod["metadata"].get("labels", {}).get("batch.kubernetes.io/job-name") != name:
+            continue
         pn = pod["metadata"]["name"]
         logs.append("=== %s (%s)\n%s" % (pn, pod.get("status", {}).get("phase"),
                     get("/api/v1/namespaces/default/pods/%s/log" % pn, raw=True)))
     open(os.path.join(d, "submitter.log"), "w").write("\n".join(logs))
+    if len(example) > 0 and sum(by_cause.values()) > 20:
+        continue  # the first 20 are printed; all are saved
     print("FAILED %s: jobDeploymentStatus=%s reason=%s jobStatus=%s status.failed=%s\n  message: %s"
           % (name, st.get("jobDeploymentStatus"), st.get("reason"), st.get("jobStatus"),
              st.get("failed", 0), "\n  ".join(msg.splitlines()[-12:])))
-print("failed RayJobs by (reason, jobStatus, first message line):")
+if len(failed) > 20:
+    print("... and %d more failed RayJobs (all saved)" % (len(failed) - 20))
+print("failed RayJobs by reason/jobStatus (an example message):")
 for cause, n in by_cause.most_common():
-    print("  %d x %s" % (n, cause))
+    print("  %d x %s/%s (%s)" % (n, cause[0], cause[1], example[cause]))
+if ("JobDeploymentStatusTransitionGracePeriodExceeded", "FAILED") in by_cause:
+    print("JobDeploymentStatusTransitionGracePeriodExceeded: the operator looked at these RayJobs more than\n"
+          "KubeRay's 30 s after their submitter Job finished (their Ray job usually SUCCEEDED: see\n"
+          "submitter.log). KubeRay fails them the same way; here it means kubesim's control plane was too\n"
+          "slow for N on this machine (see kubesim's CPU and the load average above): use a Release build,\n"
+          "fewer RayJobs or a less loaded machine.")
 print("details: %s/failed/<name>/{status.json,events.txt,submitter.log}; kubesim log: %s/kubesim.log"
       % (work, work))
 EOF

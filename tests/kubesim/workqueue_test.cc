@@ -70,4 +70,18 @@ TEST(KubesimWorkQueue, DueRequeuesComeOutLongestDueFirst) {
   EXPECT_EQ(*q.Get(), "late");
 }
 
+TEST(KubesimWorkQueue, EventsFirstHandsOutChangesBeforeDuePolls) {
+  WorkQueue q(/*events_first=*/true);
+  for (const char* k : {"poll-1", "poll-2", "both"})
+    q.AddAfter(k, 1ms);
+  std::this_thread::sleep_for(20ms);
+  ASSERT_EQ(*q.Get(), "poll-1");  // due polls are handed out while no event waits
+  q.Add("changed");
+  q.Add("both");  // a due poll with an event: lifted to the events, not queued twice
+  std::vector<std::string> out;
+  for (int i = 0; i < 3; ++i)
+    out.push_back(*q.Get());
+  EXPECT_EQ(out, (std::vector<std::string>{"changed", "both", "poll-2"}));
+}
+
 }  // namespace

@@ -91,12 +91,34 @@ void Store::Record(const std::string& type, const std::string& storage, const js
   cv.notify_all();
 }
 
+void Store::CountUid(const json& obj, bool add) {
+  const std::string uid = obj["metadata"].value("uid", "");
+  if (add) {
+    ++uids_[uid];
+    return;
+  }
+  auto it = uids_.find(uid);
+  if (it != uids_.end() && --it->second == 0) uids_.erase(it);
+}
+
 json Store::Create(const std::string& storage, json obj) {
   obj["metadata"]["resourceVersion"] = std::to_string(NextRv());
-  objects_[storage][KeyOf(obj)] = obj;
+  json& slot = objects_[storage][KeyOf(obj)];
+  if (!slot.is_null()) CountUid(slot, false);
+  slot = obj;
+  CountUid(obj, true);
   Record("ADDED", storage, obj, json());
-  // An object may be created with ownerReferences to owners that are already gone.
-  if (obj["metadata"].contains("ownerReferences")) RunGc();
+  // An object may be created with ownerReferences to owners that are already gone; a new object
+  // cannot leave others dangling, so collection runs only then.
+  const json& refs = obj["metadata"].contains("ownerReferences")
+                         ? obj["metadata"]["ownerReferences"]
+                         : json::array();
+  for (const auto& ref : refs.is_array() ? refs : json::array()) {
+    if (uids_.count(ref.value("uid", "")) == 0) {
+      RunGc();
+      break;
+    }
+  }
   return obj;
 }
 
@@ -105,6 +127,8 @@ json Store::Update(const std::string& storage, json obj) {
   json& slot = objects_[storage][key];
   json old = slot;
   obj["metadata"]["resourceVersion"] = std::to_string(NextRv());
+  if (!old.is_null()) CountUid(old, false);
+  CountUid(obj, true);
   slot = obj;
   Record("MODIFIED", storage, obj, old);
   bool gc = false;
@@ -134,6 +158,7 @@ void Store::Remove(std::string storage, std::string key) {
   if (it == objs.end()) return;
   json last = it->second;
   objs.erase(it);
+  CountUid(last, false);
   grace_until_.erase(storage + "|" + key);
   last["metadata"]["resourceVersion"] = std::to_string(NextRv());
   Record("DELETED", storage, last, last);
@@ -273,11 +298,7 @@ void Store::Compact() {
 void Store::RunGc() {
   for (int pass = 0; pass < 100; ++pass) {
     bool changed = false;
-    std::set<std::string> uids;
-    for (const auto& [st, m] : objects_) {
-      for (const auto& [k, o] : m)
-        uids.insert(o["metadata"].value("uid", ""));
-    }
+    const auto& uids = uids_;
     // Dependents whose owners are gone: delete (all owners gone) or drop the dangling refs.
     for (auto& [st, m] : objects_) {
       std::vector<std::pair<std::string, bool>> work;  // key, delete?

@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -88,6 +89,10 @@ class Store {
   uint64_t watch_epoch_ = 0;
   std::deque<WatchEvent> history_;
   std::map<std::string, std::map<std::string, nlohmann::json>> objects_;
+  // metadata.uid -> how many stored objects carry it: garbage collection asks "is this owner
+  // still there?" without scanning every object.
+  std::unordered_map<std::string, size_t> uids_;
+  void CountUid(const nlohmann::json& obj, bool add);
   std::map<std::string, std::chrono::steady_clock::time_point> grace_until_;  // storage|key
 };
 

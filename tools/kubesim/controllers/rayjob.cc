@@ -97,7 +97,10 @@ bool ClusterStatusChanged(const json& a, const json& b) {
 
 class RayJobController : public Controller, public Reconciler {
  public:
-  RayJobController() : Reconciler("rayjob-controller", 4) {}
+  // 16 workers (KubeRay's --reconcile-concurrency defaults to 1): kubesim's reconciles read
+  // through the API and wait on the Ray dashboard (2 s timeout), so hundreds of running RayJobs
+  // need them side by side to be looked at within KubeRay's 30 s submitter grace period.
+  RayJobController() : Reconciler("rayjob-controller", 16) {}
   ~RayJobController() override { Stop(); }
   void Start(const ControllerContext& ctx) override {
     f_ = OperatorFeatures::For(ctx.flags);

@@ -112,7 +112,7 @@ class Reconciler {
   std::string name_;
   ControllerContext ctx_;
   std::unique_ptr<starforge::kube::Client> client_;
-  WorkQueue queue_;
+  WorkQueue queue_{/*events_first=*/true};  // see workqueue.h
   std::atomic<bool> stopping_{false};
 
  private:

@@ -4,6 +4,12 @@
 // AddAfter schedules a delayed add (a requeue). FIFO matters under load: with more ready keys
 // than workers, any other order can starve a key for minutes (KubeRay's 30 s submitter grace
 // period then fails a RayJob that was never looked at).
+//
+// With `events_first`, keys added by Add (a watch event: something changed) are handed out
+// before keys whose AddAfter came due (periodic polls), as controller-runtime's priority queue
+// ranks resyncs low: kubesim's reconciles read through the API and are far slower than a real
+// operator's cached ones, and a poll round over hundreds of busy objects must not delay the
+// reaction to an event (a submitter Job completing) by the length of the round.
 #pragma once
 
 #include <algorithm>
@@ -24,9 +30,11 @@ class WorkQueue {
  public:
   using Clock = std::chrono::steady_clock;
 
+  explicit WorkQueue(bool events_first = false) : events_first_(events_first) {}
+
   void Add(const std::string& key) {
     std::lock_guard<std::mutex> lock(mu_);
-    AddLocked(key);
+    AddLocked(key, true);
   }
 
   // Adds `key` once `delay` has passed (an earlier pending delayed add wins).
@@ -45,9 +53,10 @@ class WorkQueue {
     for (;;) {
       if (shutdown_) return std::nullopt;
       PromoteLocked();
-      if (!ready_.empty()) {
-        std::string key = std::move(ready_.front());
-        ready_.pop_front();
+      for (auto* q : {&events_, &due_}) {
+        if (q->empty()) continue;
+        std::string key = std::move(q->front());
+        q->pop_front();
         queued_.erase(key);
         processing_.insert(key);
         return key;
@@ -64,10 +73,11 @@ class WorkQueue {
   void Done(const std::string& key) {
     std::lock_guard<std::mutex> lock(mu_);
     processing_.erase(key);
-    if (dirty_.erase(key) != 0) {
-      queued_.insert(key);
-      ready_.push_back(key);
-      cv_.notify_all();
+    auto it = dirty_.find(key);
+    if (it != dirty_.end()) {
+      const bool event = it->second;
+      dirty_.erase(it);
+      Enqueue(key, event);
     }
   }
 
@@ -78,13 +88,25 @@ class WorkQueue {
   }
 
  private:
-  void AddLocked(const std::string& key) {
+  // `event`: from Add (else a requeue that came due).
+  void AddLocked(const std::string& key, bool event) {
     if (processing_.count(key) != 0) {
-      dirty_.insert(key);
+      dirty_[key] = dirty_[key] || event;
       return;
     }
-    if (!queued_.insert(key).second) return;  // already waiting: it keeps its place
-    ready_.push_back(key);
+    auto q = queued_.find(key);
+    if (q == queued_.end()) return Enqueue(key, event);
+    // Already waiting: it keeps its place, unless an event lifts a due poll to the events.
+    if (event && events_first_ && !q->second) {
+      due_.erase(std::find(due_.begin(), due_.end(), key));
+      q->second = true;
+      events_.push_back(key);
+    }
+  }
+  void Enqueue(const std::string& key, bool event) {
+    const bool to_events = (event && events_first_) || !events_first_;
+    queued_[key] = to_events;
+    (to_events ? events_ : due_).push_back(key);
     cv_.notify_all();
   }
   void PromoteLocked() {
@@ -100,15 +122,17 @@ class WorkQueue {
     }
     std::sort(due.begin(), due.end());  // the longest due first
     for (const auto& d : due)
-      AddLocked(d.second);
+      AddLocked(d.second, false);
   }
 
+  const bool events_first_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::string> ready_;  // FIFO
-  std::set<std::string> queued_;   // the keys in ready_
+  std::deque<std::string> events_;      // FIFO (every key when !events_first_)
+  std::deque<std::string> due_;         // FIFO of requeues that came due (events_first_ only)
+  std::map<std::string, bool> queued_;  // key in events_ (true) or due_ (false)
   std::set<std::string> processing_;
-  std::set<std::string> dirty_;
+  std::map<std::string, bool> dirty_;  // re-added while processing; true = by an event
   std::map<std::string, Clock::time_point> delayed_;
   bool shutdown_ = false;
 };

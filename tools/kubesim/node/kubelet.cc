@@ -234,6 +234,13 @@ void Kubelet::Start(const controllers::ControllerContext& ctx) {
   opts_.backoff = ms_flag("kubelet-backoff-ms", opts_.backoff);
   opts_.backoff_cap = opts_.backoff * 30;
   opts_.probe_cap = ms_flag("kubelet-probe-max-ms", opts_.probe_cap);
+  if (!f.Value("kubelet-pod-cpu-shares").empty()) {
+    const int n = std::stoi(f.Value("kubelet-pod-cpu-shares"));
+    if (n != 0 && (n < 2 || n > 262144)) {
+      throw std::invalid_argument("--kubelet-pod-cpu-shares wants 0 (none) or 2..262144");
+    }
+    opts_.pod_cpu_shares = n;
+  }
   if (opts_.sync.count() == 0) opts_.sync = milliseconds(1);
   if (opts_.state_dir.empty()) {
     std::string tmpl = (fs::temp_directory_path() / "kubesim-kubelet-XXXXXX").string();
@@ -259,6 +266,7 @@ void Kubelet::Start(const controllers::ControllerContext& ctx) {
                  sandbox_error_.c_str());
   }
 
+  SetUpPodCgroup();
   ips_.ClaimBlock();
   std::fprintf(stderr, "kubesim: kubelet: pod addresses from %s.0.0/16\n", ips_.Block().c_str());
 
@@ -350,6 +358,7 @@ void Kubelet::Stop() {
     std::lock_guard<std::mutex> lock(p->mu);
     Teardown(*p);
   }
+  RemovePodCgroup();
   if (own_state_dir_) {
     std::error_code ec;
     fs::remove_all(opts_.state_dir, ec);
@@ -789,6 +798,42 @@ void Kubelet::ForgetAwaits(const std::string& pod_key) {
   }
 }
 
+void Kubelet::SetUpPodCgroup() {
+  const std::string root = "/sys/fs/cgroup/cpu";
+  if (opts_.pod_cpu_shares == 0 || !sandbox_error_.empty() || access(root.c_str(), W_OK) != 0) {
+    return;
+  }
+  // Leftovers of kubesims that died without cleaning up (rmdir only removes empty cgroups).
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(root, ec)) {
+    const std::string n = e.path().filename().string();
+    if (n.rfind("kubesim-pods-", 0) != 0) continue;
+    const std::string pid = n.substr(13);
+    if (pid != std::to_string(getpid()) && !fs::exists("/proc/" + pid)) rmdir(e.path().c_str());
+  }
+  const std::string dir = root + "/kubesim-pods-" + std::to_string(getpid());
+  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return;
+  const int fd = open((dir + "/cpu.shares").c_str(), O_WRONLY | O_CLOEXEC);
+  const std::string v = std::to_string(opts_.pod_cpu_shares);
+  const bool ok = fd >= 0 && write(fd, v.data(), v.size()) == static_cast<ssize_t>(v.size());
+  if (fd >= 0) close(fd);
+  if (!ok) {
+    rmdir(dir.c_str());
+    return;
+  }
+  pod_cgroup_ = dir;
+  std::fprintf(stderr, "kubesim: kubelet: containers share the CPU cgroup %s (cpu.shares %d)\n",
+               dir.c_str(), opts_.pod_cpu_shares);
+}
+
+void Kubelet::RemovePodCgroup() {
+  if (pod_cgroup_.empty()) return;
+  // The last processes may take a moment to leave after SIGKILL.
+  for (int i = 0; i < 50 && rmdir(pod_cgroup_.c_str()) != 0 && errno == EBUSY; ++i)
+    std::this_thread::sleep_for(milliseconds(20));
+  pod_cgroup_.clear();
+}
+
 bool Kubelet::EnsureSandbox(Pod& p, const json& pod) {
   if (p.sandbox) return true;
   p.ip = ips_.Acquire(p.uid);
@@ -1216,6 +1261,7 @@ bool Kubelet::StartContainer(Pod& p, const json& pod, Container& c) {
   s.work = c.run_dir + "/work";
   s.mounts = mounts;
   s.hide = {opts_.state_dir};
+  if (!pod_cgroup_.empty()) s.cgroup_procs = pod_cgroup_ + "/cgroup.procs";
   c.error_file = c.run_dir + "/start-error";
   c.ns_file = c.run_dir + "/mntns";
   UnpinNamespace(c);
@@ -1613,7 +1659,10 @@ KUBESIM_REGISTER_CONTROLLER({"kubelet",
                               {"kubelet-dir", "kubelet state dir (default: a temp dir)"},
                               {"kubelet-sync-ms", "resync of waiting pods (default 10000)"},
                               {"kubelet-backoff-ms", "first image-pull/crash back-off (10000)"},
-                              {"kubelet-probe-max-ms", "cap on probe delays/periods (0 = none)"}},
+                              {"kubelet-probe-max-ms", "cap on probe delays/periods (0 = none)"},
+                              {"kubelet-pod-cpu-shares",
+                               "cpu.shares of the one cgroup holding all containers, so pods "
+                               "cannot starve kubesim (default 1024, 0 = no cgroup)"}},
                              200});
 
 }  // namespace kubesim::node

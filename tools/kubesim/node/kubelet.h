@@ -45,6 +45,7 @@ struct KubeletOptions {
   std::chrono::milliseconds backoff{10000};  // first image-pull / crash-loop back-off
   std::chrono::milliseconds backoff_cap{300000};
   std::chrono::milliseconds probe_cap{0};  // caps probe initialDelay/period (0 = none)
+  int pod_cpu_shares = 1024;  // cpu.shares of the cgroup holding every container (0 = none)
 };
 
 class Kubelet : public controllers::Controller {
@@ -121,6 +122,14 @@ class Kubelet : public controllers::Controller {
   void Teardown(Pod& p);
   bool EnsureSandbox(Pod& p, const nlohmann::json& pod);
   bool EnsureVolumes(Pod& p, const nlohmann::json& pod);
+  // One CPU cgroup (cgroup v1 cpu controller) for all of this kubelet's containers, so that
+  // hundreds of them share the CPU of one scheduling group instead of one each (every container
+  // is a session: with autogroup scheduling each session weighs as much as kubesim) and cannot
+  // starve kubesim's API server and controllers — a real cluster runs its control plane apart, or
+  // keeps kube-reserved CPU. Best effort: without a writable cgroup fs containers run as before.
+  void SetUpPodCgroup();
+  void RemovePodCgroup();
+  std::string pod_cgroup_;  // its dir ("" = none)
   // Tries to start `c` (image, command, config); false leaves it waiting with a reason.
   bool StartContainer(Pod& p, const nlohmann::json& pod, Container& c);
   void ReapExit(Pod& p, const nlohmann::json& pod, Container& c);

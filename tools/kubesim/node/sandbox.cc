@@ -32,10 +32,18 @@ json SandboxSpec::ToJson() const {
                            {"readOnly", m.read_only},
                            {"file", m.file}});
   }
-  return {{"argv", argv},          {"env", env},           {"cwd", cwd},
-          {"root", root},          {"upper", upper},       {"work", work},
-          {"mounts", mounts_json}, {"hide", hide},         {"errorFile", error_file},
-          {"nsFile", ns_file},     {"shmBytes", shm_bytes}};
+  return {{"argv", argv},
+          {"env", env},
+          {"cwd", cwd},
+          {"root", root},
+          {"upper", upper},
+          {"work", work},
+          {"mounts", mounts_json},
+          {"hide", hide},
+          {"errorFile", error_file},
+          {"nsFile", ns_file},
+          {"shmBytes", shm_bytes},
+          {"cgroupProcs", cgroup_procs}};
 }
 
 SandboxSpec SandboxSpec::FromJson(const json& j) {
@@ -60,6 +68,7 @@ SandboxSpec SandboxSpec::FromJson(const json& j) {
   s.error_file = j.value("errorFile", "");
   s.ns_file = j.value("nsFile", "");
   s.shm_bytes = j.value("shmBytes", int64_t{64} << 20);
+  s.cgroup_procs = j.value("cgroupProcs", "");
   return s;
 }
 

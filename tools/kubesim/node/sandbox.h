@@ -47,6 +47,9 @@ struct SandboxSpec {
   std::string ns_file;
   // Size of the private /dev/shm when no volume is mounted there (bytes).
   int64_t shm_bytes = 64ll << 20;
+  // A cgroup.procs file the launcher joins before the command (and exec probes) run: every
+  // container of the kubelet in one CPU cgroup ("" = none). See Kubelet::SetUpPodCgroup.
+  std::string cgroup_procs;
 
   nlohmann::json ToJson() const;
   static SandboxSpec FromJson(const nlohmann::json& j);

@@ -194,10 +194,20 @@ int Fail(const SandboxSpec&, const std::string& msg) {
   return kStartErrorExit;
 }
 
+// Moves this process into the pods' CPU cgroup (best effort: a container still runs without it).
+void JoinCgroup(const SandboxSpec& s) {
+  if (s.cgroup_procs.empty()) return;
+  const int fd = open(s.cgroup_procs.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  (void)!write(fd, "0", 1);  // 0 = the writing process
+  close(fd);
+}
+
 int Run(const SandboxSpec& s) {
   if (!s.error_file.empty()) {
     g_error_fd = open(s.error_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   }
+  JoinCgroup(s);
   if (unshare(CLONE_NEWNS) != 0) return Fail(s, "unshare(CLONE_NEWNS): " + Errno());
   if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
     return Fail(s, "making / private: " + Errno());
@@ -271,6 +281,7 @@ int Run(const SandboxSpec& s) {
 }
 
 int ExecIn(pid_t pid, const SandboxSpec& s, const std::vector<std::string>& argv) {
+  JoinCgroup(s);
   const std::string ns = "/proc/" + std::to_string(pid) + "/ns/mnt";
   const int fd = open(ns.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
