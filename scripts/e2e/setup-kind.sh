@@ -12,7 +12,7 @@
 #   - the KubeRay operator (Helm chart kuberay/kuberay-operator, default 1.7.0; 1.4 or newer) in
 #     namespace kuberay-system;
 #   - node label starforge/gpu-series=SERIES, and GPUS fake nvidia.com/gpu advertised on the node
-#     (extended resource in its status) so capacity and admission have a series to count; pods
+#     (extended resource in its status) so the capacity page has GPUs to count; pods
 #     request no GPUs (FORGE_K8S_GPU_PASSTHROUGH=0);
 #   - namespace starforge, deploy/namespace.yaml and deploy/rbac.yaml (ServiceAccount forge);
 #   - an RWO PersistentVolume (hostPath /starforge-storage) and PVC starforge-storage, so files

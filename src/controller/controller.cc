@@ -129,6 +129,22 @@ class Reconciler {
                   "cancelled before it was submitted to the fleet");
   }
 
+  // The spec of a job not yet submitted, or nullopt with *stop set when the job ends here
+  // instead: a cancel was requested, or its stored spec no longer parses.
+  std::optional<jobspec::JobSpec> SpecBeforeSubmit(const Job& job, Outcome* stop) {
+    if (job.cancel_requested) {
+      *stop = CancelledBeforeSubmit(job);
+      return std::nullopt;
+    }
+    std::string error;
+    auto spec = Spec(job, &error);
+    if (!spec) {
+      *stop = Finish(job, Phase::kFailed, reasons::kPackagingFailed,
+                     "the stored JobSpec is not valid: " + error);
+    }
+    return spec;
+  }
+
   std::optional<jobspec::JobSpec> Spec(const Job& job, std::string* error) {
     try {
       jobspec::ParseResult r =
@@ -161,13 +177,9 @@ class Reconciler {
   }
 
   Outcome Queued(const Job& job) {
-    if (job.cancel_requested) return CancelledBeforeSubmit(job);
-    std::string error;
-    auto spec = Spec(job, &error);
-    if (!spec) {
-      return Finish(job, Phase::kFailed, reasons::kPackagingFailed,
-                    "the stored JobSpec is not valid: " + error);
-    }
+    Outcome stop;
+    const auto spec = SpecBeforeSubmit(job, &stop);
+    if (!spec) return stop;
     // Admitted at submit already; the fleet may have changed since (e.g. a restart with
     // other settings).
     const fleet::Admission admission = fleet_->Admit(*spec);
@@ -181,13 +193,9 @@ class Reconciler {
   }
 
   Outcome Packaging(const Job& job) {
-    if (job.cancel_requested) return CancelledBeforeSubmit(job);
-    std::string error;
-    auto spec = Spec(job, &error);
-    if (!spec) {
-      return Finish(job, Phase::kFailed, reasons::kPackagingFailed,
-                    "the stored JobSpec is not valid: " + error);
-    }
+    Outcome stop;
+    const auto spec = SpecBeforeSubmit(job, &stop);
+    if (!spec) return stop;
     if (job.upload_path.empty()) {
       return Finish(job, Phase::kFailed, reasons::kPackagingFailed,
                     "no code was uploaded with the job: submit it with --code DIR");

@@ -531,7 +531,7 @@ struct KubeRayFleet::Impl {
     }
     const auto capacity = kuberay::ComputeCapacity(
         Values(nodes->Snapshot()), Values(all_pods->Snapshot()), o.config.k8s_gpu_node_label);
-    const kuberay::FitCheck fit = kuberay::CheckFits(spec, capacity);
+    const kuberay::FitCheck fit = kuberay::CheckFits(spec, capacity, o.config.k8s_gpu_passthrough);
     if (!fit.possible) return {false, fit.message, fit.field};
     return {};
   }
@@ -627,7 +627,8 @@ struct KubeRayFleet::Impl {
       return obs;
     }
     const bool cancelled = IsCancelled(job_id);
-    if (!rj) {
+    // The RayJob is gone (or going) before the job ended: a cancel of ours, or someone else's.
+    auto deleted = [&](const std::string& how) {
       if (cancelled) {
         obs.state = State::kCancelled;
         obs.message = "cancelled: StarForge deleted RayJob " + ns + "/" + name;
@@ -635,25 +636,15 @@ struct KubeRayFleet::Impl {
         obs.state = State::kFailed;
         obs.reason = "RayJobDeleted";
         obs.message =
-            "RayJob " + ns + "/" + name + " was deleted outside StarForge before the job ended";
+            "RayJob " + ns + "/" + name + " " + how + " outside StarForge before the job ended";
       }
       return obs;
-    }
+    };
+    if (!rj) return deleted("was deleted");
     const kuberay::StatusView sv = kuberay::ReadStatus(*rj);
     const JobObjects objs = Gather(*rj, name);
     obs.events = ToFleetEvents(kuberay::NormalizeEvents(objs.events));
-    if (Deleting(*rj) && !sv.terminal) {
-      if (cancelled) {
-        obs.state = State::kCancelled;
-        obs.message = "cancelled: StarForge deleted RayJob " + ns + "/" + name;
-      } else {
-        obs.state = State::kFailed;
-        obs.reason = "RayJobDeleted";
-        obs.message = "RayJob " + ns + "/" + name +
-                      " is being deleted outside StarForge before the job ended";
-      }
-      return obs;
-    }
+    if (Deleting(*rj) && !sv.terminal) return deleted("is being deleted");
     switch (sv.state) {
       case RayJobState::kPending:
       case RayJobState::kUnknown: {

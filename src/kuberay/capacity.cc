@@ -199,7 +199,8 @@ json ToJson(const std::vector<SeriesCapacity>& capacity, const std::string& gpu_
   return json{{"gpuNodeLabel", gpu_label}, {"series", series}};
 }
 
-FitCheck CheckFits(const jobspec::JobSpec& spec, const std::vector<SeriesCapacity>& capacity) {
+FitCheck CheckFits(const jobspec::JobSpec& spec, const std::vector<SeriesCapacity>& capacity,
+                   bool gpus_requested) {
   std::vector<std::string> problems;
   FitCheck result;
   for (size_t i = 0; i < spec.pools.size(); ++i) {
@@ -214,7 +215,7 @@ FitCheck CheckFits(const jobspec::JobSpec& spec, const std::vector<SeriesCapacit
       problem = "pool " + pool.name + " asks for machines of series " + pool.gpu_series +
                 ", but no node of series " + pool.gpu_series + " exists";
       field = path + ".gpuSeries";
-    } else if (pool.gpus_per_machine > it->max_node_allocatable) {
+    } else if (gpus_requested && pool.gpus_per_machine > it->max_node_allocatable) {
       problem = "pool " + pool.name + " asks for " + Plural(pool.gpus_per_machine, "GPU", "GPUs") +
                 " per machine of series " + pool.gpu_series + "; nodes of " + pool.gpu_series +
                 " have at most " + std::to_string(it->max_node_allocatable) + " (" +

@@ -265,7 +265,7 @@ class CheckFitsTest : public ::testing::TestWithParam<FitCase> {};
 
 TEST_P(CheckFitsTest, Decides) {
   const FitCase& c = GetParam();
-  const FitCheck r = CheckFits(testing::JobFrom(c.job), Cluster());
+  const FitCheck r = CheckFits(testing::JobFrom(c.job), Cluster(), true);
   EXPECT_EQ(r.possible, c.possible);
   EXPECT_EQ(r.field, c.field);
   EXPECT_EQ(r.message, c.message);
@@ -342,22 +342,39 @@ image: img:1
 entrypoint: python x.py
 pools: [{name: train, gpuSeries: h200, gpusPerMachine: 8}]
 )");
-  EXPECT_EQ(CheckFits(job, {}).message,
+  EXPECT_EQ(CheckFits(job, {}, true).message,
             "pool train asks for machines of series h200, but no node of series h200 exists; "
             "series that exist: none");
   json small = Node("h200-small", "h200", 4);
   const auto cap =
       ComputeCapacity({Node("h200-big", "h200", 8), small, Node("x", "l4", 1)}, {}, kLabel);
-  EXPECT_TRUE(CheckFits(job, cap).possible);
+  EXPECT_TRUE(CheckFits(job, cap, true).possible);
   const auto job16 = testing::JobFrom(R"(
 name: a
 image: img:1
 entrypoint: python x.py
 pools: [{name: train, gpuSeries: h200, gpusPerMachine: 16}]
 )");
-  EXPECT_EQ(CheckFits(job16, cap).message,
+  EXPECT_EQ(CheckFits(job16, cap, true).message,
             "pool train asks for 16 GPUs per machine of series h200; nodes of h200 have at most 8 "
             "(2 nodes); series that exist: h200 (2 nodes, 4-8 GPUs), l4 (1 node, 1 GPU)");
+}
+
+// FORGE_K8S_GPU_PASSTHROUGH=0 (a kind cluster without GPUs): pods request no GPUs, so nodes that
+// advertise none still take GPU pools of their series; a series that does not exist still rejects.
+TEST(CheckFits, WithoutGpuPassthroughOnlyTheSeriesMustExist) {
+  const auto job = testing::JobFrom(R"(
+name: a
+image: img:1
+entrypoint: python x.py
+pools: [{name: train, gpuSeries: h200, machines: 2, gpusPerMachine: 8}]
+)");
+  const auto cap = ComputeCapacity({Node("kind-worker", "h200", 0)}, {}, kLabel);
+  EXPECT_FALSE(CheckFits(job, cap, true).possible);
+  const FitCheck r = CheckFits(job, cap, false);
+  EXPECT_TRUE(r.possible) << r.message;
+  const auto other = ComputeCapacity({Node("kind-worker", "h100", 0)}, {}, kLabel);
+  EXPECT_EQ(CheckFits(job, other, false).field, "pools[0].gpuSeries");
 }
 
 }  // namespace

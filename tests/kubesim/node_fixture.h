@@ -141,7 +141,7 @@ class Cluster {
 
 // Polls `pred` until it holds or `timeout` passes.
 inline bool WaitFor(const std::function<bool()>& pred,
-                    std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+                    std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
   return starforge::support::Eventually(pred, timeout, std::chrono::milliseconds(50));
 }
 

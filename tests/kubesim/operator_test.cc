@@ -269,7 +269,7 @@ std::string Enc(const std::string& s) {
   return out;
 }
 
-bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout = 20s) {
+bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout = 60s) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
     if (pred()) return true;
@@ -852,7 +852,7 @@ json RunToRunning(const Sim& sim, const std::string& ns, const json& rj) {
 }
 
 std::string WaitJds(const Sim& sim, const std::string& ns, const std::string& name,
-                    const std::string& want, std::chrono::milliseconds timeout = 20s) {
+                    const std::string& want, std::chrono::milliseconds timeout = 60s) {
   std::string got;
   WaitFor(
       [&] {
@@ -977,7 +977,7 @@ TEST(Operator, ActiveDeadlineWhileRunning) {
   ASSERT_TRUE(WaitFor([&] {
     return RayJobStatus(sim, "default", "deadline").value("jobStatus", "") == "RUNNING";
   }));
-  EXPECT_EQ(WaitJds(sim, "default", "deadline", "Failed", 10s), "Failed");
+  EXPECT_EQ(WaitJds(sim, "default", "deadline", "Failed", 30s), "Failed");
   st = RayJobStatus(sim, "default", "deadline");
   EXPECT_EQ(st["reason"], "DeadlineExceeded");
   EXPECT_EQ(st["jobStatus"], "RUNNING");
@@ -1016,7 +1016,7 @@ TEST(Operator, ActiveDeadlineWhileInitializing) {
   ASSERT_TRUE(WaitFor([&] { return provisioning(RayJobStatus(sim, "default", "stuck")); }))
       << RayJobStatus(sim, "default", "stuck").dump();
   sim.MergePatch(RjPath("default", "stuck"), {{"spec", {{"activeDeadlineSeconds", 1}}}});
-  EXPECT_EQ(WaitJds(sim, "default", "stuck", "Failed", 10s), "Failed");
+  EXPECT_EQ(WaitJds(sim, "default", "stuck", "Failed", 30s), "Failed");
   json st = RayJobStatus(sim, "default", "stuck");
   EXPECT_EQ(st["reason"], "DeadlineExceeded");
   EXPECT_FALSE(st.contains("jobStatus"));
@@ -1031,7 +1031,7 @@ TEST(Operator, PreRunningDeadline) {
   FakeRay ray;
   Sim sim(Args(ray.port()));
   sim.Create(RjPath("default"), MakeRayJob("prerun", {{"preRunningDeadlineSeconds", 2}}));
-  EXPECT_EQ(WaitJds(sim, "default", "prerun", "Failed", 10s), "Failed");
+  EXPECT_EQ(WaitJds(sim, "default", "prerun", "Failed", 30s), "Failed");
   json st = RayJobStatus(sim, "default", "prerun");
   EXPECT_EQ(st["reason"], "PreRunningDeadlineExceeded");
   const std::string start = st["startTime"];

@@ -59,7 +59,10 @@ struct FitCheck {
 
 // Not possible when a pool names a series with no node, or asks more GPUs per machine than the
 // largest allocatable of any node of its series. Pools without a series are not checked.
-FitCheck CheckFits(const jobspec::JobSpec& spec, const std::vector<SeriesCapacity>& capacity);
+// `gpus_requested` false (FORGE_K8S_GPU_PASSTHROUGH=0): pods request no nvidia.com/gpu, so a
+// node's GPU count bounds nothing and only the series must exist.
+FitCheck CheckFits(const jobspec::JobSpec& spec, const std::vector<SeriesCapacity>& capacity,
+                   bool gpus_requested);
 
 // Effective GPU request of one pod as the scheduler and `kubectl describe node` count it
 // (max(Σ containers + sidecars, each init container + sidecars so far) + overhead).
