@@ -334,6 +334,7 @@ struct KubeRayFleet::Impl {
     std::lock_guard lock(mu);
     cancelled_ids.erase(job_id);
     collect_failures.erase(job_id);
+    delete_accepted.erase(job_id);
     for (auto it = init_logs.begin(); it != init_logs.end();) {
       it = it->second.job_id == job_id ? init_logs.erase(it) : std::next(it);
     }
@@ -818,18 +819,28 @@ struct KubeRayFleet::Impl {
       return "RayJob " + ns + "/" + name + " is being deleted (waiting for its finalizers: " +
              Field(Field(rj, "metadata"), "finalizers").dump() + ")";
     };
-    // Read the world first: a RayJob the informer already sees going (its finalizer is stopping
-    // the Ray job) needs no second DELETE on every retry. Absent from the cache, the DELETE still
-    // goes out: its 404 is what proves the RayJob gone, the cache may lag.
+    // Read the world first: a RayJob the informer still sees (going: its finalizer is stopping
+    // the Ray job; or not yet showing the DELETE the server accepted, the cache lags) needs no
+    // second DELETE on every retry. Absent from the cache, the DELETE still goes out: its 404 is
+    // what proves the RayJob gone, the cache may lag.
     if (rayjobs->HasSynced()) {
-      if (auto cached = rayjobs->Get(Key(name)); cached && Deleting(*cached))
+      bool accepted = false;
+      {
+        std::lock_guard lock(mu);
+        accepted = delete_accepted.count(job_id) != 0;
+      }
+      if (auto cached = rayjobs->Get(Key(name)); cached && (accepted || Deleting(*cached)))
         return waiting(*cached);
     }
     kube::DeleteOptions d;
     d.propagation_policy = "Background";
     try {
       const json r = client.Delete(res::kRayJobs, ns, name, d);
-      if (Str(r, "kind") == "RayJob" && Deleting(r)) return waiting(r);
+      if (Str(r, "kind") == "RayJob" && Deleting(r)) {
+        std::lock_guard lock(mu);
+        delete_accepted.insert(job_id);
+        return waiting(r);
+      }
     } catch (const kube::ApiError& e) {
       if (!kube::IsNotFound(e)) return "deleting RayJob " + ns + "/" + name + ": " + Describe(e);
     }
@@ -912,10 +923,11 @@ struct KubeRayFleet::Impl {
   std::unique_ptr<kube::Informer> rayjobs, rayclusters, jobs, pods, events, nodes, all_pods;
   fs::path cancelled_dir;
 
-  std::mutex mu;  // guards the three below
+  std::mutex mu;  // guards the four below
   std::set<std::string> cancelled_ids;
   std::map<std::string, InitLog> init_logs;  // "<pod uid>/<restarts>" → tail
   std::map<std::string, int> collect_failures;
+  std::set<std::string> delete_accepted;  // job ids whose RayJob's DELETE the server accepted
 
   std::mutex sweep_mu;
   std::condition_variable sweep_cv;
