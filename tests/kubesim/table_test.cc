@@ -2,6 +2,8 @@
 // the kinds kubesim serves, the CRD columns, Accept negotiation and the Table envelope.
 #include "table.h"
 
+#include "status.h"
+
 #include <string>
 
 #include <gtest/gtest.h>
