@@ -99,8 +99,8 @@ suite() { # base-url curl-args...
       "reason":"Unrelated","message":"x","type":"Normal"}'
   out=$(k get events --field-selector involvedObject.name=rayjob-sample 2>&1) || fail "events: $out"
   # (kubectl's default columns come from kubesim's Tables: tests/kubesim/kubectl_table.sh.)
-  expect_contains "$out" "rayjob-sample.1" "get events --field-selector"
-  [[ $out != *other.1* ]] || fail "field selector not applied: $out"
+  expect_contains "$out" "CreatedRayCluster   rayjob/rayjob-sample" "get events --field-selector"
+  [[ $out != *Unrelated* ]] || fail "field selector not applied: $out"
   out=$(k get events --field-selector involvedObject.name=rayjob-sample -o jsonpath='{.items[*].reason}' 2>&1)
   [[ $out == CreatedRayCluster ]] || fail "events jsonpath: got [$out]"
 
