@@ -665,7 +665,11 @@ json Columns(const Printer& p) {
 }
 
 json Cells(const Printer& p, const json& obj, int64_t now) {
-  json ignored;
+  json conditions;
+  return CellsAndConditions(p, obj, now, &conditions);
+}
+
+json CellsAndConditions(const Printer& p, const json& obj, int64_t now, json* conditions) {
   const std::string name = Str(obj, {"metadata", "name"});
   const std::string created = Str(obj, {"metadata", "creationTimestamp"});
   if (p.custom) {
@@ -680,7 +684,7 @@ json Cells(const Printer& p, const json& obj, int64_t now) {
     return cells;
   }
   if (p.group.empty()) {
-    if (p.plural == "pods") return PodCells(obj, now, &ignored);
+    if (p.plural == "pods") return PodCells(obj, now, conditions);
     if (p.plural == "nodes") return NodeCells(obj, now);
     if (p.plural == "events") return EventCells(obj, now);
     if (p.plural == "services") return ServiceCells(obj, now);
@@ -717,10 +721,7 @@ json ToTable(const Printer& p, const std::vector<json>& objects, const json& lis
   json rows = json::array();
   for (const json& obj : objects) {
     json conditions;
-    json cells = !p.custom && p.group.empty() && p.plural == "pods"
-                     ? PodCells(obj, now, &conditions)
-                     : Cells(p, obj, now);
-    json row = {{"cells", std::move(cells)}};
+    json row = {{"cells", CellsAndConditions(p, obj, now, &conditions)}};
     if (!conditions.is_null()) row["conditions"] = conditions;
     switch (o.include) {
       case IncludeObject::kNone:

@@ -45,6 +45,9 @@ nlohmann::json Columns(const Printer& p);
 // The cells of one object (in the form the resource presents it), as kube-apiserver fills them
 // (all columns, wide included). `now` is the unix time ages are computed against.
 nlohmann::json Cells(const Printer& p, const nlohmann::json& obj, int64_t now);
+// The same, plus the row's conditions (pods: `Completed` once Succeeded/Failed; else null).
+nlohmann::json CellsAndConditions(const Printer& p, const nlohmann::json& obj, int64_t now,
+                                  nlohmann::json* conditions);
 
 // A Table of `objects` (presented form). `list_meta` is the list's metadata (resourceVersion,
 // continue, remainingItemCount) or, for a single object, null (its resourceVersion is used).
