@@ -456,8 +456,6 @@ json JobCells(const json& job, int64_t now) {
     status = "Suspended";
   } else if (HasCondition(conds, "FailureTarget")) {
     status = "FailureTarget";
-  } else if (HasCondition(conds, "SuccessCriteriaMet")) {
-    status = "SuccessCriteriaMet";
   }
   std::vector<std::string> names, images;
   for (const json& c : Arr(job, {"spec", "template", "spec", "containers"})) {
