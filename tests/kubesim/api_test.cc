@@ -1162,3 +1162,68 @@ TEST(Kubesim, ServiceProxyStreams) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_TRUE(backend.forever_ended);
 }
+
+// Server-side Tables over HTTP (the printers themselves: table_test.cc; kubectl:
+// kubectl_table.sh).
+const std::string kTableAccept =
+    "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;"
+    "g=meta.k8s.io,application/json";
+
+TEST(Kubesim, TableForListGetAndWatch) {
+  Kubesim k;
+  auto c = k.Client();
+  Post(c, kRj, RayJob("rj1"));
+  Post(c, kRj, RayJob("rj2"));
+  const httplib::Headers accept = {{"Accept", kTableAccept}};
+  auto list = c.Get(kRj + "?limit=1", accept);
+  ASSERT_EQ(list->status, 200) << list->body;
+  EXPECT_EQ(list->get_header_value("Content-Type"), "application/json;as=Table;v=v1;g=meta.k8s.io");
+  json t = Body(list);
+  EXPECT_EQ(t["kind"], "Table");
+  EXPECT_EQ(t["columnDefinitions"][0]["name"], "Name");
+  EXPECT_EQ(t["columnDefinitions"][1]["name"], "job status");
+  EXPECT_EQ(t["rows"].size(), 1u);
+  EXPECT_EQ(t["rows"][0]["cells"][0], "rj1");
+  EXPECT_EQ(t["rows"][0]["object"]["kind"], "PartialObjectMetadata");
+  EXPECT_EQ(t["rows"][0]["object"]["metadata"]["name"], "rj1");
+  EXPECT_FALSE(t["metadata"]["continue"].get<std::string>().empty());  // paging kept
+  EXPECT_EQ(t["metadata"]["remainingItemCount"], 1);
+
+  json one = Body(c.Get(kRj + "/rj2?includeObject=Object", accept));
+  EXPECT_EQ(one["rows"].size(), 1u);
+  EXPECT_EQ(one["rows"][0]["object"]["kind"], "RayJob");
+  EXPECT_EQ(one["metadata"]["resourceVersion"],
+            one["rows"][0]["object"]["metadata"]["resourceVersion"]);
+  auto bad = c.Get(kRj + "?includeObject=All", accept);
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_EQ(Body(bad)["message"], "unrecognized includeObject value: \"All\"");
+  // Plain JSON first in the list, or no Accept: objects, never a Table.
+  EXPECT_EQ(Body(c.Get(kRj, {{"Accept", "application/json, " + kTableAccept}}))["kind"],
+            "RayJobList");
+  EXPECT_EQ(Body(c.Get(kRj))["kind"], "RayJobList");
+  // Status errors stay Status.
+  EXPECT_EQ(Body(c.Get(kRj + "/nope", accept))["kind"], "Status");
+
+  // Watch: one row per event, columns only on the first.
+  httplib::Client w = k.Client();
+  std::vector<json> got;
+  std::string buf;
+  w.Get(kRj + "?watch=1&timeoutSeconds=5&includeObject=None", accept,
+        [&](const char* data, size_t len) {
+          buf.append(data, len);
+          size_t nl;
+          while ((nl = buf.find('\n')) != std::string::npos) {
+            got.push_back(json::parse(buf.substr(0, nl)));
+            buf.erase(0, nl + 1);
+          }
+          return got.size() < 2;
+        });
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0]["type"], "ADDED");
+  EXPECT_EQ(got[0]["object"]["kind"], "Table");
+  EXPECT_EQ(got[0]["object"]["rows"].size(), 1u);
+  EXPECT_TRUE(got[0]["object"]["columnDefinitions"].is_array());
+  EXPECT_TRUE(got[1]["object"]["columnDefinitions"].is_null());
+  EXPECT_EQ(got[1]["object"]["rows"][0]["cells"][0], "rj2");
+  EXPECT_TRUE(got[1]["object"]["rows"][0]["object"].is_null());
+}

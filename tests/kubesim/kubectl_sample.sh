@@ -68,19 +68,20 @@ echo "rayjob-sample went through: $seen"
 [[ $seen == *"Initializing/"* && $seen == *"Running/"* ]] || fail "states seen: $seen"
 final=$(k get rayjob rayjob-sample -o jsonpath='{.status.jobDeploymentStatus}/{.status.reason}/{.status.jobStatus}')
 [[ $final == "Failed/AppFailed/FAILED" ]] || fail "sample ended $final (states: $seen)"
+# kubectl's default output is kubesim's server-side Table: the CRD's printer columns.
 table=$(k get rayjob rayjob-sample)
-[[ $table == *rayjob-sample* ]] || fail "get rayjob: $table"
+[[ $table == *"JOB STATUS"*"DEPLOYMENT STATUS"* && $table == *"rayjob-sample"*" FAILED "*" Failed "* ]] ||
+  fail "get rayjob: $table"
 cluster=$(k get rayjob rayjob-sample -o jsonpath='{.status.rayClusterName}')
 pods=$(k get pods -l "ray.io/cluster=$cluster" -o name)
 [[ $pods == *"$cluster-head-"* && $pods == *"$cluster-small-group-worker-"* ]] ||
   fail "cluster pods: $pods"
-# (kubesim answers kubectl's Table requests with plain lists, so phases are read with jsonpath.)
-k get pods -o custom-columns=NAME:.metadata.name,PHASE:.status.phase,NODE:.spec.nodeName,IP:.status.podIP
+k get pods -o wide
 phases=$(k get pods -l batch.kubernetes.io/job-name=rayjob-sample -o jsonpath='{.items[*].status.phase}')
 [[ $phases == *Succeeded* ]] || fail "submitter pod phases: $phases"
-# (kubectl's default table needs server-side Table output, which kubesim leaves out; columns
-# chosen on the client show the same.)
-events=$(k get events -o custom-columns=TYPE:.type,REASON:.reason,OBJECT:.involvedObject.name,MESSAGE:.message)
+submitter=$(k get pods -l batch.kubernetes.io/job-name=rayjob-sample)
+[[ $submitter == *" Completed "* ]] || fail "submitter pod STATUS: $submitter"
+events=$(k get events)
 echo "$events" | head -n 12
 for reason in CreatedRayCluster CreatedRayJobSubmitter CreatedHeadPod Scheduled Started; do
   [[ $events == *"$reason"* ]] || fail "no $reason event in: $events"

@@ -2,6 +2,7 @@
 // and the status subresource. Every write goes through Admit(): decoding checks, unknown-field
 // handling (fieldValidation), defaulting, ObjectMeta and schema validation.
 #include <algorithm>
+#include <ctime>
 #include <random>
 
 #include "patch.h"
@@ -130,6 +131,39 @@ json Present(const ResourceInfo& r, json obj) {
   return obj;
 }
 
+std::optional<table::Options> TableRequested(const httplib::Request& req, const Target& t) {
+  if (!t.sub.empty()) return std::nullopt;
+  auto gv = table::NegotiateTable(req.get_header_value("Accept"));
+  if (!gv) return std::nullopt;
+  table::Options o;
+  o.group_version = *gv;
+  o.include = table::ParseIncludeObject(Param(req, "includeObject"));
+  return o;
+}
+
+table::Printer PrinterFor(const ResourceInfo& r) {
+  table::Printer p;
+  p.group = r.group;
+  p.plural = r.plural;
+  if (r.crd != nullptr) {
+    p.custom = true;
+    p.crd_columns = json::array();
+    for (const json& v : r.crd->crd["spec"].value("versions", json::array())) {
+      if (v.value("name", "") == r.version && v.contains("additionalPrinterColumns")) {
+        p.crd_columns = v["additionalPrinterColumns"];
+      }
+    }
+  }
+  return p;
+}
+
+void WriteTable(httplib::Response& res, const json& table) {
+  const std::string gv = table.value("apiVersion", "meta.k8s.io/v1");
+  res.status = 200;
+  res.set_content(table.dump(),
+                  "application/json;as=Table;v=" + gv.substr(gv.find('/') + 1) + ";g=meta.k8s.io");
+}
+
 json Server::Admit(const httplib::Request& req, httplib::Response& res, const Target& t, json obj,
                    const json* old) {
   const ResourceInfo& r = *t.r;
@@ -178,10 +212,16 @@ json Server::Admit(const httplib::Request& req, httplib::Response& res, const Ta
   return obj;
 }
 
-void Server::Get(const httplib::Request&, httplib::Response& res, const Target& t) {
+void Server::Get(const httplib::Request& req, httplib::Response& res, const Target& t) {
+  const auto as_table = TableRequested(req, t);
   std::lock_guard<std::mutex> lock(store_.mu);
   json* obj = store_.Get(t.r->storage, t.ns, t.name);
   if (obj == nullptr) throw NotFoundError(*t.r, t.name);
+  if (as_table) {
+    WriteTable(res, table::ToTable(PrinterFor(*t.r), {Present(*t.r, *obj)}, nullptr, *as_table,
+                                   std::time(nullptr)));
+    return;
+  }
   WriteJson(res, 200, Present(*t.r, *obj));
 }
 
@@ -222,6 +262,7 @@ void Server::List(const httplib::Request& req, httplib::Response& res, const Tar
       throw BadRequest("invalid limit: " + Param(req, "limit"));
     }
   }
+  const auto as_table = TableRequested(req, t);
   std::lock_guard<std::mutex> lock(store_.mu);
   uint64_t list_rv = store_.CurrentRv();
   std::string after;
@@ -262,6 +303,11 @@ void Server::List(const httplib::Request& req, httplib::Response& res, const Tar
   if (more) {
     md["continue"] = EncodeContinue(list_rv, last_key);
     md["remainingItemCount"] = remaining;
+  }
+  if (as_table) {
+    WriteTable(res, table::ToTable(PrinterFor(*t.r), items.get<std::vector<json>>(), md, *as_table,
+                                   std::time(nullptr)));
+    return;
   }
   WriteJson(res, 200,
             {{"kind", t.r->kind + "List"},

@@ -20,6 +20,7 @@
 #include "resources.h"
 #include "status.h"
 #include "store.h"
+#include "table.h"
 
 namespace kubesim {
 
@@ -129,7 +130,16 @@ class Server {
 nlohmann::json ToStorage(const ResourceInfo& r, nlohmann::json obj);
 nlohmann::json Present(const ResourceInfo& r, nlohmann::json obj);
 
+// The Table a GET/list/watch asked for (Accept `as=Table`), or nullopt for plain JSON; throws
+// 400 on a bad includeObject.
+std::optional<table::Options> TableRequested(const httplib::Request& req, const Target& t);
+// The printer of a resource: built-in kinds by name, custom resources from their CRD's
+// additionalPrinterColumns for the served version.
+table::Printer PrinterFor(const ResourceInfo& r);
+
 void WriteJson(httplib::Response& res, int code, const nlohmann::json& body);
+// A Table body, with kube-apiserver's Content-Type for it.
+void WriteTable(httplib::Response& res, const nlohmann::json& table);
 void WriteError(httplib::Response& res, const ApiError& e);
 
 }  // namespace kubesim

@@ -4,6 +4,7 @@
 // (410 Expired) when the requested resourceVersion is older than the history.
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <memory>
 
 #include "selectors.h"
@@ -23,10 +24,24 @@ struct WatchState {
   std::vector<std::string> pending;  // encoded lines to write first
   bool expired = false;
   bool done = false;
+  // as=Table: each event's object is a Table of one row; only the first carries the columns.
+  std::optional<table::Options> as_table;
+  table::Printer printer;
 };
 
 std::string Line(const std::string& type, const json& object) {
   return json{{"type", type}, {"object", object}}.dump() + "\n";
+}
+
+// One event line; a Status (ERROR) stays a Status, a BOOKMARK becomes a Table without rows.
+std::string Encode(WatchState& st, const std::string& type, const json& object) {
+  if (!st.as_table || type == "ERROR") return Line(type, object);
+  const int64_t now = std::time(nullptr);
+  json t = type == "BOOKMARK"
+               ? table::ToTable(st.printer, {}, object["metadata"], *st.as_table, now)
+               : table::ToTable(st.printer, {object}, nullptr, *st.as_table, now);
+  st.as_table->no_headers = true;
+  return Line(type, t);
 }
 
 }  // namespace
@@ -61,6 +76,8 @@ void Server::Watch(const httplib::Request& req, httplib::Response& res, const Ta
   }
   const std::string ns = t.ns;
   auto st = std::make_shared<WatchState>();
+  st->as_table = TableRequested(req, t);
+  if (st->as_table) st->printer = PrinterFor(*r);
   const auto started = std::chrono::steady_clock::now();
   st->deadline = started + std::chrono::seconds(timeout_s);
   if (close_after_ms >= 0) {
@@ -73,7 +90,7 @@ void Server::Watch(const httplib::Request& req, httplib::Response& res, const Ta
     if (start_rv == 0) {
       for (const json* obj : store_.List(r->storage, ns)) {
         if (ls->Matches(*obj) && fs->Matches(*obj))
-          st->pending.push_back(Line("ADDED", Present(*r, *obj)));
+          st->pending.push_back(Encode(*st, "ADDED", Present(*r, *obj)));
       }
       st->cursor = store_.CurrentRv();
     } else if (start_rv < store_.OldestRv()) {
@@ -144,7 +161,7 @@ void Server::Watch(const httplib::Request& req, httplib::Response& res, const Ta
               } else if (was_match) {
                 type = "DELETED";
               }
-              if (!type.empty()) out.push_back(Line(type, Present(*r, it->object)));
+              if (!type.empty()) out.push_back(Encode(*st, type, Present(*r, it->object)));
             }
             if (!out.empty()) break;
             if (bookmarks && now >= st->next_bookmark) {
@@ -152,7 +169,7 @@ void Server::Watch(const httplib::Request& req, httplib::Response& res, const Ta
               json bm = {{"kind", r->kind},
                          {"apiVersion", r->ApiVersion()},
                          {"metadata", {{"resourceVersion", std::to_string(st->cursor)}}}};
-              out.push_back(Line("BOOKMARK", bm));
+              out.push_back(Encode(*st, "BOOKMARK", bm));
               break;
             }
             auto wake = std::min(st->deadline, now + std::chrono::milliseconds(500));
