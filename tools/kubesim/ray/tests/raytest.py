@@ -55,7 +55,7 @@ def http(method, url, body=None, data=None, timeout=10, headers=None):
         return e.code, e.read().decode()
 
 
-def wait_until(pred, timeout=20.0, interval=0.05, what="condition"):
+def wait_until(pred, timeout=60.0, interval=0.05, what="condition"):
     deadline = time.time() + timeout
     while time.time() < deadline:
         v = pred()
@@ -133,7 +133,7 @@ class Head:
         assert status == 200, (status, text)
         return json.loads(text)
 
-    def wait_status(self, sid, statuses=TERMINAL, timeout=30):
+    def wait_status(self, sid, statuses=TERMINAL, timeout=60):
         return wait_until(lambda: (lambda i: i if i["status"] in statuses else None)(self.info(sid)),
                           timeout=timeout, what="job %s in %s" % (sid, statuses))
 

@@ -114,7 +114,7 @@ class ClusterTest(TmpTestCase):
         head = Head(tmp, RAY_JOB_START_TIMEOUT_SECONDS=1).start()
         self.addCleanup(head.stop)
         sid = head.submit(entrypoint="true", entrypoint_num_gpus=2)
-        info = head.wait_status(sid, timeout=10)
+        info = head.wait_status(sid, timeout=60)
         self.assertEqual((info["status"], info["error_type"]), ("FAILED", "JOB_SUPERVISOR_ACTOR_START_TIMEOUT"))
         self.assertTrue(info["message"].startswith("Job supervisor actor failed to start within 1.0 seconds."))
         self.assertIn("Try checking the cluster's available resources with `ray status`", info["message"])
@@ -146,7 +146,7 @@ class ClusterTest(TmpTestCase):
         head.proc.kill()
         head.proc.wait()
         # Ray's fate-sharing watcher (`while kill -s 0 <supervisor>; ...; kill -9 -<pgid>`).
-        wait_until(lambda: not alive(pid), timeout=5, what="driver killed by the watcher")
+        wait_until(lambda: not alive(pid), timeout=30, what="driver killed by the watcher")
 
     def test_non_blocking_start_and_ray_stop(self):
         tmp = self.mkdtemp()

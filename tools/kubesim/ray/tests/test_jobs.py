@@ -241,7 +241,7 @@ class JobsTest(unittest.TestCase):
         procs = [int(p) for p in read(pids).split()]
         self.assertTrue(all(alive(p) for p in procs))
         self.assertEqual(http("POST", self.head.url + "/api/jobs/%s/stop" % sid), (200, '{"stopped": true}'))
-        info = self.head.wait_status(sid, timeout=10)
+        info = self.head.wait_status(sid, timeout=60)
         self.assertEqual(info["status"], "STOPPED")
         self.assertEqual(info["message"], "Job was intentionally stopped.")
         self.assertIsNone(info["driver_exit_code"])
@@ -265,7 +265,7 @@ class JobsTest(unittest.TestCase):
         sid = self.head.submit(entrypoint="sleep 1000 & echo $! > %s; echo done" % pidf)
         self.assertEqual(self.head.wait_status(sid)["status"], "SUCCEEDED")
         pid = int(read(pidf))
-        wait_until(lambda: not alive(pid), timeout=5, what="background sleep to die")
+        wait_until(lambda: not alive(pid), timeout=30, what="background sleep to die")
 
     def test_duplicate_submission_id(self):
         sid = self.sid("dup")
