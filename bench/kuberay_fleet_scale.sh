@@ -135,13 +135,14 @@ print("hello from", os.environ.get("FORGE_JOB_ID"), flush=True)
 EOF
 
 now() { date +%s.%N; }
-proc_stats() {  # PID: "cpu_seconds peak_rss_kib threads fds"
-  local cpu hwm threads fds
+proc_stats() {  # PID: "cpu_seconds peak_rss_kib rss_kib threads fds"
+  local cpu hwm rss threads fds
   cpu=$(awk -v hz="$(getconf CLK_TCK)" '{sub(/^.*\) /, ""); printf "%.2f", ($12 + $13) / hz}' "/proc/$1/stat")
   hwm=$(awk '/^VmHWM/ {print $2}' "/proc/$1/status")
+  rss=$(awk '/^VmRSS/ {print $2}' "/proc/$1/status")
   threads=$(awk '/^Threads/ {print $2}' "/proc/$1/status")
   fds=$(find "/proc/$1/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)
-  echo "$cpu $hwm $threads $fds"
+  echo "$cpu $hwm $rss $threads $fds"
 }
 snapshot() {  # NAME: both processes' figures into $work/NAME.stats
   { echo "serve $(proc_stats "$serve_pid")"; echo "kubesim $(proc_stats "$kubesim_pid")"; } >"$work/$1.stats"
@@ -184,7 +185,7 @@ EOF
       read -r done_n total_n phases <<<"$status"
       ((done_n == total_n)) && return 0
       if (($(date +%s) - last_print >= 10)); then
-        say "  $done_n/$total_n terminal and released ($phases)"
+        say "  $done_n/$total_n terminal and released ($phases); load $(cut -d" " -f1 /proc/loadavg)"
         last_print=$(date +%s)
       fi
     fi
@@ -243,6 +244,11 @@ run_phase() {  # PHASE COUNT SECONDS
     "$(awk -v a="$(cat "$work/$phase.t0")" -v b="$(cat "$work/$phase.submitted")" 'BEGIN {printf "%.1f", b - a}') s"
   wait_released "$phase" "$3" || { say "$phase: not every job terminal and released within $3 s"; rc=1; }
   now >"$work/$phase.t1"
+  # Each job with its timeline (the time spent in each phase), for the report.
+  mkdir -p "$work/$phase.detail"
+  while read -r i; do
+    api "/api/v1/jobs/$i" >"$work/$phase.detail/$i.json" 2>/dev/null || true
+  done <"$work/$phase.ids"
   # Before anything of ours reads the cluster (kubesim would count it).
   curl -fsS "$k8s/kubesim/requests" >"$work/$phase.requests.json"
   snapshot "$phase.after"
@@ -285,6 +291,7 @@ run_phase many "$N" "$timeout" || ok=false
 
 # An idle server: what it sends with no job (list/watch reconnects only, if it watches).
 curl -fsS -X DELETE "$k8s/kubesim/requests" >/dev/null
+snapshot idle.before
 sleep "$idle"
 curl -fsS "$k8s/kubesim/requests" >"$work/idle.requests.json"
 snapshot final
@@ -298,8 +305,9 @@ def read(name):
 def stats(name):
     out = {}
     for line in read(name + ".stats").splitlines():
-        who, cpu, hwm, threads, fds = line.split()
-        out[who] = {"cpu": float(cpu), "hwm": int(hwm) / 1024, "threads": int(threads), "fds": int(fds)}
+        who, cpu, hwm, rss, threads, fds = line.split()
+        out[who] = {"cpu": float(cpu), "hwm": int(hwm) / 1024, "rss": int(rss) / 1024,
+                    "threads": int(threads), "fds": int(fds)}
     return out
 def requests(name):
     r = json.load(open(os.path.join(work, name + ".requests.json")))["requests"]
@@ -323,6 +331,19 @@ for name, count in (("one", 1), ("many", n)):
     lat = sorted(when(jobs[i]["finishedAt"]) - when(jobs[i]["createdAt"])
                  for i in ids if i in jobs and jobs[i].get("finishedAt"))
     p["lat"] = lat
+    # Seconds spent in each phase (from the timelines), and finishedAt → last update (the release).
+    spent = {}
+    for i in ids:
+        try:
+            d = json.load(open(os.path.join(work, name + ".detail", i + ".json")))
+        except (OSError, ValueError):
+            continue
+        tl = d.get("timeline") or []
+        for a, b in zip(tl, tl[1:]):
+            spent.setdefault(a["to"], []).append(when(b["at"]) - when(a["at"]))
+        if d.get("finishedAt") and d.get("updatedAt"):
+            spent.setdefault("finished→released", []).append(when(d["updatedAt"]) - when(d["finishedAt"]))
+    p["spent"] = spent
     ph[name] = p
 one, many = ph["one"], ph["many"]
 
@@ -344,6 +365,13 @@ if one["lat"] and many["lat"]:
     mid = many["lat"][len(many["lat"]) // 2]
     plain("job createdAt→finishedAt, median (s)", one["lat"][0], mid)
     plain("job createdAt→finishedAt, max (s)", one["lat"][-1], many["lat"][-1])
+order = ["Queued", "Packaging", "Submitting", "Pending", "Running", "finished→released"]
+for k in order + sorted((set(one["spent"]) | set(many["spent"])) - set(order)):
+    a, b = one["spent"].get(k), many["spent"].get(k)
+    if a or b:
+        print("%-44s %12s %12s   (%d jobs: max %.1f)" % ("  time in %s, mean (s)" % k,
+              "%.1f" % (sum(a) / len(a)) if a else "-", "%.1f" % (sum(b) / len(b)) if b else "-",
+              len(b or []), max(b) if b else 0))
 row("API requests but list/watch", sum(one["other"].values()), sum(many["other"].values()), fmt="%12d")
 plain("list/watch requests (shared)", sum(one["lw"].values()), sum(many["lw"].values()), "%12d")
 plain("list/watch requests per minute", sum(one["lw"].values()) * 60 / one["wall"],
@@ -352,7 +380,8 @@ for who, label in (("serve", "forge serve"), ("kubesim", "kubesim")):
     row(label + " CPU (s)", one["after"][who]["cpu"] - one["before"][who]["cpu"],
         many["after"][who]["cpu"] - many["before"][who]["cpu"])
     plain(label + " peak RSS, VmHWM (MiB)", one["after"][who]["hwm"], many["after"][who]["hwm"], "%12.0f")
-fin = stats("final")
+    plain(label + " RSS after the phase (MiB)", one["after"][who]["rss"], many["after"][who]["rss"], "%12.0f")
+fin, idle_before = stats("final"), stats("idle.before")
 plain("forge serve threads / fds after the phase", one["after"]["serve"]["threads"],
       many["after"]["serve"]["threads"], "%12d")
 print("%-44s %12d %12d   (after idle: %d threads, %d fds)" % ("", one["after"]["serve"]["fds"],
@@ -370,8 +399,9 @@ for k in keys:
     print("%-36s %8d %8d %10s %8s%s" % (k, a, b, pj, ratio, "  (shared)" if shared else ""))
 idle_r = json.load(open(os.path.join(work, "idle.requests.json")))
 print()
-print("idle %d s after the jobs: %d requests (%s)" % (idle, idle_r["total"],
-      ", ".join("%s %d" % kv for kv in sorted(idle_r["requests"].items())) or "none"))
+print("idle %d s after the jobs: %d requests (%s); forge serve CPU %.1f s, RSS %.0f MiB at the end" % (
+      idle, idle_r["total"], ", ".join("%s %d" % kv for kv in sorted(idle_r["requests"].items())) or "none",
+      fin["serve"]["cpu"] - idle_before["serve"]["cpu"], fin["serve"]["rss"]))
 EOF
 
 bad=false
