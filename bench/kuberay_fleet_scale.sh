@@ -358,7 +358,8 @@ def row(label, a, b, per=True, fmt="%12.1f"):
     print("%-44s %s %s %s %8.2f" % (label, fmt % a, fmt % b, fmt % pj, ratio))
 def plain(label, a, b, fmt="%12.1f"):
     print("%-44s %s %s" % (label, fmt % a, fmt % b))
-plain("jobs Succeeded / submitted", one["succeeded"], many["succeeded"], "%12d")
+print("%-44s %12s %12s" % ("jobs Succeeded / submitted", "%d/%d" % (one["succeeded"], one["ids"]),
+                              "%d/%d" % (many["succeeded"], many["ids"])))
 row("wall time, submit to all released (s)", one["wall"], many["wall"])
 plain("  of which submitting (s)", one["submit"], many["submit"])
 if one["lat"] and many["lat"]:
