@@ -383,10 +383,10 @@ for who, label in (("serve", "forge serve"), ("kubesim", "kubesim")):
     plain(label + " peak RSS, VmHWM (MiB)", one["after"][who]["hwm"], many["after"][who]["hwm"], "%12.0f")
     plain(label + " RSS after the phase (MiB)", one["after"][who]["rss"], many["after"][who]["rss"], "%12.0f")
 fin, idle_before = stats("final"), stats("idle.before")
-plain("forge serve threads / fds after the phase", one["after"]["serve"]["threads"],
-      many["after"]["serve"]["threads"], "%12d")
-print("%-44s %12d %12d   (after idle: %d threads, %d fds)" % ("", one["after"]["serve"]["fds"],
-      many["after"]["serve"]["fds"], fin["serve"]["threads"], fin["serve"]["fds"]))
+print("%-44s %12d %12d   (after the idle time: %d)" % ("forge serve threads after the phase",
+      one["after"]["serve"]["threads"], many["after"]["serve"]["threads"], fin["serve"]["threads"]))
+print("%-44s %12d %12d   (after the idle time: %d)" % ("forge serve open fds after the phase",
+      one["after"]["serve"]["fds"], many["after"]["serve"]["fds"], fin["serve"]["fds"]))
 print()
 print("forge serve's API requests by verb and resource (kubesim /kubesim/requests):")
 print("%-36s %8s %8s %10s %8s" % ("", "1 job", "%d jobs" % n, "per job", "ratio"))
