@@ -317,6 +317,7 @@ def requests(name):
 def when(s):
     return datetime.fromisoformat(s.replace("Z", "+00:00")).timestamp() if s else None
 
+ARCHIVE = ["driver.log", "ray-job.log", "submitter.log", "events.json", "rayjob.json"]
 ph = {}
 for name, count in (("one", 1), ("many", n)):
     p = {"count": count}
@@ -344,6 +345,21 @@ for name, count in (("one", 1), ("many", n)):
         if d.get("finishedAt") and d.get("updatedAt"):
             spent.setdefault("finished→released", []).append(when(d["updatedAt"]) - when(d["finishedAt"]))
     p["spent"] = spent
+    # The archive (<storage root>/jobs/<id>/logs): which files each job got, and how long after the
+    # RayJob's end (status.endTime) rayjob.json was written. ray-job.log comes from the Ray head:
+    # archived after the operator deleted the cluster (FORGE_KUBERAY_TTL_SECONDS), it is missing.
+    files, lag = {}, []
+    for i in ids:
+        logs = os.path.join(work, "pv", "starforge", "data", "jobs", i, "logs")
+        for f in ARCHIVE:
+            if os.path.isfile(os.path.join(logs, f)) and os.path.getsize(os.path.join(logs, f)) > 0:
+                files[f] = files.get(f, 0) + 1
+        try:
+            end = json.load(open(os.path.join(logs, "rayjob.json")))["status"]["endTime"]
+            lag.append(os.path.getmtime(os.path.join(logs, "rayjob.json")) - when(end))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            pass
+    p["files"], p["lag"] = files, sorted(lag)
     ph[name] = p
 one, many = ph["one"], ph["many"]
 
@@ -373,6 +389,13 @@ for k in order + sorted((set(one["spent"]) | set(many["spent"])) - set(order)):
         print("%-44s %12s %12s   (%d jobs: max %.1f)" % ("  time in %s, mean (s)" % k,
               "%.1f" % (sum(a) / len(a)) if a else "-", "%.1f" % (sum(b) / len(b)) if b else "-",
               len(b or []), max(b) if b else 0))
+if one["lag"] and many["lag"]:
+    plain("RayJob endTime → archived, median (s)", one["lag"][len(one["lag"]) // 2],
+          many["lag"][len(many["lag"]) // 2])
+    plain("RayJob endTime → archived, max (s)", one["lag"][-1], many["lag"][-1])
+print("%-44s %12s %12s" % ("archived (driver/ray-job/submitter/events/rj)",
+      "/".join(str(one["files"].get(f, 0)) for f in ARCHIVE),
+      "/".join(str(many["files"].get(f, 0)) for f in ARCHIVE)))
 row("API requests but list/watch", sum(one["other"].values()), sum(many["other"].values()), fmt="%12d")
 plain("list/watch requests (shared)", sum(one["lw"].values()), sum(many["lw"].values()), "%12d")
 plain("list/watch requests per minute", sum(one["lw"].values()) * 60 / one["wall"],
@@ -400,6 +423,14 @@ for k in keys:
     print("%-36s %8d %8d %10s %8s%s" % (k, a, b, pj, ratio, "  (shared)" if shared else ""))
 idle_r = json.load(open(os.path.join(work, "idle.requests.json")))
 print()
+for name, p in (("1 job", one), ("%d jobs" % n, many)):
+    short = [f for f in ARCHIVE if p["files"].get(f, 0) < p["ids"]]
+    if short:
+        print("WARNING (%s): archived for only %s of %d jobs: %s%s" % (
+            name, "/".join(str(p["files"].get(f, 0)) for f in short), p["ids"], ", ".join(short),
+            " (Ray's log is read from the head: the operator deletes the RayCluster"
+            " FORGE_KUBERAY_TTL_SECONDS after the RayJob ends; see 'RayJob endTime → archived')"
+            if "ray-job.log" in short else ""))
 print("idle %d s after the jobs: %d requests (%s); forge serve CPU %.1f s, RSS %.0f MiB at the end" % (
       idle, idle_r["total"], ", ".join("%s %d" % kv for kv in sorted(idle_r["requests"].items())) or "none",
       fin["serve"]["cpu"] - idle_before["serve"]["cpu"], fin["serve"]["rss"]))
