@@ -19,7 +19,10 @@
 # the Ray emulator's processes, are not in its figures). It prints a table with the per-job ratios
 # of phase 2 against phase 1 (requests per job ≈ 1.0 when the fleet watches instead of polling),
 # each non-Succeeded job's phase/reason/message, and checks after each phase that no RayJob,
-# RayCluster, pod, submitter Job or service is left in the namespace.
+# RayCluster, pod, submitter Job or service is left in the namespace. It also shows each phase's
+# time in every job phase, how long after the RayJob's end the logs were archived, and which
+# archive files every job got (a WARNING, not a failure, when some lack one: ray-job.log is lost
+# when the archive comes after the operator deleted the RayCluster, FORGE_KUBERAY_TTL_SECONDS=60).
 # Exit status: 0 when every job Succeeded and nothing was left, 1 otherwise. The work directory
 # (logs of kubesim, s3rver and forge serve; per-phase JSON) is kept on failure, always with KEEP=1.
 # KUBESIM=path picks another kubesim binary. Slow on purpose: a benchmark, not part of ctest.
