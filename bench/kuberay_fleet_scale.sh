@@ -1,0 +1,452 @@
+#!/usr/bin/env bash
+# Scale check of `forge serve` with the kuberay fleet on kubesim: does the fleet's cost per job stay
+# flat when many jobs run at once (watches, not polling)?
+#
+#   bench/kuberay_fleet_scale.sh BUILD_DIR [N=40]
+#
+# It starts kubesim with every controller (h200 nodes of 8 GPUs, enough for N one-GPU jobs at
+# once, and two CPU-only big nodes for the submitter pods), s3rver (tools/s3peer) and `forge serve`
+# with the kuberay fleet, set up as scripts/e2e/kuberay_loop's simulator mode. Then, in the same
+# run:
+#   phase 1 (the baseline): ONE job (one pool, one machine, one GPU, `python3 main.py` printing a
+#     line), from submit to cleanup.released;
+#   phase 2: N such jobs submitted at once (SUBMIT_PARALLEL submits at a time, default 4), until
+#     every job is terminal and released (or TIMEOUT seconds, default 300 + 20 N);
+#   then IDLE_SECONDS (default 20) with no job, to see what an idle server sends.
+# Each phase records forge serve's API requests (kubesim's /kubesim/requests counts StarForge's
+# only: its own controllers are counted apart), by verb and resource, list/watch apart; the wall
+# time; CPU time (utime + stime) and peak RSS (VmHWM) of forge serve and kubesim (kubesim's pods,
+# the Ray emulator's processes, are not in its figures). It prints a table with the per-job ratios
+# of phase 2 against phase 1 (requests per job ≈ 1.0 when the fleet watches instead of polling),
+# each non-Succeeded job's phase/reason/message, and checks after each phase that no RayJob,
+# RayCluster, pod, submitter Job or service is left in the namespace. It also shows each phase's
+# time in every job phase, how long after the RayJob's end the logs were archived, and which
+# archive files every job got (a WARNING, not a failure, when some lack one: ray-job.log is lost
+# when the archive comes after the operator deleted the RayCluster, FORGE_KUBERAY_TTL_SECONDS=60).
+# Exit status: 0 when every job Succeeded and nothing was left, 1 otherwise. The work directory
+# (logs of kubesim, s3rver and forge serve; per-phase JSON) is kept on failure, always with KEEP=1.
+# KUBESIM=path picks another kubesim binary. Slow on purpose: a benchmark, not part of ctest.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=scripts/e2e/lib.sh
+source "$repo/scripts/e2e/lib.sh"
+E2E_NAME=kuberay_fleet_scale  # for messages before e2e_init
+say() { e2e_say "$@"; }
+fail() { e2e_fail "$@"; }
+usage() {
+  echo "usage: bench/kuberay_fleet_scale.sh BUILD_DIR [N=40]" >&2
+  exit 2
+}
+case "${1:-}" in
+  -h | --help) sed -n '2,/^set -euo/p' "$0" | sed -e '/^set -euo/d' -e 's/^# \{0,1\}//' >&2; exit 0 ;;
+esac
+(($# == 1 || $# == 2)) || usage
+[[ -d "$1" ]] || fail "BUILD_DIR $1: no such directory"
+build=$(cd "$1" && pwd)
+N=${2:-40}
+if ! [[ "$N" =~ ^[1-9][0-9]*$ ]] || ((N > 400)); then
+  fail "N must be an integer from 1 to 400, not $N"
+fi
+par=${SUBMIT_PARALLEL:-4}
+timeout=${TIMEOUT:-$((300 + 20 * N))}
+idle=${IDLE_SECONDS:-20}
+forge="$build/bin/forge"
+kubesim=${KUBESIM:-$build/bin/kubesim}
+[[ -x "$forge" ]] || fail "$forge: not built"
+[[ -x "$kubesim" ]] || fail "$kubesim: not built"
+[[ "$("$kubesim" --help 2>&1 || true)" == *--controllers* ]] ||
+  fail "this kubesim has no controllers: nothing would run the RayJobs"
+
+e2e_init kuberay-fleet-scale
+work=$E2E_WORK
+# Keep the work directory when the bench fails (e2e_cleanup keeps it with KEEP=1).
+trap 'rc=$?; if ((rc != 0)); then KEEP=1; fi; e2e_cleanup' EXIT
+
+# --- the cluster: h200 × 8 GPUs for N one-GPU jobs (+1 node of slack), two CPU-only big nodes -----
+gpu_nodes=$(((N + 7) / 8 + 1))
+{
+  for i in $(seq 1 "$gpu_nodes"); do
+    cat <<NODE
+- metadata: {name: h200-$i, labels: {starforge/gpu-series: h200}}
+  status:
+    capacity: {cpu: "96", memory: 1Ti, nvidia.com/gpu: "8"}
+    allocatable: {cpu: "95", memory: 1000Gi, nvidia.com/gpu: "8"}
+NODE
+  done
+  for i in 1 2; do
+    cat <<NODE
+- metadata: {name: cpu-$i}
+  status:
+    capacity: {cpu: "2000", memory: 8Ti}
+    allocatable: {cpu: "2000", memory: 8Ti}
+NODE
+  done
+} >"$work/nodes.yaml"
+printf -- '- "python:*"\n- "docker.io/library/python:*"\n' >"$work/images.yaml"
+mkdir -p "$work/pv/starforge/data"
+e2e_start_kubesim "$kubesim" --nodes "$work/nodes.yaml" --controllers all --pv-root "$work/pv" \
+  --images "$work/images.yaml" --kubelet-backoff-ms 500
+k8s=$E2E_K8S
+kubesim_pid=${e2e_pids[-1]}
+curl -fsS -X POST -H 'Content-Type: application/json' \
+  -d '{"metadata":{"name":"starforge"}}' "$k8s/api/v1/namespaces" >/dev/null
+curl -fsS -X POST -H 'Content-Type: application/json' \
+  -d '{"metadata":{"name":"data"},"spec":{"accessModes":["ReadWriteMany"],"resources":{"requests":{"storage":"1Gi"}}}}' \
+  "$k8s/api/v1/namespaces/starforge/persistentvolumeclaims" >/dev/null
+curl -fsS -X PATCH -H 'Content-Type: application/merge-patch+json' -d '{"status":{"phase":"Bound"}}' \
+  "$k8s/api/v1/namespaces/starforge/persistentvolumeclaims/data/status" >/dev/null || true
+e2e_start_s3peer "$repo" starforge
+
+# --- forge serve with the kuberay fleet, as the loop's simulator mode ------------------------------
+export FORGE_STORAGE_ROOT="$work/pv/starforge/data"
+export FORGE_K8S_STORAGE_PVC=data
+export FORGE_K8S_STORAGE_SHARED=true
+export FORGE_K8S_API_SERVER="$k8s"
+export FORGE_K8S_NAMESPACE=starforge
+export FORGE_KUBERAY_TTL_SECONDS=60
+export FORGE_S3_ENDPOINT=$E2E_S3
+export FORGE_S3_BUCKET=starforge
+export FORGE_S3_ACCESS_KEY=S3RVER
+export FORGE_S3_SECRET_KEY=S3RVER
+export FORGE_DEFAULT_FLEET_KIND=kuberay
+FORGE_TOKEN=$("$forge" token create --user bench --admin --description "bench/kuberay_fleet_scale.sh" \
+  2>"$work/token.err") || fail "forge token create: $(cat "$work/token.err")"
+export FORGE_TOKEN
+"$forge" serve --listen 127.0.0.1:0 --port-file "$work/forge.port" --resync-ms 200 \
+  >"$work/serve.out" 2>"$work/serve.log" &
+serve_pid=$!
+e2e_pids+=("$serve_pid")
+e2e_wait_file "$work/forge.port" 30 || fail "forge serve did not start: $(tail -n 3 "$work/serve.log")"
+FORGE_SERVER="http://127.0.0.1:$(cat "$work/forge.port")"
+export FORGE_SERVER
+
+api() {  # PATH: GET on forge serve's API
+  curl -fsS -H "Authorization: Bearer $FORGE_TOKEN" "$FORGE_SERVER$1"
+}
+# The fleet's informers have listed the nodes once the capacity shows the h200 series.
+for _ in $(seq 1 150); do
+  api /api/v1/capacity 2>/dev/null | grep -q '"h200"' && break
+  sleep 0.2
+done
+api /api/v1/capacity | grep -q '"h200"' ||
+  fail "the kuberay fleet never showed the h200 nodes in /api/v1/capacity; see $work/serve.log"
+
+mkdir -p "$work/code" "$work/specs" "$work/ids"
+cat >"$work/code/main.py" <<'EOF'
+import os
+print("hello from", os.environ.get("FORGE_JOB_ID"), flush=True)
+EOF
+
+now() { date +%s.%N; }
+proc_stats() {  # PID: "cpu_seconds peak_rss_kib rss_kib threads fds"
+  local cpu hwm rss threads fds
+  cpu=$(awk -v hz="$(getconf CLK_TCK)" '{sub(/^.*\) /, ""); printf "%.2f", ($12 + $13) / hz}' "/proc/$1/stat")
+  hwm=$(awk '/^VmHWM/ {print $2}' "/proc/$1/status")
+  rss=$(awk '/^VmRSS/ {print $2}' "/proc/$1/status")
+  threads=$(awk '/^Threads/ {print $2}' "/proc/$1/status")
+  fds=$(find "/proc/$1/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)
+  echo "$cpu $hwm $rss $threads $fds"
+}
+snapshot() {  # NAME: both processes' figures into $work/NAME.stats
+  { echo "serve $(proc_stats "$serve_pid")"; echo "kubesim $(proc_stats "$kubesim_pid")"; } >"$work/$1.stats"
+}
+
+# Submits job NAME; its id goes to $work/ids/NAME, an error to $work/ids/NAME.err.
+submit() {
+  cat >"$work/specs/$1.yaml" <<EOF
+name: $1
+fleet: kuberay
+image: python:3.12
+entrypoint: python3 main.py
+pools:
+  - {name: main, gpuSeries: h200, gpusPerMachine: 1}
+EOF
+  local id
+  if id=$("$forge" submit "$work/specs/$1.yaml" --code "$work/code" -o name 2>"$work/ids/$1.err"); then
+    echo "${id#job/}" >"$work/ids/$1"
+  fi
+}
+
+# Waits until every job of $work/PHASE.ids is terminal and released (or SECONDS have passed);
+# leaves the last job list in $work/PHASE.jobs.json. Returns 1 on timeout.
+wait_released() {  # PHASE SECONDS
+  local deadline last_print=0 status
+  deadline=$(awk -v t="$(now)" -v s="$2" 'BEGIN {printf "%d", t + s}')
+  while :; do
+    if api "/api/v1/jobs?limit=500" >"$work/$1.jobs.json.new" 2>>"$work/poll.err"; then
+      mv "$work/$1.jobs.json.new" "$work/$1.jobs.json"
+      status=$(python3 - "$work/$1.jobs.json" "$work/$1.ids" <<'EOF'
+import collections, json, sys
+jobs = {j["id"]: j for j in json.load(open(sys.argv[1]))["items"]}
+ids = open(sys.argv[2]).read().split()
+phases = collections.Counter(jobs[i]["phase"] if i in jobs else "missing" for i in ids)
+done = sum(1 for i in ids if i in jobs and jobs[i]["phase"] in ("Succeeded", "Failed", "Cancelled")
+           and jobs[i]["cleanup"]["released"])
+print(done, len(ids), " ".join("%s=%d" % kv for kv in sorted(phases.items())))
+EOF
+      )
+      read -r done_n total_n phases <<<"$status"
+      ((done_n == total_n)) && return 0
+      if (($(date +%s) - last_print >= 10)); then
+        say "  $done_n/$total_n terminal and released ($phases); load $(cut -d" " -f1 /proc/loadavg)"
+        last_print=$(date +%s)
+      fi
+    fi
+    (($(date +%s) >= deadline)) && return 1
+    sleep 0.2
+  done
+}
+
+# Lists what is left in the namespace (RayJobs, RayClusters, pods, batch Jobs, services) into
+# $work/PHASE.left; waits up to 60 s for garbage collection. Returns 1 if anything stays.
+nothing_left() {  # PHASE
+  local path out
+  for _ in $(seq 1 120); do
+    out=""
+    for path in apis/ray.io/v1/namespaces/starforge/rayjobs apis/ray.io/v1/namespaces/starforge/rayclusters \
+      api/v1/namespaces/starforge/pods apis/batch/v1/namespaces/starforge/jobs \
+      api/v1/namespaces/starforge/services; do
+      out+=$(curl -fsS "$k8s/$path" | python3 -c '
+import json, sys
+for i in json.load(sys.stdin)["items"]:
+    print("%s/%s" % (sys.argv[1].rsplit("/", 1)[1], i["metadata"]["name"]))' "$path")$'\n' || out+="(GET $path failed)"$'\n'
+    done
+    out=$(grep -v '^$' <<<"$out" || true)
+    [[ -z "$out" ]] && { : >"$work/$1.left"; return 0; }
+    sleep 0.5
+  done
+  echo "$out" >"$work/$1.left"
+  return 1
+}
+
+# Runs one phase: COUNT jobs named PHASE-1..COUNT, SECONDS at most. Writes PHASE.{ids,t0,t1,
+# requests.json,before.stats,after.stats,left}. Returns 1 when it timed out or left something.
+run_phase() {  # PHASE COUNT SECONDS
+  local phase=$1 count=$2 rc=0 i pids=() name
+  curl -fsS -X DELETE "$k8s/kubesim/requests" >/dev/null
+  snapshot "$phase.before"
+  now >"$work/$phase.t0"
+  for i in $(seq 1 "$count"); do
+    submit "$phase-$i" &
+    pids+=($!)
+    if ((${#pids[@]} >= par)); then wait "${pids[@]}"; pids=(); fi
+  done
+  ((${#pids[@]} == 0)) || wait "${pids[@]}"
+  now >"$work/$phase.submitted"
+  : >"$work/$phase.ids"
+  for i in $(seq 1 "$count"); do
+    name="$phase-$i"
+    if [[ -s "$work/ids/$name" ]]; then
+      cat "$work/ids/$name" >>"$work/$phase.ids"
+    else
+      say "forge submit $name failed: $(tail -n 3 "$work/ids/$name.err")"
+      rc=1
+    fi
+  done
+  say "$phase: $(wc -w <"$work/$phase.ids") job(s) submitted in" \
+    "$(awk -v a="$(cat "$work/$phase.t0")" -v b="$(cat "$work/$phase.submitted")" 'BEGIN {printf "%.1f", b - a}') s"
+  wait_released "$phase" "$3" || { say "$phase: not every job terminal and released within $3 s"; rc=1; }
+  now >"$work/$phase.t1"
+  # Each job with its timeline (the time spent in each phase), for the report.
+  mkdir -p "$work/$phase.detail"
+  while read -r i; do
+    api "/api/v1/jobs/$i" >"$work/$phase.detail/$i.json" 2>/dev/null || true
+  done <"$work/$phase.ids"
+  # Before anything of ours reads the cluster (kubesim would count it).
+  curl -fsS "$k8s/kubesim/requests" >"$work/$phase.requests.json"
+  snapshot "$phase.after"
+  if ! nothing_left "$phase"; then
+    say "$phase: left in namespace starforge: $(tr '\n' ' ' <"$work/$phase.left")"
+    rc=1
+  fi
+  # Every job that did not succeed, with the server's reason and message (and its description).
+  python3 - "$work/$phase.jobs.json" "$work/$phase.ids" <<'EOF' >"$work/$phase.not-succeeded"
+import json, sys
+jobs = {j["id"]: j for j in json.load(open(sys.argv[1]))["items"]}
+for i in open(sys.argv[2]).read().split():
+    if jobs.get(i, {}).get("phase") != "Succeeded":
+        print(i)
+EOF
+  if [[ -s "$work/$phase.not-succeeded" ]]; then
+    rc=1
+    mkdir -p "$work/not-succeeded"
+    while read -r i; do
+      "$forge" get jobs "$i" -o json >"$work/not-succeeded/$i.json" 2>&1 || true
+      "$forge" describe job "$i" >"$work/not-succeeded/$i.describe" 2>&1 || true
+      say "NOT SUCCEEDED $i: $(python3 -c '
+import json, sys
+try:
+    j = json.load(open(sys.argv[1]))
+    print("phase=%s reason=%s released=%s message: %s" % (j["phase"], j["reason"], j["cleanup"]["released"], j["message"]))
+except Exception as e:  # a report, best effort
+    print("(no JSON: %s)" % open(sys.argv[1]).read().strip()[:300])' "$work/not-succeeded/$i.json")"
+    done <"$work/$phase.not-succeeded"
+  fi
+  return "$rc"
+}
+
+say "work dir $work; $gpu_nodes h200 nodes × 8 GPUs + 2 CPU nodes; N=$N; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+ok=true
+say "phase 1: one job"
+run_phase one 1 300 || ok=false
+say "phase 2: $N jobs at once"
+run_phase many "$N" "$timeout" || ok=false
+
+# An idle server: what it sends with no job (list/watch reconnects only, if it watches).
+curl -fsS -X DELETE "$k8s/kubesim/requests" >/dev/null
+snapshot idle.before
+sleep "$idle"
+curl -fsS "$k8s/kubesim/requests" >"$work/idle.requests.json"
+snapshot final
+
+python3 - "$work" "$N" "$idle" <<'EOF' | tee "$work/report.txt"
+import json, os, sys
+from datetime import datetime
+work, n, idle = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+def read(name):
+    return open(os.path.join(work, name)).read()
+def stats(name):
+    out = {}
+    for line in read(name + ".stats").splitlines():
+        who, cpu, hwm, rss, threads, fds = line.split()
+        out[who] = {"cpu": float(cpu), "hwm": int(hwm) / 1024, "rss": int(rss) / 1024,
+                    "threads": int(threads), "fds": int(fds)}
+    return out
+def requests(name):
+    r = json.load(open(os.path.join(work, name + ".requests.json")))["requests"]
+    lw = {k: v for k, v in r.items() if k.split(" ", 1)[0] in ("list", "watch")}
+    other = {k: v for k, v in r.items() if k not in lw}
+    return r, lw, other
+def when(s):
+    return datetime.fromisoformat(s.replace("Z", "+00:00")).timestamp() if s else None
+
+ARCHIVE = ["driver.log", "ray-job.log", "submitter.log", "events.json", "rayjob.json"]
+ph = {}
+for name, count in (("one", 1), ("many", n)):
+    p = {"count": count}
+    p["wall"] = float(read(name + ".t1")) - float(read(name + ".t0"))
+    p["submit"] = float(read(name + ".submitted")) - float(read(name + ".t0"))
+    p["all"], p["lw"], p["other"] = requests(name)
+    p["before"], p["after"] = stats(name + ".before"), stats(name + ".after")
+    ids = read(name + ".ids").split()
+    jobs = {j["id"]: j for j in json.load(open(os.path.join(work, name + ".jobs.json")))["items"]}
+    p["succeeded"] = sum(1 for i in ids if jobs.get(i, {}).get("phase") == "Succeeded")
+    p["ids"] = len(ids)
+    lat = sorted(when(jobs[i]["finishedAt"]) - when(jobs[i]["createdAt"])
+                 for i in ids if i in jobs and jobs[i].get("finishedAt"))
+    p["lat"] = lat
+    # Seconds spent in each phase (from the timelines), and finishedAt → last update (the release).
+    spent = {}
+    for i in ids:
+        try:
+            d = json.load(open(os.path.join(work, name + ".detail", i + ".json")))
+        except (OSError, ValueError):
+            continue
+        tl = d.get("timeline") or []
+        for a, b in zip(tl, tl[1:]):
+            spent.setdefault(a["to"], []).append(when(b["at"]) - when(a["at"]))
+        if d.get("finishedAt") and d.get("updatedAt"):
+            spent.setdefault("finished→released", []).append(when(d["updatedAt"]) - when(d["finishedAt"]))
+    p["spent"] = spent
+    # The archive (<storage root>/jobs/<id>/logs): which files each job got, and how long after the
+    # RayJob's end (status.endTime) rayjob.json was written. ray-job.log comes from the Ray head:
+    # archived after the operator deleted the cluster (FORGE_KUBERAY_TTL_SECONDS), it is missing.
+    files, lag = {}, []
+    for i in ids:
+        logs = os.path.join(work, "pv", "starforge", "data", "jobs", i, "logs")
+        for f in ARCHIVE:
+            if os.path.isfile(os.path.join(logs, f)) and os.path.getsize(os.path.join(logs, f)) > 0:
+                files[f] = files.get(f, 0) + 1
+        try:
+            end = json.load(open(os.path.join(logs, "rayjob.json")))["status"]["endTime"]
+            lag.append(os.path.getmtime(os.path.join(logs, "rayjob.json")) - when(end))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            pass
+    p["files"], p["lag"] = files, sorted(lag)
+    ph[name] = p
+one, many = ph["one"], ph["many"]
+
+print()
+print("kuberay fleet at scale: N=%d (phase 1: 1 job; phase 2: %d jobs at once)" % (n, n))
+print("load average at the end: %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
+print()
+print("%-44s %12s %12s %12s %8s" % ("", "1 job", "%d jobs" % n, "per job", "ratio"))
+def row(label, a, b, per=True, fmt="%12.1f"):
+    pj = b / n if per else b
+    ratio = (pj / a) if a else float("nan")
+    print("%-44s %s %s %s %8.2f" % (label, fmt % a, fmt % b, fmt % pj, ratio))
+def plain(label, a, b, fmt="%12.1f"):
+    print("%-44s %s %s" % (label, fmt % a, fmt % b))
+print("%-44s %12s %12s" % ("jobs Succeeded / submitted", "%d/%d" % (one["succeeded"], one["ids"]),
+                              "%d/%d" % (many["succeeded"], many["ids"])))
+row("wall time, submit to all released (s)", one["wall"], many["wall"])
+plain("  of which submitting (s)", one["submit"], many["submit"])
+if one["lat"] and many["lat"]:
+    mid = many["lat"][len(many["lat"]) // 2]
+    plain("job createdAt→finishedAt, median (s)", one["lat"][0], mid)
+    plain("job createdAt→finishedAt, max (s)", one["lat"][-1], many["lat"][-1])
+order = ["Queued", "Packaging", "Submitting", "Pending", "Running", "finished→released"]
+for k in order + sorted((set(one["spent"]) | set(many["spent"])) - set(order)):
+    a, b = one["spent"].get(k), many["spent"].get(k)
+    if a or b:
+        print("%-44s %12s %12s   (%d jobs: max %.1f)" % ("  time in %s, mean (s)" % k,
+              "%.1f" % (sum(a) / len(a)) if a else "-", "%.1f" % (sum(b) / len(b)) if b else "-",
+              len(b or []), max(b) if b else 0))
+if one["lag"] and many["lag"]:
+    plain("RayJob endTime → archived, median (s)", one["lag"][len(one["lag"]) // 2],
+          many["lag"][len(many["lag"]) // 2])
+    plain("RayJob endTime → archived, max (s)", one["lag"][-1], many["lag"][-1])
+print("%-44s %12s %12s" % ("archived (driver/ray-job/submitter/events/rj)",
+      "/".join(str(one["files"].get(f, 0)) for f in ARCHIVE),
+      "/".join(str(many["files"].get(f, 0)) for f in ARCHIVE)))
+row("API requests but list/watch", sum(one["other"].values()), sum(many["other"].values()), fmt="%12d")
+plain("list/watch requests (shared)", sum(one["lw"].values()), sum(many["lw"].values()), "%12d")
+plain("list/watch requests per minute", sum(one["lw"].values()) * 60 / one["wall"],
+      sum(many["lw"].values()) * 60 / many["wall"])
+for who, label in (("serve", "forge serve"), ("kubesim", "kubesim")):
+    row(label + " CPU (s)", one["after"][who]["cpu"] - one["before"][who]["cpu"],
+        many["after"][who]["cpu"] - many["before"][who]["cpu"])
+    plain(label + " peak RSS, VmHWM (MiB)", one["after"][who]["hwm"], many["after"][who]["hwm"], "%12.0f")
+    plain(label + " RSS after the phase (MiB)", one["after"][who]["rss"], many["after"][who]["rss"], "%12.0f")
+fin, idle_before = stats("final"), stats("idle.before")
+print("%-44s %12d %12d   (after the idle time: %d)" % ("forge serve threads after the phase",
+      one["after"]["serve"]["threads"], many["after"]["serve"]["threads"], fin["serve"]["threads"]))
+print("%-44s %12d %12d   (after the idle time: %d)" % ("forge serve open fds after the phase",
+      one["after"]["serve"]["fds"], many["after"]["serve"]["fds"], fin["serve"]["fds"]))
+print()
+print("forge serve's API requests by verb and resource (kubesim /kubesim/requests):")
+print("%-36s %8s %8s %10s %8s" % ("", "1 job", "%d jobs" % n, "per job", "ratio"))
+keys = sorted(set(one["all"]) | set(many["all"]),
+              key=lambda k: (k.split(" ", 1)[0] in ("list", "watch"), k.split(" ", 1)[1], k))
+for k in keys:
+    a, b = one["all"].get(k, 0), many["all"].get(k, 0)
+    shared = k.split(" ", 1)[0] in ("list", "watch")
+    pj = "" if shared else "%10.2f" % (b / n)
+    ratio = "" if shared or not a else "%8.2f" % (b / n / a)
+    print("%-36s %8d %8d %10s %8s%s" % (k, a, b, pj, ratio, "  (shared)" if shared else ""))
+idle_r = json.load(open(os.path.join(work, "idle.requests.json")))
+print()
+for name, p in (("1 job", one), ("%d jobs" % n, many)):
+    short = [f for f in ARCHIVE if p["files"].get(f, 0) < p["ids"]]
+    if short:
+        print("WARNING (%s): archived for only %s of %d jobs: %s%s" % (
+            name, "/".join(str(p["files"].get(f, 0)) for f in short), p["ids"], ", ".join(short),
+            " (Ray's log is read from the head: the operator deletes the RayCluster"
+            " FORGE_KUBERAY_TTL_SECONDS after the RayJob ends; see 'RayJob endTime → archived')"
+            if "ray-job.log" in short else ""))
+print("idle %d s after the jobs: %d requests (%s); forge serve CPU %.1f s, RSS %.0f MiB at the end" % (
+      idle, idle_r["total"], ", ".join("%s %d" % kv for kv in sorted(idle_r["requests"].items())) or "none",
+      fin["serve"]["cpu"] - idle_before["serve"]["cpu"], fin["serve"]["rss"]))
+EOF
+
+bad=false
+for phase in one many; do
+  [[ -s "$work/$phase.left" ]] && bad=true
+  [[ -s "$work/$phase.not-succeeded" ]] && bad=true
+done
+$ok || bad=true
+if $bad; then
+  say "FAIL: see above; work dir kept: $work (serve.log, kubesim.log, not-succeeded/, *.left)"
+  exit 1
+fi
+say "ok: every job Succeeded and nothing was left"
