@@ -10,6 +10,7 @@
 # run:
 #   phase 1 (the baseline): ONE job (one pool, one machine, one GPU, `python3 main.py` printing a
 #     line), from submit to cleanup.released;
+#   forge serve runs with --resync-ms RESYNC_MS (default 1000) and --workers WORKERS (default 4);
 #   phase 2: N such jobs submitted at once (SUBMIT_PARALLEL submits at a time, default 4), until
 #     every job is terminal and released (or TIMEOUT seconds, default 300 + 20 N);
 #   then IDLE_SECONDS (default 20) with no job, to see what an idle server sends.
@@ -112,7 +113,9 @@ export FORGE_DEFAULT_FLEET_KIND=kuberay
 FORGE_TOKEN=$("$forge" token create --user bench --admin --description "bench/kuberay_fleet_scale.sh" \
   2>"$work/token.err") || fail "forge token create: $(cat "$work/token.err")"
 export FORGE_TOKEN
-"$forge" serve --listen 127.0.0.1:0 --port-file "$work/forge.port" --resync-ms 200 \
+# forge serve's defaults unless RESYNC_MS / WORKERS say otherwise (the loop uses 200 ms for speed)
+"$forge" serve --listen 127.0.0.1:0 --port-file "$work/forge.port" --resync-ms "${RESYNC_MS:-1000}" \
+  --workers "${WORKERS:-4}" \
   >"$work/serve.out" 2>"$work/serve.log" &
 serve_pid=$!
 e2e_pids+=("$serve_pid")

@@ -39,6 +39,7 @@ struct ServeOptions {
   std::string listen;
   std::string port_file;
   int64_t resync_ms = 1000;
+  int workers = 4;
   int64_t cancel_grace_s = 30;
   int64_t sse_keepalive_ms = 15'000;
   int64_t orphan_grace_s = 600;
@@ -218,6 +219,7 @@ int Serve(Context& c, const ServeOptions& o) {
   controller::Options ctl_options;
   ctl_options.storage_root = cfg.storage_root;
   ctl_options.resync = std::chrono::milliseconds(o.resync_ms);
+  ctl_options.workers = o.workers;
   ctl_options.capsule_max_bytes = cfg.capsule_max_bytes;
   controller::Controller ctl(*db, fleets, *objects.value(), ctl_options);
   local.SetNotify([&ctl](const std::string& id) { ctl.Enqueue(id); });
@@ -325,6 +327,11 @@ void RegisterServeCommands(Registry& registry) {
   cmd->add_option("--resync-ms", serve->resync_ms,
                   "How often running jobs are looked at again, in ms")
       ->check(CLI::Range(int64_t{10}, int64_t{3'600'000}));
+  // Steps mostly wait (API server, S3, Ray's dashboard, log reads): more workers than cores keep
+  // many jobs ending at once from queueing behind each other's archiving.
+  cmd->add_option("--workers", serve->workers,
+                  "How many jobs the controller works on at once (default 4)")
+      ->check(CLI::Range(1, 64));
   cmd->add_option("--cancel-grace-s", serve->cancel_grace_s,
                   "Seconds between SIGTERM and SIGKILL when a local job is cancelled")
       ->check(CLI::Range(int64_t{0}, int64_t{3600}));

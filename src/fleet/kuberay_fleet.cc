@@ -57,6 +57,15 @@ int64_t ParseTime(const std::string& text) {
   return static_cast<int64_t>(::timegm(&tm));
 }
 
+// RFC 3339 in UTC, as Kubernetes writes timestamps.
+std::string FormatRfc3339(std::time_t t) {
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
 std::vector<json> Values(const std::map<std::string, json>& m) {
   std::vector<json> out;
   out.reserve(m.size());
@@ -360,11 +369,7 @@ struct KubeRayFleet::Impl {
   template <typename Pred>
   std::vector<json> PodsWhere(Pred pred, const std::string& selector) {
     std::vector<json> out;
-    if (pods->HasSynced()) {
-      for (auto& [k, p] : pods->Snapshot())
-        if (pred(p)) out.push_back(p);
-      return out;
-    }
+    if (pods->HasSynced()) return pods->Select(pred);
     kube::ListOptions lo;
     lo.label_selector = selector;
     json list = client.List(res::kPods, ns, lo);
@@ -393,16 +398,17 @@ struct KubeRayFleet::Impl {
     if (auto sj = jobs->Get(Key(name)); sj && Label(*sj, kLabelOriginatedFrom) == name) {
       j.submitter_job = *sj;
     }
+    // Observe runs this for every job on every resync: copy only this job's objects.
+    auto in_cluster = [&](const json& p) {
+      return !cluster.empty() && Label(p, kuberay::kLabelRayCluster) == cluster;
+    };
     std::set<std::string> pod_names;
-    for (auto& [k, p] : pods->Snapshot()) {
-      if (!cluster.empty() && Label(p, kuberay::kLabelRayCluster) == cluster) {
-        pod_names.insert(Name(p));
-        j.cluster_pods.push_back(p);
-      } else if (Label(p, kuberay::kLabelJobNameBatch) == name ||
-                 Label(p, kuberay::kLabelJobNameLegacy) == name) {
-        pod_names.insert(Name(p));
-        j.submitter_pods.push_back(p);
-      }
+    for (json& p : pods->Select([&](const json& p) {
+           return in_cluster(p) || Label(p, kuberay::kLabelJobNameBatch) == name ||
+                  Label(p, kuberay::kLabelJobNameLegacy) == name;
+         })) {
+      pod_names.insert(Name(p));
+      (in_cluster(p) ? j.cluster_pods : j.submitter_pods).push_back(std::move(p));
     }
     // Pods already gone still explain what happened: their names are <cluster>-… and
     // <rayjob>-<5 chars> (the submitter Job's pods).
@@ -415,10 +421,10 @@ struct KubeRayFleet::Impl {
       return obj.size() == name.size() + 6 && obj.rfind(name + "-", 0) == 0 &&
              obj.find('-', name.size() + 1) == std::string::npos;
     };
-    for (auto& [k, e] : events->Snapshot()) {
+    j.events = events->Select([&](const json& e) {
       const json& involved = Field(e, "involvedObject");
-      if (ours(Str(involved, "kind"), Str(involved, "name"))) j.events.push_back(e);
-    }
+      return ours(Str(involved, "kind"), Str(involved, "name"));
+    });
     return j;
   }
 
@@ -724,6 +730,8 @@ struct KubeRayFleet::Impl {
     if (rj && !sv.job_id.empty()) {
       std::vector<std::string> services = {name + "-head-svc"};
       if (!sv.ray_cluster_name.empty()) services.push_back(sv.ray_cluster_name + "-head-svc");
+      const size_t problems_before = problems.size();
+      bool saved = false;
       for (const auto& svc : services) {
         kube::ProxyRequest pr;
         pr.ns = ns;
@@ -741,6 +749,7 @@ struct KubeRayFleet::Impl {
           } catch (const json::exception&) {
           }
           save("ray-job.log", RedactUrlQueries(text));
+          saved = true;
           break;
         } catch (const kube::ApiError& e) {
           // No service, no endpoints or a head that no longer answers: the cluster is gone.
@@ -751,6 +760,21 @@ struct KubeRayFleet::Impl {
                               e.message().find("no service port") != std::string::npos));
           if (!gone) problems.push_back("Ray job logs via " + svc + ": " + Describe(e));
         }
+      }
+      if (!saved && problems.size() == problems_before) {
+        // Not an error to retry (nothing left to read), but not silent either: the archive says
+        // why Ray's log is missing, typically archiving that came after the RayJob's TTL.
+        const std::string why =
+            "ray-job.log: Ray's job log could not be read: no head of RayJob " + ns + "/" + name +
+            " answers (services " + services.front() +
+            (services.size() > 1 ? " and " + services.back() : std::string()) +
+            "); the operator deletes the RayCluster FORGE_KUBERAY_TTL_SECONDS (" +
+            std::to_string(o.config.kuberay_ttl_seconds) + " s) after the job ends (it ended at " +
+            (sv.end_time.empty() ? std::string("an unknown time") : sv.end_time) +
+            "; archived at " + FormatRfc3339(std::time(nullptr)) +
+            "). driver.log and submitter.log hold the job's output.\n";
+        save("not-archived.txt", why);
+        spdlog::warn("kuberay fleet: job {}: {}", job_id, why.substr(0, why.size() - 1));
       }
     }
 

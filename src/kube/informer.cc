@@ -60,6 +60,14 @@ std::map<std::string, json> Informer::Snapshot() const {
   return cache_;
 }
 
+std::vector<json> Informer::Select(const std::function<bool(const json&)>& pred) const {
+  std::vector<json> out;
+  std::lock_guard lock(mu_);
+  for (const auto& [key, obj] : cache_)
+    if (pred(obj)) out.push_back(obj);
+  return out;
+}
+
 std::optional<json> Informer::Get(const std::string& key) const {
   std::lock_guard lock(mu_);
   auto it = cache_.find(key);

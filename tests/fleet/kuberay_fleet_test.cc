@@ -703,9 +703,17 @@ TEST_F(KubeRayFleetTest, CollectLogsArchivesRaySubmitterEventsAndARedactedRayJob
   serving.join();
   api_->Delete(res::kServices, ns_, h + "-head-svc");
   fs::remove(logs / "ray-job.log");
+  EXPECT_FALSE(fs::exists(logs / "not-archived.txt")) << "Ray's log was there the first time";
   EXPECT_EQ(fleet.CollectLogs(id, h, logs), "");
   EXPECT_FALSE(fs::exists(logs / "ray-job.log"));
   EXPECT_TRUE(fs::exists(logs / "rayjob.json"));
+  // …and the archive says why Ray's log is missing (archived after the RayJob's TTL).
+  EXPECT_THAT(ReadFile(logs / "not-archived.txt"),
+              AllOf(HasSubstr("ray-job.log: Ray's job log could not be read: no head of RayJob " +
+                              ns_ + "/" + h + " answers (services " + h + "-head-svc and " + h +
+                              "-x7k2p-head-svc)"),
+                    HasSubstr("FORGE_KUBERAY_TTL_SECONDS ("),
+                    HasSubstr("driver.log and submitter.log hold the job's output")));
 
   // API errors are errors (the controller retries).
   Faults({{"rules", {{{"verb", "get"}, {"resource", "rayjobs"}, {"code", 403}, {"count", 1}}}}});

@@ -137,6 +137,16 @@ TEST_F(InformerKubesimTest, SyncsThenFollowsChanges) {
       Eventually([&] { return rec.Saw("add:d") && rec.Saw("update:a") && rec.Saw("delete:b"); }));
   EXPECT_EQ(inf.Get(std::string(kNs) + "/a").value()["data"]["v"], "1");
   EXPECT_FALSE(inf.Get(std::string(kNs) + "/b").has_value());
+  // Select copies what the predicate accepts, from the same cache.
+  const auto selected = inf.Select([](const json& o) {
+    const std::string name = o["metadata"].value("name", "");
+    return name == "a" || name == "b" || name == "d";
+  });
+  std::set<std::string> names;
+  for (const json& o : selected)
+    names.insert(o["metadata"].value("name", ""));
+  EXPECT_EQ(names, (std::set<std::string>{"a", "d"}));
+  EXPECT_TRUE(inf.Select([](const json&) { return false; }).empty());
   auto stop_at = std::chrono::steady_clock::now();
   inf.Stop();
   EXPECT_LT(std::chrono::steady_clock::now() - stop_at, 2s);

@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -73,6 +74,9 @@ class Informer {
 
   // A copy of the cache: key ("ns/name" or "name") -> object. Consistent: taken under one lock.
   std::map<std::string, nlohmann::json> Snapshot() const;
+  // Copies of the cached objects `pred` accepts, taken under one lock: cheaper than Snapshot()
+  // when few match. `pred` runs under the informer's lock and must not call back into it.
+  std::vector<nlohmann::json> Select(const std::function<bool(const nlohmann::json&)>& pred) const;
   // One cached object, if present.
   std::optional<nlohmann::json> Get(const std::string& key) const;
   // The resourceVersion the reflector will resume from.
