@@ -5,6 +5,7 @@
 #include <ctime>
 #include <random>
 
+#include "event_fields.h"
 #include "patch.h"
 #include "selectors.h"
 #include "server.h"
@@ -16,15 +17,6 @@ namespace kubesim {
 using nlohmann::json;
 
 namespace {
-
-const std::vector<std::pair<std::string, std::string>> kEventRenames = {
-    {"regarding", "involvedObject"},
-    {"note", "message"},
-    {"deprecatedSource", "source"},
-    {"deprecatedFirstTimestamp", "firstTimestamp"},
-    {"deprecatedLastTimestamp", "lastTimestamp"},
-    {"deprecatedCount", "count"},
-    {"reportingController", "reportingComponent"}};
 
 void Rename(json& obj, const std::string& from, const std::string& to) {
   if (obj.contains(from)) {
@@ -114,7 +106,7 @@ Propagation ParsePolicy(const std::string& p) {
 
 json ToStorage(const ResourceInfo& r, json obj) {
   if (r.group != "events.k8s.io") return obj;
-  for (const auto& [from, to] : kEventRenames)
+  for (const auto& [from, to] : kEventV1ToCore)
     Rename(obj, from, to);
   obj["apiVersion"] = "v1";
   obj["kind"] = "Event";
@@ -123,7 +115,7 @@ json ToStorage(const ResourceInfo& r, json obj) {
 
 json Present(const ResourceInfo& r, json obj) {
   if (r.group == "events.k8s.io") {
-    for (const auto& [to, from] : kEventRenames)
+    for (const auto& [to, from] : kEventV1ToCore)
       Rename(obj, from, to);
   }
   obj["apiVersion"] = r.ApiVersion();

@@ -10,6 +10,7 @@
 #include <map>
 #include <set>
 
+#include "event_fields.h"
 #include "status.h"
 
 namespace kubesim::table {
@@ -362,15 +363,7 @@ json NodeColumns() {
 // ---- events (core/v1 field names; events.k8s.io objects are mapped back first) ----------
 
 json CoreEvent(json ev) {
-  static const std::vector<std::pair<const char*, const char*>> kRenames = {
-      {"regarding", "involvedObject"},
-      {"note", "message"},
-      {"deprecatedSource", "source"},
-      {"deprecatedFirstTimestamp", "firstTimestamp"},
-      {"deprecatedLastTimestamp", "lastTimestamp"},
-      {"deprecatedCount", "count"},
-      {"reportingController", "reportingComponent"}};
-  for (const auto& [from, to] : kRenames) {
+  for (const auto& [from, to] : kEventV1ToCore) {
     if (ev.contains(from)) {
       ev[to] = ev[from];
       ev.erase(from);
