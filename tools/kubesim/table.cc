@@ -11,6 +11,7 @@
 #include <set>
 
 #include "event_fields.h"
+#include "json_path.h"
 #include "status.h"
 
 namespace kubesim::table {
@@ -48,22 +49,6 @@ json AgeCol() {
   return Col("Age", kCreatedDesc);
 }
 
-// obj[k1][k2]... or null; never throws on a wrong shape.
-const json& At(const json& obj, std::initializer_list<const char*> keys) {
-  static const json kNull;
-  const json* cur = &obj;
-  for (const char* k : keys) {
-    if (!cur->is_object()) return kNull;
-    auto it = cur->find(k);
-    if (it == cur->end()) return kNull;
-    cur = &*it;
-  }
-  return *cur;
-}
-std::string Str(const json& obj, std::initializer_list<const char*> keys) {
-  const json& v = At(obj, keys);
-  return v.is_string() ? v.get<std::string>() : "";
-}
 int64_t Int(const json& obj, std::initializer_list<const char*> keys) {
   const json& v = At(obj, keys);
   if (v.is_number_integer()) return v.get<int64_t>();

@@ -112,23 +112,6 @@ bool IsControlledBy(const json& obj, const std::string& owner_uid) {
   return false;
 }
 
-const json& At(const json& obj, std::initializer_list<const char*> path) {
-  static const json kNull;
-  const json* cur = &obj;
-  for (const char* p : path) {
-    if (!cur->is_object()) return kNull;
-    auto it = cur->find(p);
-    if (it == cur->end()) return kNull;
-    cur = &*it;
-  }
-  return *cur;
-}
-
-std::string Str(const json& obj, std::initializer_list<const char*> path) {
-  const json& v = At(obj, path);
-  return v.is_string() ? v.get<std::string>() : std::string();
-}
-
 std::string PodPhase(const json& pod) {
   return Str(pod, {"status", "phase"});
 }

@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "json_path.h"
+
 namespace kubesim::controllers {
 
 using nlohmann::json;
@@ -33,10 +35,9 @@ json ControllerRef(const json& owner);
 // Whether `obj` has a controller ownerReference with this uid.
 bool IsControlledBy(const json& obj, const std::string& owner_uid);
 
-// Reads obj[a][b]... as a string ("" when absent or not a string).
-std::string Str(const json& obj, std::initializer_list<const char*> path);
-// The sub-object at a path, or null json when absent.
-const json& At(const json& obj, std::initializer_list<const char*> path);
+// Path reads (json_path.h): obj[a][b]... as a string, or the sub-object (null when absent).
+using ::kubesim::At;
+using ::kubesim::Str;
 
 // Pod helpers.
 bool PodReadyTrue(const json& pod);        // condition Ready=True
