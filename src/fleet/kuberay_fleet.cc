@@ -761,7 +761,11 @@ struct KubeRayFleet::Impl {
           if (!gone) problems.push_back("Ray job logs via " + svc + ": " + Describe(e));
         }
       }
-      if (!saved && problems.size() == problems_before) {
+      // (An earlier attempt may have saved it before the cluster went: then nothing is missing.)
+      if (saved) {
+        std::error_code ec;
+        fs::remove(dir / "not-archived.txt", ec);
+      } else if (problems.size() == problems_before && !fs::exists(dir / "ray-job.log")) {
         // Not an error to retry (nothing left to read), but not silent either: the archive says
         // why Ray's log is missing, typically archiving that came after the RayJob's TTL.
         const std::string why =
