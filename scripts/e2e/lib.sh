@@ -5,6 +5,11 @@
 
 e2e_pids=()
 
+# The real kubectl that scripts/bootstrap builds (tools/k8s) comes before any other on PATH, so
+# that the loop's checks use the version the tests are written for.
+e2e_tools_bin="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/build/tools/bin"
+[[ -x "$e2e_tools_bin/kubectl" ]] && PATH="$e2e_tools_bin:$PATH"
+
 e2e_say() { printf '%s: %s\n' "${E2E_NAME:-e2e}" "$*" >&2; }
 e2e_fail() {
   e2e_say "FAIL: $*"
