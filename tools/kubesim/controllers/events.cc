@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <ctime>
 
+#include "starforge/common/format.h"
+
 namespace kubesim::controllers {
 
 using nlohmann::json;
