@@ -13,6 +13,7 @@
 
 #include "starforge/capsule/capsule.h"
 #include "starforge/capsule/extract.h"
+#include "starforge/common/format.h"
 #include "starforge/jobspec/parse.h"
 
 namespace starforge::controller {
@@ -28,12 +29,6 @@ namespace reasons = store::reasons;
 
 constexpr const char* kCause = "controller";
 constexpr const char* kSource = "controller";
-
-int64_t NowMs() {
-  return std::chrono::duration_cast<milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 std::string Join(const std::vector<std::string>& lines) {
   std::string out;
@@ -276,14 +271,15 @@ class Reconciler {
                     "the stored JobSpec is not valid: " + error);
     }
     const fleet::SubmitResult r = fleet_->Submit(Request(job, *spec));
-    if (!r.ok) {
+    if (!r.status.ok()) {
       ++metrics_.fleet_errors;
-      const std::string reason = r.reason.empty() ? reasons::kSubmissionFailed : r.reason;
-      if (r.retryable) {
-        store_.RecordEvent(job.id, "Warning", reason, r.message, FleetSource());
-        return Retry(r.message);
+      const Status& s = r.status;
+      const std::string reason = s.reason().empty() ? reasons::kSubmissionFailed : s.reason();
+      if (s.retryable()) {
+        store_.RecordEvent(job.id, "Warning", reason, s.message(), FleetSource());
+        return Retry(s.message());
       }
-      return Finish(job, Phase::kFailed, reason, r.message);
+      return Finish(job, Phase::kFailed, reason, s.message());
     }
     Failpoint("submitted");
     const std::string handle = r.handle;
@@ -326,16 +322,22 @@ class Reconciler {
   }
 
   Outcome CancelOnFleet(const Job& job, int64_t since_ms) {
-    const std::string err = fleet_->Cancel(job.id, job.fleet_handle, since_ms);
-    if (!err.empty()) {
+    const Status s = fleet_->Cancel(job.id, job.fleet_handle, since_ms);
+    if (!s.ok()) {
       ++metrics_.fleet_errors;
-      return Retry("cancel: " + err);
+      if (s.retryable()) return Retry("cancel: " + s.message());
+      // Trying again will not stop it: say so, and let the deadlines and cleanup go on.
+      store_.RecordEvent(job.id, "Warning", reasons::kCancelFailed, s.message(), kSource);
     }
     return Now();
   }
 
   Outcome Observing(const Job& job) {
-    const fleet::Observation obs = fleet_->Observe(job.id, job.fleet_handle);
+    // Parsed once per reconcile; the fleet, Resubmit and the deadlines all use this one.
+    std::string spec_error;
+    const std::optional<jobspec::JobSpec> spec = Spec(job, &spec_error);
+    const fleet::Observation obs =
+        fleet_->Observe(job.id, job.fleet_handle, spec ? *spec : jobspec::JobSpec{});
     if (obs.retryable_error) {
       ++metrics_.fleet_errors;
       return Retry("observe: " + obs.message);
@@ -389,41 +391,40 @@ class Reconciler {
                             ? "the fleet lost the running job (no record of it any more)"
                             : obs.message);
         }
-        return Resubmit(job);
+        return Resubmit(job, spec, spec_error);
       case fleet::State::kPending:
-        return Pending(job, obs, now);
+        return Pending(job, spec, obs, now);
       case fleet::State::kRunning:
-        return Running(job, now);
+        return Running(job, spec, now);
     }
     return After(options_.resync);
   }
 
   // Pending, but the fleet has no record (e.g. its queue was in memory and it restarted):
   // submit again; the same job id yields the same handle.
-  Outcome Resubmit(const Job& job) {
-    std::string error;
-    auto spec = Spec(job, &error);
-    if (!spec) return Retry("the stored JobSpec is not valid: " + error);
+  Outcome Resubmit(const Job& job, const std::optional<jobspec::JobSpec>& spec,
+                   const std::string& spec_error) {
+    if (!spec) return Retry("the stored JobSpec is not valid: " + spec_error);
     const fleet::SubmitResult r = fleet_->Submit(Request(job, *spec));
-    if (!r.ok) {
+    if (!r.status.ok()) {
       ++metrics_.fleet_errors;
-      if (r.retryable) return Retry(r.message);
-      return Finish(job, Phase::kFailed, r.reason.empty() ? reasons::kSubmissionFailed : r.reason,
-                    r.message);
+      const Status& s = r.status;
+      if (s.retryable()) return Retry(s.message());
+      return Finish(job, Phase::kFailed,
+                    s.reason().empty() ? reasons::kSubmissionFailed : s.reason(), s.message());
     }
     if (r.handle != job.fleet_handle) {
       const std::string handle = r.handle;
       store_.UpdateJob(job.id, [&](Job& j) { j.fleet_handle = handle; });
     }
-    store_.RecordEvent(job.id, "Normal", "Resubmitted",
+    store_.RecordEvent(job.id, "Normal", reasons::kResubmitted,
                        "the fleet had no record of the pending job: submitted again", kSource);
     return After(options_.resync);
   }
 
-  Outcome Pending(const Job& job, const fleet::Observation& obs, int64_t now) {
+  Outcome Pending(const Job& job, const std::optional<jobspec::JobSpec>& spec,
+                  const fleet::Observation& obs, int64_t now) {
     if (job.phase != Phase::kPending) return After(options_.resync);  // never back from Running
-    std::string error;
-    auto spec = Spec(job, &error);
     if (spec && spec->pre_running_seconds > 0 &&
         now - PendingSince(job) > spec->pre_running_seconds * 1000) {
       Outcome o = CancelOnFleet(job, 0);
@@ -449,14 +450,12 @@ class Reconciler {
     return After(options_.resync);
   }
 
-  Outcome Running(const Job& job, int64_t now) {
+  Outcome Running(const Job& job, const std::optional<jobspec::JobSpec>& spec, int64_t now) {
     if (job.phase == Phase::kPending) {
       Move(job, Phase::kRunning, "", "");
       Failpoint("running-observed");
       return Now();  // deadlines count from the stored started_at
     }
-    std::string error;
-    auto spec = Spec(job, &error);
     if (spec && spec->running_seconds > 0 && job.started_at > 0 &&
         now - job.started_at > spec->running_seconds * 1000) {
       Outcome o = CancelOnFleet(job, 0);
@@ -481,21 +480,23 @@ class Reconciler {
       const fs::path logs = options_.storage_root / "jobs" / job.id / "logs";
       std::error_code ec;
       fs::create_directories(logs, ec);
-      const std::string err = fleet_->CollectLogs(job.id, job.fleet_handle, logs);
-      if (!err.empty()) {
+      const Status s = fleet_->CollectLogs(job.id, job.fleet_handle, logs);
+      if (!s.ok()) {
         ++metrics_.fleet_errors;
-        store_.RecordEvent(job.id, "Warning", "LogCollectionFailed", err, kSource);
-        return Retry("collect logs: " + err);
+        store_.RecordEvent(job.id, "Warning", reasons::kLogCollectionFailed, s.message(), kSource);
+        // A permanent fault: what could not be archived stays missing; cleanup goes on.
+        if (s.retryable()) return Retry("collect logs: " + s.message());
       }
       store_.UpdateJob(job.id, [](Job& j) { j.logs_archived = true; });
       Failpoint("logs-archived");
     }
     if (!job.released) {
-      const std::string err = fleet_->Release(job.id, job.fleet_handle);
-      if (!err.empty()) {
+      const Status s = fleet_->Release(job.id, job.fleet_handle);
+      if (!s.ok()) {
         ++metrics_.fleet_errors;
-        store_.RecordEvent(job.id, "Warning", "ReleaseFailed", err, kSource);
-        return Retry("release: " + err);
+        store_.RecordEvent(job.id, "Warning", reasons::kReleaseFailed, s.message(), kSource);
+        // A permanent fault needs a person (the event says what): retrying will not help.
+        if (s.retryable()) return Retry("release: " + s.message());
       }
       store_.UpdateJob(job.id, [](Job& j) { j.released = true; });
     }
@@ -603,13 +604,7 @@ std::optional<milliseconds> Controller::Reconcile(const std::string& job_id) {
   std::fprintf(stderr, "controller: job %s: %s (will retry)\n", job_id.c_str(),
                outcome.error.c_str());
   // The queue owns the per-job backoff; the delay returned is the one it applies.
-  queue_.AddRateLimited(job_id);
-  const int failures = queue_.Failures(job_id);
-  milliseconds delay = options_.backoff_max;
-  if (failures <= 30) {
-    delay = std::min(options_.backoff_max, options_.backoff_base * (int64_t{1} << (failures - 1)));
-  }
-  return delay;
+  return queue_.AddRateLimited(job_id);
 }
 
 void Controller::Worker() {

@@ -18,11 +18,12 @@
 #include <thread>
 
 #include "starforge/common/atomic_file.h"
+#include "starforge/common/format.h"
+#include "starforge/common/json_read.h"
 #include "starforge/kube/informer.h"
 #include "starforge/kuberay/capacity.h"
 #include "starforge/kuberay/constants.h"
 #include "starforge/kuberay/diagnose.h"
-#include "starforge/kuberay/json_fields.h"
 #include "starforge/kuberay/render.h"
 #include "starforge/kuberay/status.h"
 
@@ -31,15 +32,13 @@ namespace {
 
 namespace fs = std::filesystem;
 namespace res = kube::resources;
+using json_read::Field;
+using json_read::Label;
+using json_read::Name;
+using json_read::Str;
 using kuberay::RayJobState;
-using kuberay::json_fields::Field;
-using kuberay::json_fields::Label;
-using kuberay::json_fields::Name;
-using kuberay::json_fields::Str;
 using nlohmann::json;
 
-// Labels and names the operator and Kubernetes set (FACTS §3.1) that are not in constants.h.
-constexpr const char* kLabelOriginatedFrom = "ray.io/originated-from-cr-name";
 constexpr const char* kFieldManager = "starforge";
 // After this many failed CollectLogs calls for one job, what could not be read is recorded in
 // collect-errors.txt and archiving ends (the RayJob's TTL frees the cluster regardless).
@@ -47,23 +46,6 @@ constexpr int kMaxCollectAttempts = 5;
 
 bool Deleting(const json& obj) {
   return !Field(Field(obj, "metadata"), "deletionTimestamp").is_null();
-}
-
-// RFC 3339 "2026-01-02T03:04:05Z" (fractions and offsets tolerated) → Unix seconds; 0 if bad.
-int64_t ParseTime(const std::string& text) {
-  std::tm tm{};
-  const char* end = ::strptime(text.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
-  if (end == nullptr) return 0;
-  return static_cast<int64_t>(::timegm(&tm));
-}
-
-// RFC 3339 in UTC, as Kubernetes writes timestamps.
-std::string FormatRfc3339(std::time_t t) {
-  std::tm tm{};
-  ::gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 std::vector<json> Values(const std::map<std::string, json>& m) {
@@ -156,49 +138,6 @@ std::string RedactUrlQueries(std::string text) {
   return text;
 }
 
-// The job's pools as rendered into its RayJob (render.cc): the head is machine zero of the
-// primary pool, whose other machines form the worker group of the same name; every other pool
-// is one worker group. Needed by the diagnosis, which Observe runs without the JobSpec.
-std::vector<jobspec::Pool> PoolsFromRayJob(const json& rayjob, const std::string& gpu_label) {
-  std::vector<jobspec::Pool> pools;
-  const json& cluster = Field(Field(rayjob, "spec"), "rayClusterSpec");
-  auto pool_of = [&](const json& group, const std::string& name, int64_t machines) {
-    jobspec::Pool p;
-    p.name = name;
-    p.machines = machines;
-    const json& tmpl = Field(group, "template");
-    p.gpu_series = Str(Field(Field(tmpl, "spec"), "nodeSelector"), gpu_label.c_str());
-    const std::string gpus = Str(Field(group, "rayStartParams"), "num-gpus");
-    try {
-      p.gpus_per_machine = gpus.empty() ? 0 : std::stoll(gpus);
-    } catch (const std::exception&) {
-      p.gpus_per_machine = 0;
-    }
-    return p;
-  };
-  const json& head = Field(cluster, "headGroupSpec");
-  if (head.is_object()) {
-    std::string name = Label(Field(head, "template"), kuberay::kLabelPool);
-    pools.push_back(pool_of(head, name.empty() ? "head" : name, 1));
-  }
-  const json& workers = Field(cluster, "workerGroupSpecs");
-  if (workers.is_array()) {
-    for (const auto& g : workers) {
-      const std::string name = Str(g, "groupName");
-      int64_t replicas =
-          Field(g, "replicas").is_number_integer()      ? Field(g, "replicas").get<int64_t>()
-          : Field(g, "minReplicas").is_number_integer() ? Field(g, "minReplicas").get<int64_t>()
-                                                        : 0;
-      if (!pools.empty() && pools.front().name == name) {
-        pools.front().machines += replicas;
-      } else {
-        pools.push_back(pool_of(g, name, replicas));
-      }
-    }
-  }
-  return pools;
-}
-
 // ----------------------------------------------------------------------------------------------
 
 KubeRaySetup DetectKubeRay(const config::Config& cfg, const kube::ConfigSources& sources) {
@@ -251,9 +190,9 @@ struct KubeRayFleet::Impl {
     };
     const std::string ours = std::string(kuberay::kLabelManagedBy) + "=" + kuberay::kManagedByValue;
     rayjobs = informer(res::kRayJobs, ns, ours, true);
-    // RayClusters inherit the RayJob's labels (FACTS §3.1).
+    // RayClusters inherit the RayJob's labels (upstream-facts §3.1).
     rayclusters = informer(res::kRayClusters, ns, ours, true);
-    jobs = informer(res::kJobs, ns, std::string(kLabelOriginatedFrom), true);
+    jobs = informer(res::kJobs, ns, std::string(kuberay::kLabelOriginatedFrom), true);
     pods = informer(res::kPods, ns, "", true);
     events = informer(res::kEvents, ns, "", true);
     nodes = informer(res::kNodes, "", "", false);
@@ -271,16 +210,16 @@ struct KubeRayFleet::Impl {
   // The StarForge job an object belongs to, or "".
   std::string JobIdOf(const json& obj) {
     if (std::string id = Label(obj, kuberay::kLabelJobId); !id.empty()) return id;
-    for (const char* key :
-         {kuberay::kLabelJobNameBatch, kuberay::kLabelJobNameLegacy, kLabelOriginatedFrom}) {
+    for (const char* key : {kuberay::kLabelJobNameBatch, kuberay::kLabelJobNameLegacy,
+                            kuberay::kLabelOriginatedFrom}) {
       if (std::string rj = Label(obj, key); !rj.empty()) return JobIdOfRayJob(rj);
     }
     const json& involved = Field(obj, "involvedObject");
     if (involved.is_object()) {
       const std::string kind = Str(involved, "kind");
       const std::string name = Str(involved, "name");
-      if (kind == "RayJob" || kind == "Job") return JobIdOfRayJob(name);
-      if (kind == "RayCluster") {
+      if (kind == kuberay::kRayJobKind || kind == res::kJobs.kind) return JobIdOfRayJob(name);
+      if (kind == kuberay::kRayClusterKind) {
         if (auto c = rayclusters->Get(Key(name))) return Label(*c, kuberay::kLabelJobId);
       }
       if (kind == "Pod") {
@@ -387,7 +326,7 @@ struct KubeRayFleet::Impl {
     std::vector<json> events;
   };
 
-  // Everything of one job the caches hold (FACTS §5's chain).
+  // Everything of one job the caches hold (upstream-facts §5's chain).
   JobObjects Gather(const json& rayjob, const std::string& name) {
     JobObjects j;
     j.rayjob = rayjob;
@@ -395,7 +334,7 @@ struct KubeRayFleet::Impl {
     if (!cluster.empty()) {
       if (auto c = rayclusters->Get(Key(cluster))) j.raycluster = *c;
     }
-    if (auto sj = jobs->Get(Key(name)); sj && Label(*sj, kLabelOriginatedFrom) == name) {
+    if (auto sj = jobs->Get(Key(name)); sj && Label(*sj, kuberay::kLabelOriginatedFrom) == name) {
       j.submitter_job = *sj;
     }
     // Observe runs this for every job on every resync: copy only this job's objects.
@@ -413,8 +352,8 @@ struct KubeRayFleet::Impl {
     // Pods already gone still explain what happened: their names are <cluster>-… and
     // <rayjob>-<5 chars> (the submitter Job's pods).
     auto ours = [&](const std::string& kind, const std::string& obj) {
-      if (kind == "RayJob" || kind == "Job") return obj == name;
-      if (kind == "RayCluster") return !cluster.empty() && obj == cluster;
+      if (kind == kuberay::kRayJobKind || kind == res::kJobs.kind) return obj == name;
+      if (kind == kuberay::kRayClusterKind) return !cluster.empty() && obj == cluster;
       if (kind != "Pod") return false;
       if (pod_names.count(obj)) return true;
       if (!cluster.empty() && obj.rfind(cluster + "-", 0) == 0) return true;
@@ -484,7 +423,8 @@ struct KubeRayFleet::Impl {
     return out;
   }
 
-  kuberay::Diagnosis DiagnoseJob(const std::string& job_id, const JobObjects& j) {
+  kuberay::Diagnosis DiagnoseJob(const std::string& job_id, const JobObjects& j,
+                                 const jobspec::JobSpec& spec) {
     kuberay::DiagnosisInput in;
     in.rayjob = j.rayjob;
     in.raycluster = j.raycluster;
@@ -501,7 +441,7 @@ struct KubeRayFleet::Impl {
       in.node_pods = Values(all_pods->Snapshot());
     }
     in.gpu_label = o.config.k8s_gpu_node_label;
-    in.pools = PoolsFromRayJob(j.rayjob, o.config.k8s_gpu_node_label);
+    in.pools = spec.pools;  // what render laid out: read from the JobSpec, not from the RayJob
     return kuberay::Diagnose(in);
   }
 
@@ -545,13 +485,11 @@ struct KubeRayFleet::Impl {
 
   SubmitResult Submit(const SubmitRequest& request) {
     const std::string name = kuberay::RayJobName(request.job_id);
-    auto fail = [&](std::string reason, std::string message, bool retryable) {
-      SubmitResult r;
-      r.ok = false;
-      r.reason = std::move(reason);
-      r.message = RedactUrlQueries(std::move(message));
-      r.retryable = retryable;
-      return r;
+    auto fail = [&](const char* reason, std::string message, bool retryable) {
+      message = RedactUrlQueries(std::move(message));
+      return SubmitResult{retryable ? Status::Retryable(reason, std::move(message))
+                                    : Status::Permanent(reason, std::move(message)),
+                          ""};
     };
     // The URL must outlive the wait for resources and the run: Ray downloads the working_dir on
     // each node when the job starts there.
@@ -563,12 +501,12 @@ struct KubeRayFleet::Impl {
     expiry = std::clamp<int64_t>(expiry, 1, objstore::kMaxPresignSeconds);
     auto url = objects.PresignGet(request.capsule_key, expiry, std::time(nullptr));
     if (!url) {
-      return fail("SubmissionFailed", "cannot make a URL for the capsule: " + url.error().message,
-                  false);
+      return fail(reasons::kSubmissionFailed,
+                  "cannot make a URL for the capsule: " + url.error().message, false);
     }
     const kuberay::RenderResult rendered =
         kuberay::Render(spec, request.job_id, {url.value(), request.capsule_sha256}, o.config);
-    if (!rendered.ok()) return fail("Rejected", JoinErrors(rendered.errors), false);
+    if (!rendered.ok()) return fail(reasons::kRejected, JoinErrors(rendered.errors), false);
 
     kube::WriteOptions wo;
     wo.field_manager = kFieldManager;
@@ -580,19 +518,19 @@ struct KubeRayFleet::Impl {
     } catch (const kube::ApiError& e) {
       if (kube::IsAlreadyExists(e)) return Existing(request.job_id, name);
       const std::string what = "creating RayJob " + ns + "/" + name + ": " + Describe(e);
-      if (Transient(e)) return fail("SubmissionFailed", what, true);
+      if (Transient(e)) return fail(reasons::kSubmissionFailed, what, true);
       if (kube::IsNotFound(e)) {
-        return fail("SubmissionFailed",
+        return fail(reasons::kSubmissionFailed,
                     what +
                         " (create the namespace, or set FORGE_K8S_NAMESPACE to one that "
                         "exists)",
                     false);
       }
       if (e.reason() == kube::Reason::kForbidden || e.reason() == kube::Reason::kUnauthorized) {
-        return fail("SubmissionFailed",
+        return fail(reasons::kSubmissionFailed,
                     what + " (StarForge's service account needs the rules in deploy/)", false);
       }
-      return fail("SubmissionFailed", what, false);
+      return fail(reasons::kSubmissionFailed, what, false);
     }
   }
 
@@ -606,23 +544,24 @@ struct KubeRayFleet::Impl {
         r.handle = name;
         return r;
       }
-      r.ok = false;
-      r.reason = "SubmissionFailed";
-      r.message = "RayJob " + ns + "/" + name + " already exists and is not this job's (" +
-                  (owner.empty() ? std::string("it has no ") + kuberay::kLabelJobId + " label"
-                                 : std::string(kuberay::kLabelJobId) + "=" + owner) +
-                  "); delete it or use another FORGE_K8S_NAMESPACE";
+      r.status = Status::Permanent(
+          reasons::kSubmissionFailed,
+          "RayJob " + ns + "/" + name + " already exists and is not this job's (" +
+              (owner.empty() ? std::string("it has no ") + kuberay::kLabelJobId + " label"
+                             : std::string(kuberay::kLabelJobId) + "=" + owner) +
+              "); delete it or use another FORGE_K8S_NAMESPACE");
       return r;
     } catch (const kube::ApiError& e) {
-      r.ok = false;
-      r.reason = "SubmissionFailed";
-      r.retryable = true;  // it existed a moment ago: deleted meanwhile, or a transient error
-      r.message = "RayJob " + ns + "/" + name + " exists but cannot be read: " + Describe(e);
+      // It existed a moment ago: deleted meanwhile, or a transient error.
+      r.status = Status::Retryable(
+          reasons::kSubmissionFailed,
+          "RayJob " + ns + "/" + name + " exists but cannot be read: " + Describe(e));
       return r;
     }
   }
 
-  Observation Observe(const std::string& job_id, const std::string& handle) {
+  Observation Observe(const std::string& job_id, const std::string& handle,
+                      const jobspec::JobSpec& spec) {
     const std::string name = handle.empty() ? kuberay::RayJobName(job_id) : handle;
     Observation obs;
     std::optional<json> rj;
@@ -641,7 +580,7 @@ struct KubeRayFleet::Impl {
         obs.message = "cancelled: StarForge deleted RayJob " + ns + "/" + name;
       } else {
         obs.state = State::kFailed;
-        obs.reason = "RayJobDeleted";
+        obs.reason = reasons::kRayJobDeleted;
         obs.message =
             "RayJob " + ns + "/" + name + " " + how + " outside StarForge before the job ended";
       }
@@ -655,7 +594,7 @@ struct KubeRayFleet::Impl {
     switch (sv.state) {
       case RayJobState::kPending:
       case RayJobState::kUnknown: {
-        const kuberay::Diagnosis d = DiagnoseJob(job_id, objs);
+        const kuberay::Diagnosis d = DiagnoseJob(job_id, objs, spec);
         obs.events = ToFleetEvents(d.events);
         obs.state = State::kPending;
         obs.reason = !d.reason.empty() ? d.reason : sv.reason;
@@ -676,18 +615,15 @@ struct KubeRayFleet::Impl {
         obs.state = State::kFailed;
         obs.exit_code = sv.exit_code;
         obs.message = RedactUrlQueries(OneLine(sv.message));
-        if (sv.reason == "ValidationFailed") {
-          obs.reason = "Rejected";
-          if (obs.message.empty()) obs.message = "the KubeRay operator refused the RayJob";
-        } else {
-          obs.reason = sv.reason.empty() ? "Failed" : sv.reason;
-        }
+        obs.reason = kuberay::JobReason(sv);
+        if (obs.message.empty() && obs.reason == reasons::kRejected)
+          obs.message = "the KubeRay operator refused the RayJob";
         if (cancelled) obs.state = State::kCancelled;
         break;
       case RayJobState::kStopped:
         obs.state = State::kCancelled;
         if (!cancelled) {
-          obs.reason = "RayJobStopped";
+          obs.reason = reasons::kRayJobStopped;
           obs.message = "the Ray job was stopped outside StarForge (e.g. `ray job stop`)";
         }
         break;
@@ -708,81 +644,78 @@ struct KubeRayFleet::Impl {
     return "";
   }
 
-  std::string CollectLogs(const std::string& job_id, const std::string& handle,
-                          const fs::path& dir) {
-    const std::string name = handle.empty() ? kuberay::RayJobName(job_id) : handle;
-    std::vector<std::string> problems;
-    // Writes one file of the archive; a failure is one more problem.
-    auto save = [&](const std::string& file, const std::string& text) {
-      if (std::string error = WriteFileAtomic(dir / file, text); !error.empty())
-        problems.push_back(error);
-    };
-    std::optional<json> rj;
-    try {
-      rj = client.Get(res::kRayJobs, ns, name);  // fresh: the final status goes into rayjob.json
-    } catch (const kube::ApiError& e) {
-      if (!kube::IsNotFound(e)) return "reading RayJob " + ns + "/" + name + ": " + Describe(e);
-    }
-    const kuberay::StatusView sv = kuberay::ReadStatus(rj ? *rj : json());
+  // Writes one file of the archive; a failure is one more problem.
+  static void SaveFile(const fs::path& dir, const std::string& file, const std::string& text,
+                       std::vector<std::string>* problems) {
+    if (std::string error = WriteFileAtomic(dir / file, text); !error.empty())
+      problems->push_back(error);
+  }
 
-    // Ray's own record of the job, through the API server's service proxy while the head
-    // exists: the RayJob's service first (it follows the current cluster), then the cluster's.
-    if (rj && !sv.job_id.empty()) {
-      std::vector<std::string> services = {name + "-head-svc"};
-      if (!sv.ray_cluster_name.empty()) services.push_back(sv.ray_cluster_name + "-head-svc");
-      const size_t problems_before = problems.size();
-      bool saved = false;
-      for (const auto& svc : services) {
-        kube::ProxyRequest pr;
-        pr.ns = ns;
-        pr.service = svc;
-        pr.port = "dashboard";
-        pr.path = "api/jobs/" + sv.job_id + "/logs";
+  // Saves ray-job.log: Ray's own record of the job, through the API server's service proxy while
+  // the head exists (the RayJob's service first: it follows the current cluster; then the
+  // cluster's). Says in not-archived.txt why it is missing when no head answers.
+  void SaveRayJobLog(const std::string& job_id, const std::string& name,
+                     const kuberay::StatusView& sv, const fs::path& dir,
+                     std::vector<std::string>* problems) {
+    std::vector<std::string> services = {name + kuberay::kHeadServiceSuffix};
+    if (!sv.ray_cluster_name.empty())
+      services.push_back(sv.ray_cluster_name + kuberay::kHeadServiceSuffix);
+    const size_t problems_before = problems->size();
+    bool saved = false;
+    for (const auto& svc : services) {
+      kube::ProxyRequest pr;
+      pr.ns = ns;
+      pr.service = svc;
+      pr.port = kuberay::kDashboardPortName;
+      pr.path = "api/jobs/" + sv.job_id + "/logs";
+      try {
+        const kube::ProxyResponse resp = client.ServiceProxy(pr);
+        if (resp.status != 200) continue;  // e.g. 404: this head does not know the job
+        std::string text = resp.body;
         try {
-          const kube::ProxyResponse resp = client.ServiceProxy(pr);
-          if (resp.status != 200) continue;  // e.g. 404: this head does not know the job
-          std::string text = resp.body;
-          try {
-            const json body = json::parse(resp.body);
-            if (body.is_object() && body.contains("logs") && body["logs"].is_string())
-              text = body["logs"].get<std::string>();
-          } catch (const json::exception&) {
-          }
-          save("ray-job.log", RedactUrlQueries(text));
-          saved = true;
-          break;
-        } catch (const kube::ApiError& e) {
-          // No service, no endpoints or a head that no longer answers: the cluster is gone.
-          const bool gone = kube::IsNotFound(e) ||
-                            (e.reason() == kube::Reason::kServiceUnavailable &&
-                             (e.message().find("no endpoints") != std::string::npos ||
-                              e.message().find("error trying to reach") != std::string::npos ||
-                              e.message().find("no service port") != std::string::npos));
-          if (!gone) problems.push_back("Ray job logs via " + svc + ": " + Describe(e));
+          const json body = json::parse(resp.body);
+          if (body.is_object() && body.contains("logs") && body["logs"].is_string())
+            text = body["logs"].get<std::string>();
+        } catch (const json::exception&) {
         }
-      }
-      // (An earlier attempt may have saved it before the cluster went: then nothing is missing.)
-      if (saved) {
-        std::error_code ec;
-        fs::remove(dir / "not-archived.txt", ec);
-      } else if (problems.size() == problems_before && !fs::exists(dir / "ray-job.log")) {
-        // Not an error to retry (nothing left to read), but not silent either: the archive says
-        // why Ray's log is missing, typically archiving that came after the RayJob's TTL.
-        const std::string why =
-            "ray-job.log: Ray's job log could not be read: no head of RayJob " + ns + "/" + name +
-            " answers (services " + services.front() +
-            (services.size() > 1 ? " and " + services.back() : std::string()) +
-            "); the operator deletes the RayCluster FORGE_KUBERAY_TTL_SECONDS (" +
-            std::to_string(o.config.kuberay_ttl_seconds) + " s) after the job ends (it ended at " +
-            (sv.end_time.empty() ? std::string("an unknown time") : sv.end_time) +
-            "; archived at " + FormatRfc3339(std::time(nullptr)) +
-            "). driver.log and submitter.log hold the job's output.\n";
-        save("not-archived.txt", why);
-        spdlog::warn("kuberay fleet: job {}: {}", job_id, why.substr(0, why.size() - 1));
+        SaveFile(dir, "ray-job.log", RedactUrlQueries(text), problems);
+        saved = true;
+        break;
+      } catch (const kube::ApiError& e) {
+        // No service, no endpoints or a head that no longer answers: the cluster is gone.
+        const bool gone = kube::IsNotFound(e) ||
+                          (e.reason() == kube::Reason::kServiceUnavailable &&
+                           (e.message().find("no endpoints") != std::string::npos ||
+                            e.message().find("error trying to reach") != std::string::npos ||
+                            e.message().find("no service port") != std::string::npos));
+        if (!gone) problems->push_back("Ray job logs via " + svc + ": " + Describe(e));
       }
     }
+    // (An earlier attempt may have saved it before the cluster went: then nothing is missing.)
+    if (saved) {
+      std::error_code ec;
+      fs::remove(dir / "not-archived.txt", ec);
+    } else if (problems->size() == problems_before && !fs::exists(dir / "ray-job.log")) {
+      // Not an error to retry (nothing left to read), but not silent either: the archive says
+      // why Ray's log is missing, typically archiving that came after the RayJob's TTL.
+      const std::string why = "ray-job.log: Ray's job log could not be read: no head of RayJob " +
+                              ns + "/" + name + " answers (services " + services.front() +
+                              (services.size() > 1 ? " and " + services.back() : std::string()) +
+                              "); the operator deletes the RayCluster FORGE_KUBERAY_TTL_SECONDS (" +
+                              std::to_string(o.config.kuberay_ttl_seconds) +
+                              " s) after the job ends (it ended at " +
+                              (sv.end_time.empty() ? std::string("an unknown time") : sv.end_time) +
+                              "; archived at " + FormatRfc3339(std::time(nullptr)) +
+                              "). driver.log and submitter.log hold the job's output.\n";
+      SaveFile(dir, "not-archived.txt", why, problems);
+      spdlog::warn("kuberay fleet: job {}: {}", job_id, why.substr(0, why.size() - 1));
+    }
+  }
 
-    // The submitter's log: `ray job logs --follow` = the driver's output as Ray saw it.
+  // Saves submitter.log: `ray job logs --follow` in the submitter pods = the driver's output as Ray
+  // saw it.
+  void SaveSubmitterLog(const std::string& name, const fs::path& dir,
+                        std::vector<std::string>* problems) {
     try {
       std::vector<json> submitters = PodsWhere(
           [&](const json& p) {
@@ -806,23 +739,41 @@ struct KubeRayFleet::Impl {
         } catch (const kube::ApiError& e) {
           // Gone, or never started (400 "waiting to start"): nothing to archive.
           if (!kube::IsNotFound(e) && e.reason() != kube::Reason::kBadRequest)
-            problems.push_back("submitter log of pod " + Name(p) + ": " + Describe(e));
+            problems->push_back("submitter log of pod " + Name(p) + ": " + Describe(e));
         }
       }
-      if (!text.empty()) save("submitter.log", RedactUrlQueries(text));
+      if (!text.empty()) SaveFile(dir, "submitter.log", RedactUrlQueries(text), problems);
     } catch (const kube::ApiError& e) {
-      problems.push_back("listing the submitter's pods: " + Describe(e));
+      problems->push_back("listing the submitter's pods: " + Describe(e));
     }
+  }
 
-    // What Kubernetes said about the job, and its final RayJob.
-    if (rj) {
-      const JobObjects objs = Gather(*rj, name);
-      json events_json = json::array();
-      for (const auto& e : kuberay::NormalizeEvents(objs.events))
-        events_json.push_back(kuberay::ToJson(e));
-      save("events.json", Redacted(events_json).dump(2) + "\n");
-      save("rayjob.json", Redacted(*rj).dump(2) + "\n");
+  // Saves events.json (what Kubernetes said about the job) and rayjob.json (its final RayJob).
+  void SaveEventsAndRayJob(const json& rj, const std::string& name, const fs::path& dir,
+                           std::vector<std::string>* problems) {
+    const JobObjects objs = Gather(rj, name);
+    json events_json = json::array();
+    for (const auto& e : kuberay::NormalizeEvents(objs.events))
+      events_json.push_back(kuberay::ToJson(e));
+    SaveFile(dir, "events.json", Redacted(events_json).dump(2) + "\n", problems);
+    SaveFile(dir, "rayjob.json", Redacted(rj).dump(2) + "\n", problems);
+  }
+
+  std::string CollectLogs(const std::string& job_id, const std::string& handle,
+                          const fs::path& dir) {
+    const std::string name = handle.empty() ? kuberay::RayJobName(job_id) : handle;
+    std::vector<std::string> problems;
+    std::optional<json> rj;
+    try {
+      rj = client.Get(res::kRayJobs, ns, name);  // fresh: the final status goes into rayjob.json
+    } catch (const kube::ApiError& e) {
+      if (!kube::IsNotFound(e)) return "reading RayJob " + ns + "/" + name + ": " + Describe(e);
     }
+    const kuberay::StatusView sv = kuberay::ReadStatus(rj ? *rj : json());
+
+    if (rj && !sv.job_id.empty()) SaveRayJobLog(job_id, name, sv, dir, &problems);
+    SaveSubmitterLog(name, dir, &problems);
+    if (rj) SaveEventsAndRayJob(*rj, name, dir, &problems);
 
     if (problems.empty()) return "";
     std::string joined;
@@ -864,7 +815,7 @@ struct KubeRayFleet::Impl {
     d.propagation_policy = "Background";
     try {
       const json r = client.Delete(res::kRayJobs, ns, name, d);
-      if (Str(r, "kind") == "RayJob" && Deleting(r)) {
+      if (Str(r, "kind") == kuberay::kRayJobKind && Deleting(r)) {
         std::lock_guard lock(mu);
         delete_accepted.insert(job_id);
         return waiting(r);
@@ -907,7 +858,8 @@ struct KubeRayFleet::Impl {
         spdlog::warn("kuberay fleet: cannot tell whether job {} exists: {}", job_id, e.what());
       }
       if (exists) continue;
-      const int64_t created = ParseTime(Str(Field(rj, "metadata"), "creationTimestamp"));
+      const int64_t created =
+          ParseRfc3339(Str(rj, {"metadata", "creationTimestamp"})).value_or(0) / 1000;
       const int64_t age = created > 0 ? now - created : 0;
       if (created == 0 || age < o.orphan_grace.count()) continue;
       kube::DeleteOptions d;
@@ -1028,22 +980,24 @@ SubmitResult KubeRayFleet::Submit(const SubmitRequest& request) {
   return impl_->Submit(request);
 }
 
-Observation KubeRayFleet::Observe(const std::string& job_id, const std::string& handle) {
-  return impl_->Observe(job_id, handle);
+Observation KubeRayFleet::Observe(const std::string& job_id, const std::string& handle,
+                                  const jobspec::JobSpec& spec) {
+  return impl_->Observe(job_id, handle, spec);
 }
 
-std::string KubeRayFleet::Cancel(const std::string& job_id, const std::string& handle,
-                                 int64_t /*since_ms*/) {
-  return impl_->Cancel(job_id, handle);
+Status KubeRayFleet::Cancel(const std::string& job_id, const std::string& handle,
+                            int64_t /*since_ms*/) {
+  return RetryableUnlessEmpty(reasons::kCancelFailed, impl_->Cancel(job_id, handle));
 }
 
-std::string KubeRayFleet::CollectLogs(const std::string& job_id, const std::string& handle,
-                                      const std::filesystem::path& logs_dir) {
-  return impl_->CollectLogs(job_id, handle, logs_dir);
+Status KubeRayFleet::CollectLogs(const std::string& job_id, const std::string& handle,
+                                 const std::filesystem::path& logs_dir) {
+  return RetryableUnlessEmpty(reasons::kLogCollectionFailed,
+                              impl_->CollectLogs(job_id, handle, logs_dir));
 }
 
-std::string KubeRayFleet::Release(const std::string& job_id, const std::string& handle) {
-  return impl_->Release(job_id, handle);
+Status KubeRayFleet::Release(const std::string& job_id, const std::string& handle) {
+  return RetryableUnlessEmpty(reasons::kReleaseFailed, impl_->Release(job_id, handle));
 }
 
 nlohmann::json KubeRayFleet::Capacity() {

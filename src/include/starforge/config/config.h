@@ -12,6 +12,7 @@
 
 #include "starforge/common/field_error.h"
 #include "starforge/config/secret.h"
+#include "starforge/jobspec/parse.h"
 
 namespace starforge::config {
 
@@ -23,6 +24,9 @@ std::string ToString(FleetKind kind);       // "local" | "kuberay"
 std::string ToString(SubmissionMode mode);  // "K8sJobMode" | "HTTPMode"
 std::string ToString(S3Addressing mode);    // "path" | "virtual"
 std::optional<FleetKind> ParseFleetKind(const std::string& text);
+
+// The node label whose value is a node's GPU series, unless FORGE_K8S_GPU_NODE_LABEL says.
+inline constexpr const char* kDefaultGpuNodeLabel = "starforge/gpu-series";
 
 struct Config {
   // Fleet and recipes.
@@ -38,9 +42,9 @@ struct Config {
   std::string k8s_context;                    // FORGE_K8S_CONTEXT (kubeconfig context)
 
   // What StarForge creates in the cluster.
-  std::string k8s_namespace = "starforge";                  // FORGE_K8S_NAMESPACE
-  std::string k8s_gpu_node_label = "starforge/gpu-series";  // FORGE_K8S_GPU_NODE_LABEL
-  std::string k8s_shm_size = "64Gi";                        // FORGE_K8S_SHM_SIZE (quantity)
+  std::string k8s_namespace = "starforge";                // FORGE_K8S_NAMESPACE
+  std::string k8s_gpu_node_label = kDefaultGpuNodeLabel;  // FORGE_K8S_GPU_NODE_LABEL
+  std::string k8s_shm_size = "64Gi";                      // FORGE_K8S_SHM_SIZE (quantity)
   std::string k8s_storage_pvc;      // FORGE_K8S_STORAGE_PVC ("" = no storage volume)
   bool k8s_storage_shared = true;   // FORGE_K8S_STORAGE_SHARED
   std::string k8s_corpus_pvc;       // FORGE_K8S_CORPUS_PVC ("" = none)
@@ -113,5 +117,9 @@ std::map<std::string, std::string> ProcessEnvironment();
 
 // The effective configuration as JSON keyed by setting name; secrets appear as "***".
 nlohmann::json Dump(const Config& config);
+
+// The JobSpec defaults these settings supply (FORGE_DEFAULT_FLEET_KIND, FORGE_IMAGE_NEMO_RL,
+// FORGE_KUBERAY_PRERUNNING_DEADLINE_S): what `forge validate`, `forge submit` and the API use.
+jobspec::Defaults JobDefaults(const Config& config);
 
 }  // namespace starforge::config

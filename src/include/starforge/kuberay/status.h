@@ -1,4 +1,4 @@
-// Reading a RayJob's status (FACTS §2) as StarForge's phases. Pure: no I/O, no clock.
+// Reading a RayJob's status (upstream-facts §2) as StarForge's phases. Pure: no I/O, no clock.
 #pragma once
 
 #include <optional>
@@ -48,5 +48,9 @@ StatusView ReadStatus(const nlohmann::json& rayjob);
 // The exit code in Ray's FAILED message ("Job entrypoint command failed with exit code N, last
 // available logs …" or "… exit code N. Last available logs …"); nullopt when absent.
 std::optional<int> ParseRayExitCode(std::string_view message);
+
+// The job's reason for a Failed RayJob: Rejected when the operator refused it
+// (ValidationFailed), the operator's reason otherwise, "Failed" when it gave none.
+std::string JobReason(const StatusView& status);
 
 }  // namespace starforge::kuberay
