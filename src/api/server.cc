@@ -15,6 +15,7 @@
 #include <httplib.h>
 #include <spdlog/spdlog.h>
 
+#include "starforge/api/console_assets.h"
 #include "starforge/api/convert.h"
 #include "starforge/api/logs.h"
 #include "starforge/api/routes.h"
@@ -183,8 +184,9 @@ struct Server::Impl {
     }
     // Anything else: 404, or 405 when the path exists with another method. Bodies are read
     // (and dropped, within the small-body limit) so the connection stays in step.
+    // GETs outside the API are the web console's (console_assets.cc).
     http.Get(".*", [this](const httplib::Request& req, httplib::Response& res) {
-      NoRoute(req, res, nullptr);
+      if (!ServeConsole(req, res)) NoRoute(req, res, nullptr);
     });
     http.Options(".*", [this](const httplib::Request& req, httplib::Response& res) {
       NoRoute(req, res, nullptr);

@@ -705,7 +705,7 @@ TEST_F(Api, ListingFiltersAndPages) {
 
 TEST_F(Api, UnknownRoutesAndMethodsAreJsonErrors) {
   ExpectError(Get("/api/v1/nope", admin_), 404, "NotFound", "no such route");
-  ExpectError(http_->Get("/"), 404, "NotFound");
+  ExpectError(http_->Get("/api"), 404, "NotFound");
   auto r = http_->Delete("/api/v1/jobs", Auth(admin_));
   ExpectError(r, 405, "MethodNotAllowed", "use POST or GET");
   EXPECT_EQ(r->get_header_value("Allow"), "POST, GET");
