@@ -78,8 +78,8 @@ std::optional<ConsoleResponse> ConsoleLookup(std::string_view path,
     return r;
   }
   const size_t slash = path.rfind('/');
-  const bool has_extension = path.find('.', slash == std::string_view::npos ? 0 : slash) !=
-                             std::string_view::npos;
+  const bool has_extension =
+      path.find('.', slash == std::string_view::npos ? 0 : slash) != std::string_view::npos;
   if (f == nullptr && (StartsWith(path, "/assets/") || has_extension) && path != "/index.html") {
     r.status = 404;
     r.body = "not found\n";

@@ -100,7 +100,7 @@ pools:
     await pull.waitFor({ timeout: 30_000 });
     assert.match(await pull.textContent(), /Pod\//);
     await page.locator("#events tbody tr", { hasText: "Scheduled" }).first().waitFor({ timeout: 30_000 });
-    await screenshot(page, "job-image-pull-failed");
+    await screenshot(page, "job-image-pull-failed", { fullPage: false }); // the top: line + events
     await page.getByRole("button", { name: "Cancel job…" }).click();
     await page.getByRole("button", { name: "Yes, cancel it" }).click();
     await page.locator("#status-line").getByText("Cancelled").waitFor({ timeout: 90_000 });

@@ -126,10 +126,10 @@ export async function signedIn(browser, url, token, opts = {}) {
   return page;
 }
 
-export async function screenshot(page, name) {
+export async function screenshot(page, name, opts = { fullPage: true }) {
   mkdirSync(ARTIFACTS, { recursive: true });
   const file = join(ARTIFACTS, `${name}.png`);
-  await page.screenshot({ path: file, fullPage: true });
+  await page.screenshot({ path: file, ...opts });
   return file;
 }
 

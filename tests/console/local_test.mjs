@@ -5,6 +5,7 @@
 import assert from "node:assert/strict";
 import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
+import { gzipSync } from "node:zlib";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { launchChromium, screenshot, signedIn, startForge } from "./lib.mjs";
@@ -50,6 +51,12 @@ describe("console on the local fleet", () => {
     assert.equal(asset.status, 200);
     assert.match(asset.headers.get("content-type"), /^text\/javascript/);
     assert.match(asset.headers.get("cache-control"), /immutable/);
+    // The whole console (page, scripts, styles) stays within its 200 KB gzipped budget.
+    const assets = [...html.matchAll(/(?:src|href)="(\/[^"]+)"/g)].map((m) => m[1]);
+    let gz = gzipSync(html).length;
+    for (const a of assets) gz += gzipSync(Buffer.from(await (await fetch(forge.url + a)).arrayBuffer())).length;
+    console.log(`console bundle: ${assets.length + 1} files, ${(gz / 1024).toFixed(1)} KiB gzipped`);
+    assert.ok(gz < 200 * 1024, `the console is ${gz} bytes gzipped, over 200 KB`);
     // A client route gets the page; a missing asset and an unknown API path do not.
     const route = await fetch(`${forge.url}/jobs/j-whatever`);
     assert.equal(route.status, 200);
@@ -141,7 +148,7 @@ pools:
     await page.locator("#events tbody tr").first().waitFor();
     assert.ok((await page.locator("#timeline .seg").count()) >= 4);
     await page.locator("#log-search").fill("0.5");
-    await page.locator("#log-status").getByText("1 matching lines").waitFor();
+    await page.locator("#log-status").getByText("1 matching line").waitFor();
     await page.locator("#log-search").fill("");
     await screenshot(page, "job-succeeded");
     await page.getByRole("link", { name: "Jobs", exact: true }).first().click();

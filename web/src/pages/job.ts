@@ -32,13 +32,13 @@ export function jobPage(ctx: Ctx, id: string): Cleanup {
   const logPre = h("pre", { class: "log", id: "log", tabindex: "0", "aria-label": "Driver log", "aria-live": "off" });
   const follow = h("input", { type: "checkbox", id: "log-follow", checked: true });
   const search = h("input", { type: "search", id: "log-search", placeholder: "search the log" });
-  const logStatus = h("span", { class: "muted", id: "log-status", role: "status" }, "connecting…");
+  const logStatus = h("span", { class: "muted", id: "log-status", role: "status" }, "waiting for output…");
   const download = h("button", { type: "button", id: "log-download" }, "Download");
   const matches = (l: string) => !search.value || l.toLowerCase().includes(search.value.toLowerCase());
   const redrawLog = () => {
     const shown = lines.filter(matches);
     logPre.textContent = shown.length ? shown.join("\n") + "\n" : "";
-    if (search.value) logStatus.textContent = `${shown.length} matching lines`;
+    if (search.value) logStatus.textContent = `${plural(shown.length, "matching line")}`;
     scrollLog();
   };
   const scrollLog = () => {
@@ -72,11 +72,11 @@ export function jobPage(ctx: Ctx, id: string): Cleanup {
       if (dropped > 0 || search.value) redrawLog();
       else if (shown.length) logPre.append(shown.join("\n") + "\n");
       if (!search.value)
-        logStatus.textContent = `${lines.length + dropped} lines${dropped ? ` (the first ${dropped} only in the download)` : ""}, following`;
+        logStatus.textContent = `${plural(lines.length + dropped, "line")}${dropped ? ` (the first ${dropped} only in the download)` : ""}, following`;
       scrollLog();
     },
     (end) => {
-      logStatus.textContent = `${lines.length + dropped} lines; the job ended ${end.phase}${end.exitCode !== null ? ` (exit ${end.exitCode})` : ""}`;
+      logStatus.textContent = `${plural(lines.length + dropped, "line")}; the job ended ${end.phase}${end.exitCode !== null ? ` (exit ${end.exitCode})` : ""}`;
     },
     (msg) => {
       logStatus.textContent = msg;
@@ -256,6 +256,10 @@ export function jobPage(ctx: Ctx, id: string): Cleanup {
     stopPoll();
     stopLog();
   };
+}
+
+function plural(n: number, what: string): string {
+  return `${n} ${what}${n === 1 ? "" : "s"}`;
 }
 
 function kv(k: string, v: string): HTMLElement[] {
