@@ -104,6 +104,11 @@ pools:
     await page.getByRole("button", { name: "Cancel job…" }).click();
     await page.getByRole("button", { name: "Yes, cancel it" }).click();
     await page.locator("#status-line").getByText("Cancelled").waitFor({ timeout: 90_000 });
+    // After the end, the fleet's archive: the events it kept and the RayJob (shown as YAML).
+    await page.locator('#archive button[data-file="events.json"]').waitFor({ timeout: 90_000 });
+    await page.locator('#archive button[data-file="rayjob.json"]').click();
+    await page.locator("#archive-view").getByText("kind: RayJob").waitFor();
+    assert.doesNotMatch(await page.locator("#archive-view").textContent(), /X-Amz-Signature/i, "presigned URLs are redacted");
     await page.context().close();
   });
 

@@ -131,6 +131,17 @@ pools:
     assert.ok(fields.includes("pools[0].machinez"), `errors at ${fields}`);
     assert.match(await page.locator("#spec-errors").textContent(), /pools\[0\]\.gpusPerMachine \(line 7\)/);
     await screenshot(page, "submit-errors");
+    // A valid job the local fleet can never run: the fleet's refusal, naming the field.
+    await page.getByLabel("JobSpec (YAML or JSON)").fill(`name: from-console
+fleet: local
+image: python:3.11-slim
+entrypoint: python3 train/main.py
+pools:
+  - name: main
+    machines: 2
+`);
+    await page.getByRole("button", { name: "Submit", exact: true }).click();
+    await page.locator("#spec-errors").getByText("The fleet refused this job:").waitFor();
 
     await page.getByLabel("JobSpec (YAML or JSON)").fill(`name: from-console
 fleet: local
@@ -147,6 +158,8 @@ pools:
     // The event view and the timeline are there; the job list shows it.
     await page.locator("#events tbody tr").first().waitFor();
     assert.ok((await page.locator("#timeline .seg").count()) >= 4);
+    // The local fleet's runner log is among the files kept beside driver.log.
+    await page.locator('#archive button[data-file="runner.log"]').waitFor({ timeout: 30_000 });
     await page.locator("#log-search").fill("0.5");
     await page.locator("#log-status").getByText("1 matching line").waitFor();
     await page.locator("#log-search").fill("");

@@ -25,6 +25,7 @@ export function jobPage(ctx: Ctx, id: string): Cleanup {
   const capsule = h("dl", { class: "kv", id: "capsule" });
   const facts = h("dl", { class: "kv", id: "facts" });
   const error = h("p", { class: "error", role: "alert" });
+  const archive = h("div", { id: "archive" }, h("p", { class: "muted" }, "Shown once the job has ended and its logs are collected."));
 
   // ---- the log ----
   const lines: string[] = [];
@@ -187,6 +188,41 @@ export function jobPage(ctx: Ctx, id: string): Cleanup {
     );
   };
 
+  let archiveLoaded = false;
+  const loadArchive = async () => {
+    archiveLoaded = true;
+    const found: { name: string; text: string }[] = [];
+    for (const name of ARCHIVE_FILES) {
+      try {
+        // JSON files whole (they are parsed); logs: their last 2,000 lines (Download has all).
+        const tail = name.endsWith(".json") ? "" : "&tail=2000";
+        const res = await request(`${path}/logs?file=${encodeURIComponent(name)}${tail}`);
+        found.push({ name, text: await res.text() });
+      } catch {
+        // The job has no such file (another fleet, or the cluster was gone): not shown.
+      }
+    }
+    if (!found.length) {
+      clear(archive, h("p", { class: "muted" }, "No archived files beside the driver log."));
+      return;
+    }
+    const view = h("pre", { class: "code log", id: "archive-view", tabindex: "0", "aria-live": "polite" });
+    const tabs = h("div", { class: "actions", role: "group", "aria-label": "Archived files" });
+    const show = (f: { name: string; text: string }, button: HTMLButtonElement) => {
+      for (const b of tabs.querySelectorAll("button")) b.setAttribute("aria-pressed", String(b === button));
+      view.textContent = renderArchived(f.name, f.text);
+      view.setAttribute("aria-label", f.name);
+    };
+    const buttons = found.map((f) => {
+      const b = h("button", { type: "button", "data-file": f.name, "aria-pressed": "false" }, f.name);
+      b.addEventListener("click", () => show(f, b));
+      return b;
+    });
+    clear(tabs, buttons);
+    clear(archive, tabs, view);
+    show(found[0], buttons[0]);
+  };
+
   let stopPoll: () => void = () => {};
   const refresh = async () => {
     try {
@@ -196,7 +232,10 @@ export function jobPage(ctx: Ctx, id: string): Cleanup {
       document.title = `${j.name} (${j.phase}) · StarForge`;
       renderJob(j, ev.items);
       if (changed) renderActions();
-      if (TERMINAL.has(j.phase) && j.cleanup.logsArchived) stopPoll();
+      if (TERMINAL.has(j.phase) && j.cleanup.logsArchived) {
+        stopPoll();
+        if (!archiveLoaded) void loadArchive();
+      }
     } catch (e) {
       if (e instanceof ApiError && e.status === 404) {
         stopPoll();
@@ -243,6 +282,7 @@ export function jobPage(ctx: Ctx, id: string): Cleanup {
       ),
       logPre,
     ),
+    section("h-archive", "Archived logs", archive),
     h(
       "div",
       { class: "two" },
@@ -256,6 +296,22 @@ export function jobPage(ctx: Ctx, id: string): Cleanup {
     stopPoll();
     stopLog();
   };
+}
+
+// What fleets keep beside driver.log (docs/api.md, Logs: ?file=): the kuberay fleet's archive
+// after the end, the local fleet's runner log.
+const ARCHIVE_FILES = ["ray-job.log", "submitter.log", "events.json", "rayjob.json", "not-archived.txt", "runner.log"];
+
+// JSON files are shown readably: the RayJob as YAML, the archived events one per line.
+function renderArchived(name: string, text: string): string {
+  if (!name.endsWith(".json")) return text;
+  try {
+    const v = JSON.parse(text) as unknown;
+    if (name === "rayjob.json") return toYaml(v);
+    return JSON.stringify(v, null, 2);
+  } catch {
+    return text;
+  }
 }
 
 function plural(n: number, what: string): string {
