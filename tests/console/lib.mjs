@@ -114,9 +114,17 @@ export async function launchChromium() {
   return { browser, close };
 }
 
+// A browser context as the tests use it: a laptop-sized window, and waits long enough for a
+// machine busy with the rest of the suite (ctest -j2).
+export async function newContext(browser, opts = {}) {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 860 }, ...opts });
+  context.setDefaultTimeout(60_000);
+  return context;
+}
+
 // A page signed in as `token` (through the sign-in form, as a person would).
 export async function signedIn(browser, url, token, opts = {}) {
-  const context = await browser.newContext({ viewport: { width: 1280, height: 860 }, ...opts });
+  const context = await newContext(browser, opts);
   const page = await context.newPage();
   page.on("pageerror", (e) => console.error(`page error: ${e.message}`));
   await page.goto(`${url}/jobs`);
@@ -152,4 +160,13 @@ export async function startPeer(what, cmd, args, portFile, env = process.env) {
       await waitFor(`${what} to stop`, () => exited !== null, 20).catch(() => child.kill("SIGKILL"));
     },
   };
+}
+
+// Controls with no name a screen reader could say (no <label>, aria-label or aria-labelledby).
+export async function unlabelledControls(page) {
+  return page.evaluate(() =>
+    [...document.querySelectorAll("input, select, textarea, button")]
+      .filter((el) => !el.labels?.length && !el.getAttribute("aria-label") && !el.getAttribute("aria-labelledby") && !(el.tagName === "BUTTON" && el.textContent.trim()))
+      .map((el) => el.outerHTML.slice(0, 80)),
+  );
 }

@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { gzipSync } from "node:zlib";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { launchChromium, screenshot, signedIn, startForge } from "./lib.mjs";
+import { launchChromium, newContext, screenshot, signedIn, startForge, unlabelledControls } from "./lib.mjs";
 
 const SLEEPER = `name: sleeper
 fleet: local
@@ -68,7 +68,7 @@ describe("console on the local fleet", () => {
   });
 
   test("sign in with a token, which stays out of the URL and the markup; sign out", async () => {
-    const context = await chrome.browser.newContext({ viewport: { width: 1280, height: 860 } });
+    const context = await newContext(chrome.browser);
     const page = await context.newPage();
     const cspViolations = [];
     page.on("console", (m) => {
@@ -80,8 +80,22 @@ describe("console on the local fleet", () => {
     await page.getByLabel("API token").fill("sf_not_a_valid_token_at_all");
     await page.getByRole("button", { name: "Sign in" }).click();
     await page.getByText("That token is not valid.").waitFor();
-    await page.getByLabel("API token").fill(forge.tokens.alice);
-    await page.getByRole("button", { name: "Sign in" }).click();
+    // By keyboard: the token field has focus again; Enter signs in.
+    await page.keyboard.press("Control+A");
+    await page.keyboard.type(forge.tokens.alice);
+    await page.keyboard.press("Enter");
+    await page.getByRole("heading", { name: "Your jobs" }).waitFor();
+    assert.deepEqual(await unlabelledControls(page), []);
+    // Tab order reaches the navigation; Enter on "Capacity" opens it.
+    let reached = false;
+    for (let i = 0; i < 10 && !reached; i++) {
+      await page.keyboard.press("Tab");
+      reached = await page.evaluate(() => document.activeElement?.textContent === "Capacity");
+    }
+    assert.ok(reached, "Capacity is reachable with Tab");
+    await page.keyboard.press("Enter");
+    await page.getByRole("heading", { name: "Capacity" }).waitFor();
+    await page.goBack();
     await page.getByRole("heading", { name: "Your jobs" }).waitFor();
     assert.equal(await page.locator("#whoami").textContent(), "alice");
     assert.ok(!page.url().includes(forge.tokens.alice));
@@ -111,6 +125,7 @@ describe("console on the local fleet", () => {
     writeFileSync(join(dir, "train", "main.py"), 'for i in range(3):\n    print(f"loss {1.0 / (i + 1):.3f}", flush=True)\nprint("trained from the console")\n');
     writeFileSync(join(dir, "__pycache__", "x.pyc"), "junk");
     await page.getByRole("link", { name: "Submit", exact: true }).click();
+    assert.deepEqual(await unlabelledControls(page), []);
     await page.getByLabel("A folder").setInputFiles(dir);
     await page.locator("#code-info").getByText(/^1 file \(/).waitFor();
     // A JobSpec with two mistakes: both are listed with their field paths and lines.
@@ -163,6 +178,7 @@ pools:
     await page.locator("#log-search").fill("0.5");
     await page.locator("#log-status").getByText("1 matching line").waitFor();
     await page.locator("#log-search").fill("");
+    await page.locator("#log-status").getByText("4 lines; the job ended Succeeded (exit 0)").waitFor();
     await screenshot(page, "job-succeeded");
     await page.getByRole("link", { name: "Jobs", exact: true }).first().click();
     await page.locator("tr", { hasText: "from-console" }).getByText("Succeeded").waitFor();

@@ -22,7 +22,12 @@ let cleanup: Cleanup = () => {};
 function navigate(path: string, replace = false): void {
   if (replace) history.replaceState(null, "", path);
   else history.pushState(null, "", path);
-  void render();
+  // After following a link, keyboard and screen-reader users land on the new page, not on the
+  // old page's link (a fresh page, such as after signing in, starts at the top as usual).
+  void render().then(() => {
+    const main = document.getElementById("main");
+    if (!replace && main && !main.contains(document.activeElement)) main.focus({ preventScroll: true });
+  });
 }
 
 // Links marked data-route are followed without a reload.

@@ -36,10 +36,16 @@ export function jobPage(ctx: Ctx, id: string): Cleanup {
   const logStatus = h("span", { class: "muted", id: "log-status", role: "status" }, "waiting for output…");
   const download = h("button", { type: "button", id: "log-download" }, "Download");
   const matches = (l: string) => !search.value || l.toLowerCase().includes(search.value.toLowerCase());
+  // The stream's state ("12 lines, following"), unless a search shows its match count.
+  let streamStatus = "waiting for output…";
+  const setStreamStatus = (text: string) => {
+    streamStatus = text;
+    if (!search.value) logStatus.textContent = text;
+  };
   const redrawLog = () => {
     const shown = lines.filter(matches);
     logPre.textContent = shown.length ? shown.join("\n") + "\n" : "";
-    if (search.value) logStatus.textContent = `${plural(shown.length, "matching line")}`;
+    logStatus.textContent = search.value ? plural(shown.length, "matching line") : streamStatus;
     scrollLog();
   };
   const scrollLog = () => {
@@ -72,16 +78,15 @@ export function jobPage(ctx: Ctx, id: string): Cleanup {
       const shown = newLines.filter(matches);
       if (dropped > 0 || search.value) redrawLog();
       else if (shown.length) logPre.append(shown.join("\n") + "\n");
-      if (!search.value)
-        logStatus.textContent = `${plural(lines.length + dropped, "line")}${dropped ? ` (the first ${dropped} only in the download)` : ""}, following`;
+      setStreamStatus(
+        `${plural(lines.length + dropped, "line")}${dropped ? ` (the first ${dropped} only in the download)` : ""}, following`,
+      );
       scrollLog();
     },
     (end) => {
-      logStatus.textContent = `${plural(lines.length + dropped, "line")}; the job ended ${end.phase}${end.exitCode !== null ? ` (exit ${end.exitCode})` : ""}`;
+      setStreamStatus(`${plural(lines.length + dropped, "line")}; the job ended ${end.phase}${end.exitCode !== null ? ` (exit ${end.exitCode})` : ""}`);
     },
-    (msg) => {
-      logStatus.textContent = msg;
-    },
+    (msg) => setStreamStatus(msg),
   );
 
   // ---- cancel / submit again ----
