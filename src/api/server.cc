@@ -15,6 +15,7 @@
 #include <httplib.h>
 #include <spdlog/spdlog.h>
 
+#include "starforge/api/console_assets.h"
 #include "starforge/api/convert.h"
 #include "starforge/api/logs.h"
 #include "starforge/api/routes.h"
@@ -179,8 +180,9 @@ struct Server::Impl {
     }
     // Anything else: 404, or 405 when the path exists with another method. Bodies are read
     // (and dropped, within the small-body limit) so the connection stays in step.
+    // GETs outside the API are the web console's (console_assets.cc).
     http.Get(".*", [this](const httplib::Request& req, httplib::Response& res) {
-      NoRoute(req, res, nullptr);
+      if (!ServeConsole(req, res)) NoRoute(req, res, nullptr);
     });
     http.Options(".*", [this](const httplib::Request& req, httplib::Response& res) {
       NoRoute(req, res, nullptr);
@@ -698,9 +700,20 @@ struct Server::Impl {
   }
 
   void JobLogs(Call& c) {
-    OnlyParams(c, {"tail", "follow", "offset"});
+    OnlyParams(c, {"tail", "follow", "offset", "file"});
     store::Job job = VisibleJob(c, c.req.matches[1].str());
-    const fs::path file = options.storage_root / "jobs" / job.id / "logs" / "driver.log";
+    // ?file= names another file of the job's logs directory (the fleet's archive: ray-job.log,
+    // events.json, …; docs/api.md). One plain name: no path can leave the directory.
+    std::string name = "driver.log";
+    if (c.req.has_param("file")) {
+      name = Param(c, "file");
+      static const std::regex kFileName("[A-Za-z0-9][A-Za-z0-9._-]{0,99}");
+      if (!std::regex_match(name, kFileName))
+        throw BadRequest("file must be a file name of the job's logs, such as ray-job.log", "file");
+    }
+    const fs::path file = options.storage_root / "jobs" / job.id / "logs" / name;
+    if (name != "driver.log" && !fs::is_regular_file(file))
+      throw ApiError{404, "NotFound", "job " + job.id + " has no log file " + name, "file", {}};
     const std::optional<int64_t> tail = CountParam(c, "tail");
     bool follow = false;
     if (c.req.has_param("follow")) {

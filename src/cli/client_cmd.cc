@@ -591,6 +591,23 @@ int Capacity(Context& c, const std::string& server, const std::string& output) {
   return kExitOk;
 }
 
+// The web console is served by the same server at "/": its URL, to open in a browser. The token
+// is never put in the URL (it would end up in histories and logs): the page asks for it.
+int Console(Context& c, const std::string& server_flag) {
+  LoadedSettings loaded = LoadClientSettings(ConfigPath(c));
+  std::string error;
+  const std::optional<Endpoint> ep =
+      ResolveEndpoint(server_flag, Env(c, "FORGE_SERVER"), "", loaded.settings, &error);
+  if (!ep) {
+    c.err << "forge: " << error << "\n";
+    return kExitUsage;
+  }
+  c.out << ep->server << "/\n";
+  c.err << "forge: open it in a browser and sign in with your API token (forge login keeps it in "
+        << ConfigPath(c).string() << "; forge token create --user NAME makes one)\n";
+  return kExitOk;
+}
+
 void AddServer(CLI::App* app, std::string* server) {
   app->add_option("--server", *server,
                   "StarForge server URL (default: FORGE_SERVER, then `forge login`'s, then " +
@@ -679,6 +696,11 @@ void RegisterClientCommands(Registry& registry) {
   capacity->add_option("-o,--output", opts->output, "json or yaml (default: a table)")
       ->check(CLI::IsMember({"json", "yaml"}));
   AddServer(capacity, &opts->server);
+
+  CLI::App* console =
+      registry.Add("console", "Print the URL of the web console (served by forge serve at /)",
+                   [opts](Context& c) { return Console(c, opts->server); });
+  AddServer(console, &opts->server);
 }
 
 }  // namespace starforge::cli

@@ -705,7 +705,7 @@ TEST_F(Api, ListingFiltersAndPages) {
 
 TEST_F(Api, UnknownRoutesAndMethodsAreJsonErrors) {
   ExpectError(Get("/api/v1/nope", admin_), 404, "NotFound", "no such route");
-  ExpectError(http_->Get("/"), 404, "NotFound");
+  ExpectError(http_->Get("/api"), 404, "NotFound");
   auto r = http_->Delete("/api/v1/jobs", Auth(admin_));
   ExpectError(r, 405, "MethodNotAllowed", "use POST or GET");
   EXPECT_EQ(r->get_header_value("Allow"), "POST, GET");
@@ -715,6 +715,29 @@ TEST_F(Api, UnknownRoutesAndMethodsAreJsonErrors) {
   auto h = http_->Get("/healthz");
   ASSERT_TRUE(h);
   EXPECT_EQ(h->status, 200);
+}
+
+TEST_F(Api, OtherFilesOfAJobsLogsByName) {
+  const std::string bob = NewToken("bob");
+  const std::string id = SubmitSteps(bob, "files", "[python3, main.py, '1']");
+  ASSERT_FALSE(id.empty());
+  WaitForEnd(bob, id);
+  // What a fleet archives next to driver.log (the kuberay fleet's ray-job.log, events.json, …).
+  support::WriteFile(root_ / "jobs" / id / "logs" / "ray-job.log", "ray says hi\n");
+  const std::string path = "/api/v1/jobs/" + id + "/logs?file=";
+  auto r = Get(path + "ray-job.log", bob);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->body, "ray says hi\n");
+  EXPECT_EQ(r->get_header_value("Content-Type"), "text/plain; charset=utf-8");
+  r = Get(path + "driver.log", bob);
+  EXPECT_EQ(r->body, "step 1\ndone");
+  ExpectError(Get(path + "submitter.log", bob), 404, "NotFound", "has no log file submitter.log",
+              "file");
+  // Only plain names: nothing outside the job's logs directory can be named.
+  for (const char* bad : {"..", "../status.json", "%2e%2e%2fstatus.json", ".hidden", "a/b", ""})
+    ExpectError(Get(path + bad, bob), 400, "BadRequest", "file must be a file name", "file");
+  ExpectError(Get(path + "ray-job.log", NewToken("eve")), 404, "NotFound");
 }
 
 TEST_F(Api, EveryDocumentedRouteIsServed) {

@@ -268,5 +268,17 @@ TEST_F(ClientE2e, CapacityNotFoundAndBadTokens) {
   EXPECT_THAT(r.err, Not(HasSubstr(std::string(40, 'y'))));
 }
 
+TEST_F(ClientE2e, ConsolePrintsTheWebConsoleUrlWithoutTheToken) {
+  Result r = Forge("console");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, url_ + "/\n");
+  EXPECT_THAT(r.err, HasSubstr("sign in with your API token"));
+  r = Forge("console --server " + url_ + "/");
+  EXPECT_EQ(r.out, url_ + "/\n");
+  r = Forge("console --server ftp://x");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.out, "");
+}
+
 }  // namespace
 }  // namespace starforge::cli

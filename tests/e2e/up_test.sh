@@ -40,6 +40,12 @@ grep -q 'Succeeded' "$work/err1" || fail "no Succeeded in: $(tail -n 8 "$work/er
 token=$(sed -n 's/^Admin token: //p' "$work/out1" "$work/err1" | head -n1)
 [[ "$token" == sf_* ]] || fail "no admin token printed"
 curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null || fail "the server is not serving after scripts/up"
+# It ends with the console's URL, which serves the console's page.
+console_url=$(sed -n 's/^Console: //p' "$work/out1" | tail -n1)
+[[ "$console_url" == "http://127.0.0.1:$port/" ]] || fail "scripts/up did not end with the console's URL ($console_url)"
+curl -fsS "$console_url" | grep -q '<title>StarForge</title>' || fail "no console at $console_url"
+[[ "$("$forge" console --server "http://127.0.0.1:$port" 2>/dev/null)" == "$console_url" ]] ||
+  fail "forge console does not print $console_url"
 # The token is shown to the user once at the end, never written to the server's log.
 if grep -q "$token" "$FORGE_STORAGE_ROOT/control/serve.log"; then fail "the token is in serve.log"; fi
 ls "$FORGE_STORAGE_ROOT"/jobs/*/checkpoints/* >/dev/null 2>&1 || fail "no checkpoint in the job directory"

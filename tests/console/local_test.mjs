@@ -1,0 +1,231 @@
+// The console in Chromium against `forge serve` on the local fleet: serving (CSP, types, SPA
+// fallback), sign in / out, submitting a code folder and watching the job succeed with its log,
+// validation errors at field paths, cancel from the detail page, another user's job not
+// reachable by URL, the capacity page. Screenshots go to BUILD/test-artifacts/console/.
+import assert from "node:assert/strict";
+import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { gzipSync } from "node:zlib";
+import { join } from "node:path";
+import { after, before, describe, test } from "node:test";
+import { launchChromium, newContext, screenshot, signedIn, startForge, unlabelledControls } from "./lib.mjs";
+
+const SLEEPER = `name: sleeper
+fleet: local
+image: python:3.11-slim
+entrypoint: python3 sleep.py
+pools:
+  - name: main
+`;
+const SLEEP_PY = `import time
+for i in range(600):
+    print(f"tick {i}", flush=True)
+    time.sleep(0.5)
+`;
+
+describe("console on the local fleet", () => {
+  let forge;
+  let chrome;
+  before(async () => {
+    forge = await startForge();
+    chrome = await launchChromium();
+  });
+  after(async () => {
+    await chrome?.close();
+    await forge?.stop();
+  });
+
+  test("the server serves the console with a strict CSP, right types and an SPA fallback", async () => {
+    const root = await fetch(`${forge.url}/`);
+    assert.equal(root.status, 200);
+    assert.match(root.headers.get("content-type"), /^text\/html/);
+    const csp = root.headers.get("content-security-policy");
+    assert.match(csp, /script-src 'self'/);
+    assert.doesNotMatch(csp, /unsafe-inline|unsafe-eval/);
+    assert.equal(root.headers.get("cache-control"), "no-cache");
+    const html = await root.text();
+    assert.doesNotMatch(html, /<script(?![^>]*\bsrc=)[^>]*>/, "no inline script in index.html");
+    const js = /src="(\/assets\/[^"]+\.js)"/.exec(html)?.[1];
+    assert.ok(js, "index.html loads a hashed script");
+    const asset = await fetch(forge.url + js);
+    assert.equal(asset.status, 200);
+    assert.match(asset.headers.get("content-type"), /^text\/javascript/);
+    assert.match(asset.headers.get("cache-control"), /immutable/);
+    // The whole console (page, scripts, styles) stays within its 200 KB gzipped budget.
+    const assets = [...html.matchAll(/(?:src|href)="(\/[^"]+)"/g)].map((m) => m[1]);
+    let gz = gzipSync(html).length;
+    for (const a of assets) gz += gzipSync(Buffer.from(await (await fetch(forge.url + a)).arrayBuffer())).length;
+    console.log(`console bundle: ${assets.length + 1} files, ${(gz / 1024).toFixed(1)} KiB gzipped`);
+    assert.ok(gz < 200 * 1024, `the console is ${gz} bytes gzipped, over 200 KB`);
+    // A client route gets the page; a missing asset and an unknown API path do not.
+    const route = await fetch(`${forge.url}/jobs/j-whatever`);
+    assert.equal(route.status, 200);
+    assert.equal(await route.text(), html);
+    assert.equal((await fetch(`${forge.url}/assets/nope.js`)).status, 404);
+    const api = await fetch(`${forge.url}/api/v1/nope`);
+    assert.equal(api.status, 404);
+    assert.match(api.headers.get("content-type"), /^application\/json/);
+  });
+
+  test("sign in with a token, which stays out of the URL and the markup; sign out", async () => {
+    const context = await newContext(chrome.browser);
+    const page = await context.newPage();
+    const cspViolations = [];
+    page.on("console", (m) => {
+      if (/Content Security Policy/i.test(m.text())) cspViolations.push(m.text());
+    });
+    await page.goto(`${forge.url}/`);
+    await page.getByLabel("API token").waitFor();
+    await screenshot(page, "signin");
+    await page.getByLabel("API token").fill("sf_not_a_valid_token_at_all");
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.getByText("That token is not valid.").waitFor();
+    // By keyboard: the token field has focus again; Enter signs in.
+    await page.keyboard.press("Control+A");
+    await page.keyboard.type(forge.tokens.alice);
+    await page.keyboard.press("Enter");
+    await page.getByRole("heading", { name: "Your jobs" }).waitFor();
+    assert.deepEqual(await unlabelledControls(page), []);
+    // Tab order reaches the navigation; Enter on "Capacity" opens it.
+    let reached = false;
+    for (let i = 0; i < 10 && !reached; i++) {
+      await page.keyboard.press("Tab");
+      reached = await page.evaluate(() => document.activeElement?.textContent === "Capacity");
+    }
+    assert.ok(reached, "Capacity is reachable with Tab");
+    await page.keyboard.press("Enter");
+    await page.getByRole("heading", { name: "Capacity" }).waitFor();
+    await page.goBack();
+    await page.getByRole("heading", { name: "Your jobs" }).waitFor();
+    assert.equal(await page.locator("#whoami").textContent(), "alice");
+    assert.ok(!page.url().includes(forge.tokens.alice));
+    assert.ok(!(await page.content()).includes(forge.tokens.alice), "the token is not in the DOM");
+    assert.ok(!forge.log().includes(forge.tokens.alice), "the token is not in the server's log");
+    // First paint of the jobs page on loopback, as Chromium measured it (a figure, not a test).
+    await page.reload();
+    await page.getByRole("heading", { name: "Your jobs" }).waitFor();
+    const paint = await page.evaluate(() => {
+      const fcp = performance.getEntriesByName("first-contentful-paint")[0];
+      const nav = performance.getEntriesByType("navigation")[0];
+      return { fcp: fcp?.startTime, domContentLoaded: nav?.domContentLoadedEventEnd };
+    });
+    console.log(`first contentful paint of /jobs on loopback: ${paint.fcp?.toFixed(0)} ms (DOMContentLoaded ${paint.domContentLoaded?.toFixed(0)} ms)`);
+    await page.getByRole("button", { name: "Sign out" }).click();
+    await page.getByLabel("API token").waitFor();
+    assert.equal(await page.evaluate(() => sessionStorage.length), 0);
+    assert.deepEqual(cspViolations, []);
+    await context.close();
+  });
+
+  test("submit a code folder, see validation errors at their paths, then the job succeed with its log", async () => {
+    const page = await signedIn(chrome.browser, forge.url, forge.tokens.alice);
+    const dir = mkdtempSync(join(tmpdir(), "console-code-"));
+    mkdirSync(join(dir, "train"));
+    mkdirSync(join(dir, "__pycache__"));
+    writeFileSync(join(dir, "train", "main.py"), 'for i in range(3):\n    print(f"loss {1.0 / (i + 1):.3f}", flush=True)\nprint("trained from the console")\n');
+    writeFileSync(join(dir, "__pycache__", "x.pyc"), "junk");
+    await page.getByRole("link", { name: "Submit", exact: true }).click();
+    assert.deepEqual(await unlabelledControls(page), []);
+    await page.getByLabel("A folder").setInputFiles(dir);
+    await page.locator("#code-info").getByText(/^1 file \(/).waitFor();
+    // A JobSpec with two mistakes: both are listed with their field paths and lines.
+    await page.getByLabel("JobSpec (YAML or JSON)").fill(`name: from-console
+fleet: local
+image: python:3.11-slim
+entrypoint: python3 train/main.py
+pools:
+  - name: main
+    gpusPerMachine: -1
+    machinez: 1
+`);
+    await page.getByRole("button", { name: "Submit", exact: true }).click();
+    const errors = page.locator("#spec-errors li");
+    await errors.first().waitFor();
+    const fields = await errors.evaluateAll((els) => els.map((e) => e.getAttribute("data-field")));
+    assert.ok(fields.includes("pools[0].gpusPerMachine"), `errors at ${fields}`);
+    assert.ok(fields.includes("pools[0].machinez"), `errors at ${fields}`);
+    assert.match(await page.locator("#spec-errors").textContent(), /pools\[0\]\.gpusPerMachine \(line 7\)/);
+    await screenshot(page, "submit-errors");
+    // A valid job the local fleet can never run: the fleet's refusal, naming the field.
+    await page.getByLabel("JobSpec (YAML or JSON)").fill(`name: from-console
+fleet: local
+image: python:3.11-slim
+entrypoint: python3 train/main.py
+pools:
+  - name: main
+    machines: 2
+`);
+    await page.getByRole("button", { name: "Submit", exact: true }).click();
+    await page.locator("#spec-errors").getByText("The fleet refused this job:").waitFor();
+
+    await page.getByLabel("JobSpec (YAML or JSON)").fill(`name: from-console
+fleet: local
+image: python:3.11-slim
+entrypoint: python3 train/main.py
+pools:
+  - name: main
+`);
+    await page.getByRole("button", { name: "Submit", exact: true }).click();
+    await page.waitForURL(/\/jobs\/j-/);
+    await page.locator("#status-line").getByText("Succeeded").waitFor({ timeout: 60_000 });
+    await page.locator("#log").getByText("trained from the console").waitFor({ timeout: 30_000 });
+    assert.match(await page.locator("#log").textContent(), /loss 1\.000\nloss 0\.500\nloss 0\.333\n/);
+    // The event view and the timeline are there; the job list shows it.
+    await page.locator("#events tbody tr").first().waitFor();
+    assert.ok((await page.locator("#timeline .seg").count()) >= 4);
+    // The local fleet's runner log is among the files kept beside driver.log.
+    await page.locator('#archive button[data-file="runner.log"]').waitFor({ timeout: 30_000 });
+    await page.locator("#log-search").fill("0.5");
+    await page.locator("#log-status").getByText("1 matching line").waitFor();
+    await page.locator("#log-search").fill("");
+    await page.locator("#log-status").getByText("4 lines; the job ended Succeeded (exit 0)").waitFor();
+    await screenshot(page, "job-succeeded");
+    await page.getByRole("link", { name: "Jobs", exact: true }).first().click();
+    await page.locator("tr", { hasText: "from-console" }).getByText("Succeeded").waitFor();
+    await screenshot(page, "jobs");
+    await page.context().close();
+  });
+
+  test("cancel a running job from its detail page", async () => {
+    const id = forge.submit("alice", SLEEPER, { "sleep.py": SLEEP_PY });
+    const page = await signedIn(chrome.browser, forge.url, forge.tokens.alice);
+    await page.goto(`${forge.url}/jobs/${id}`);
+    await page.locator("#log").getByText("tick 2").waitFor({ timeout: 60_000 });
+    await page.getByRole("button", { name: "Cancel job…" }).click();
+    await page.getByRole("button", { name: "Yes, cancel it" }).click();
+    await page.locator("#status-line").getByText("Cancelled").waitFor({ timeout: 60_000 });
+    await page.locator("#events").getByText("CancelRequested").waitFor();
+    const job = JSON.parse((await forge.api("alice", `/api/v1/jobs/${id}`)).body);
+    assert.equal(job.phase, "Cancelled");
+    await page.context().close();
+  });
+
+  test("another user's job is not reachable by URL, nor listed", async () => {
+    const bobs = forge.submit("bob", SLEEPER.replace("sleeper", "bobs-job"), { "sleep.py": "print('bob')\n" });
+    const page = await signedIn(chrome.browser, forge.url, forge.tokens.alice);
+    await page.goto(`${forge.url}/jobs/${bobs}`);
+    await page.getByRole("heading", { name: "Job not found" }).waitFor();
+    assert.ok(!(await page.content()).includes("bobs-job"));
+    await page.goto(`${forge.url}/jobs`);
+    await page.locator("#jobs-status").getByText(/Updated|No jobs/).waitFor();
+    assert.equal(await page.locator(`tr[data-job="${bobs}"]`).count(), 0);
+    await page.context().close();
+    // The admin sees it, and can filter by owner.
+    const admin = await signedIn(chrome.browser, forge.url, forge.tokens.admin);
+    await admin.goto(`${forge.url}/jobs?owner=bob`);
+    await admin.locator(`tr[data-job="${bobs}"]`).waitFor();
+    assert.equal(await admin.locator("tbody tr").count(), 1);
+    await admin.context().close();
+  });
+
+  test("the capacity page shows the local fleet's numbers from the API", async () => {
+    const cap = JSON.parse((await forge.api("alice", "/api/v1/capacity")).body).fleets.find((f) => f.fleet === "local");
+    const page = await signedIn(chrome.browser, forge.url, forge.tokens.alice);
+    await page.getByRole("link", { name: "Capacity" }).click();
+    const card = page.locator('[data-fleet="local"]');
+    await card.waitFor();
+    assert.match(await card.textContent(), new RegExp(`/ ${cap.cpus} in use`));
+    await screenshot(page, "capacity-local");
+    await page.context().close();
+  });
+});

@@ -1,0 +1,150 @@
+// Capacity: what each fleet has and uses, from GET /api/v1/capacity (the numbers `forge capacity`
+// prints and the scheduler places on); for the kuberay fleet per card series, drawn as bars,
+// with each blocked node and why. Refreshed every 5 s.
+import { getJson, type FleetCapacity, type SeriesCapacity } from "../api";
+import { clear, h, link } from "../dom";
+import { bytes } from "../format";
+import type { Cleanup, Ctx } from "../main";
+import { poll } from "../poll";
+
+export function capacityPage(ctx: Ctx): Cleanup {
+  document.title = "Capacity · StarForge";
+  const body = h("div", { id: "capacity" });
+  const status = h("p", { class: "muted", role: "status" });
+  clear(ctx.main, h("h1", null, "Capacity"), body, status);
+  return poll(async () => {
+    try {
+      const cap = await getJson<{ fleets: FleetCapacity[] }>("/api/v1/capacity");
+      clear(body, cap.fleets.map(fleetCard));
+      status.textContent = `Updated ${new Date().toLocaleTimeString()}`;
+    } catch (e) {
+      status.textContent = `Cannot read capacity: ${(e as Error).message}`;
+    }
+  }, 5000);
+}
+
+// A bar of `used` out of `total`, with a second shade for `blocked` at the end.
+export function bar(label: string, used: number, total: number, blocked = 0): HTMLElement {
+  const el = h("div", {
+    class: "bar",
+    role: "meter",
+    "aria-label": label,
+    "aria-valuemin": 0,
+    "aria-valuemax": total,
+    "aria-valuenow": used,
+    "aria-valuetext": `${used} of ${total} in use${blocked ? `, ${blocked} blocked` : ""}`,
+  });
+  const fill = h("div", { class: "fill" });
+  fill.style.width = `${total > 0 ? Math.min(100, (100 * used) / total) : 0}%`;
+  el.append(fill);
+  if (blocked > 0 && total > 0) {
+    const b = h("div", { class: "blocked" });
+    b.style.width = `${Math.min(100, (100 * blocked) / total)}%`;
+    el.append(b);
+  }
+  return el;
+}
+
+function fleetCard(f: FleetCapacity): HTMLElement {
+  const heading = h("h2", null, `Fleet ${f.fleet}`);
+  if (f.available === false)
+    return h(
+      "section",
+      { class: "card", "data-fleet": f.fleet },
+      heading,
+      h("p", { class: "muted" }, f.message ?? "Not configured on this server (docs/kuberay-fleet.md says what it needs)."),
+    );
+  if (f.error) return h("section", { class: "card", "data-fleet": f.fleet }, heading, h("p", { class: "error" }, f.error));
+  if (f.series) return kuberayCard(f, heading);
+  return h(
+    "section",
+    { class: "card", "data-fleet": f.fleet },
+    heading,
+    h("p", { class: "muted" }, `host ${f.host ?? "?"} · ${f.running ?? 0} running, ${f.waiting ?? 0} waiting · memory ${bytes(f.memoryBytes ?? 0)}`),
+    meterRow("CPUs", f.cpusInUse ?? 0, f.cpus ?? 0),
+    meterRow("GPUs", f.gpusInUse ?? 0, f.gpus ?? 0),
+    f.jobs && f.jobs.length
+      ? h(
+          "table",
+          { "aria-label": `Jobs holding the ${f.fleet} fleet` },
+          h("thead", null, h("tr", null, ["Job", "CPUs", "GPUs", "State"].map((c) => h("th", { scope: "col" }, c)))),
+          h(
+            "tbody",
+            null,
+            f.jobs.map((j) =>
+              h("tr", null, h("td", null, link(`/jobs/${encodeURIComponent(j.id)}`, j.id)), h("td", null, j.cpus), h("td", null, j.gpus), h("td", null, j.state)),
+            ),
+          ),
+        )
+      : null,
+  );
+}
+
+function meterRow(label: string, used: number, total: number, blocked = 0, extra = ""): HTMLElement {
+  return h(
+    "div",
+    { class: "meter-row" },
+    h("span", { class: "meter-label" }, label),
+    bar(label, used, total, blocked),
+    h("span", { class: "meter-num" }, `${used} / ${total} in use${extra}`),
+  );
+}
+
+function kuberayCard(f: FleetCapacity, heading: HTMLElement): HTMLElement {
+  return h(
+    "section",
+    { class: "card", "data-fleet": f.fleet },
+    heading,
+    h("p", { class: "muted" }, `namespace ${f.namespace ?? "?"} · card series from node label ${f.gpuNodeLabel ?? "?"}`),
+    (f.series ?? []).length === 0 ? h("p", null, "No nodes.") : null,
+    (f.series ?? []).map(seriesBlock),
+  );
+}
+
+function seriesBlock(s: SeriesCapacity): HTMLElement {
+  const name = s.series || "(no series label)";
+  const blockedGpus = s.nodeDetail.filter((n) => n.blocked.length > 0).reduce((a, n) => a + n.gpus.allocatable, 0);
+  return h(
+    "div",
+    { class: "series", "data-series": s.series },
+    h(
+      "h3",
+      null,
+      name,
+      h("span", { class: "muted" }, ` · ${s.nodes} node${s.nodes === 1 ? "" : "s"}, up to ${s.maxGpusPerNode} GPUs per node`),
+      s.blockedNodes ? h("span", { class: "badge warn" }, `${s.blockedNodes} blocked`) : null,
+    ),
+    meterRow(`GPUs of ${name}`, s.gpus.requested, s.gpus.allocatable, blockedGpus, ` · ${s.gpus.free} free · ${s.gpus.capacity} total`),
+    h(
+      "dl",
+      { class: "numbers" },
+      ...([
+        ["total", s.gpus.capacity],
+        ["allocatable", s.gpus.allocatable],
+        ["in use", s.gpus.requested],
+        ["free", s.gpus.free],
+        ["blocked nodes", s.blockedNodes],
+      ] as [string, number][]).flatMap(([k, v]) => [h("dt", null, k), h("dd", { "data-k": k }, v)]),
+    ),
+    h(
+      "table",
+      { class: "nodes", "aria-label": `Nodes of ${name}` },
+      h("thead", null, h("tr", null, ["Node", "GPUs in use / allocatable", "Free", "Pods", "State"].map((c) => h("th", { scope: "col" }, c)))),
+      h(
+        "tbody",
+        null,
+        s.nodeDetail.map((n) =>
+          h(
+            "tr",
+            { class: n.blocked.length ? "blocked-node" : "", "data-node": n.name },
+            h("td", { class: "mono" }, n.name),
+            h("td", null, bar(`GPUs of ${n.name}`, n.gpus.requested, n.gpus.allocatable), ` ${n.gpus.requested} / ${n.gpus.allocatable}`),
+            h("td", null, n.gpus.free),
+            h("td", null, n.pods),
+            h("td", null, n.blocked.length ? h("span", { class: "warn-text" }, `blocked: ${n.blocked.join("; ")}`) : "schedulable"),
+          ),
+        ),
+      ),
+    ),
+  );
+}

@@ -1,0 +1,188 @@
+// Submit: a JobSpec editor (YAML) and the code, from a folder picked in the browser (zipped
+// here with the capsule's default exclusions) or a .zip; uploaded with progress as
+// POST /api/v1/jobs (multipart: spec, code). Validation errors are shown at their field paths,
+// with the line they point to; a job its fleet can never run shows the API's refusal.
+import { zip } from "fflate";
+import { errorFrom, token, type ApiError, type Job } from "../api";
+import { clear, h } from "../dom";
+import { bytes, ignoredPath, stripTopFolder, yamlLineOf } from "../format";
+import type { Cleanup, Ctx } from "../main";
+import { RESUBMIT_KEY } from "./job";
+
+const TEMPLATE = `name: my-job
+fleet: local
+image: python:3.11-slim   # for fleets that run containers
+entrypoint: python3 train.py
+pools:
+  - name: main
+    cpusPerMachine: 1
+`;
+
+export function submitPage(ctx: Ctx): Cleanup {
+  document.title = "Submit · StarForge";
+  const again = sessionStorage.getItem(RESUBMIT_KEY);
+  sessionStorage.removeItem(RESUBMIT_KEY);
+  const editor = h("textarea", {
+    id: "spec-editor",
+    name: "spec",
+    rows: 18,
+    spellcheck: "false",
+    autocomplete: "off",
+    "aria-describedby": "spec-help spec-errors",
+  });
+  editor.value = again ?? TEMPLATE;
+  // Tab inserts two spaces (YAML indents with spaces); Escape then Tab leaves the editor.
+  let escaped = false;
+  editor.addEventListener("keydown", (e) => {
+    if (e.key === "Escape") {
+      escaped = true;
+      return;
+    }
+    if (e.key === "Tab" && !e.shiftKey && !escaped) {
+      e.preventDefault();
+      editor.setRangeText("  ", editor.selectionStart, editor.selectionEnd, "end");
+    }
+    escaped = false;
+  });
+
+  const folder = h("input", { type: "file", id: "code-folder", name: "code-folder", webkitdirectory: true, multiple: true });
+  const zipInput = h("input", { type: "file", id: "code-zip", name: "code-zip", accept: ".zip,application/zip" });
+  const codeInfo = h("p", { class: "muted", id: "code-info", role: "status" }, "No code chosen yet.");
+  const errors = h("div", { id: "spec-errors", role: "alert" });
+  const progress = h("progress", { id: "upload-progress", max: 100, value: 0, hidden: true, "aria-label": "Upload progress" });
+  const progressText = h("span", { class: "muted", id: "upload-text", role: "status" });
+  const submit = h("button", { type: "submit", class: "primary", id: "submit" }, "Submit");
+
+  let code: Blob | null = null;
+  folder.addEventListener("change", async () => {
+    zipInput.value = "";
+    const files = [...(folder.files ?? [])];
+    if (!files.length) return;
+    codeInfo.textContent = `Reading ${files.length} files…`;
+    const rel = stripTopFolder(files.map((f) => f.webkitRelativePath || f.name));
+    const entries: Record<string, Uint8Array> = {};
+    let kept = 0;
+    let size = 0;
+    for (let i = 0; i < files.length; i++) {
+      if (ignoredPath(rel[i])) continue;
+      entries[rel[i]] = new Uint8Array(await files[i].arrayBuffer());
+      kept++;
+      size += files[i].size;
+    }
+    zip(entries, { level: 6 }, (err, data) => {
+      if (err) {
+        codeInfo.textContent = `Cannot zip the folder: ${err.message}`;
+        code = null;
+        return;
+      }
+      code = new Blob([data as BlobPart], { type: "application/zip" });
+      codeInfo.textContent = `${kept} file${kept === 1 ? "" : "s"} (${bytes(size)}, ${bytes(code.size)} zipped); ${files.length - kept} left out (.git, __pycache__, *.pyc, .venv, .forge).`;
+    });
+  });
+  zipInput.addEventListener("change", () => {
+    folder.value = "";
+    const f = zipInput.files?.[0];
+    code = f ?? null;
+    codeInfo.textContent = f ? `${f.name} (${bytes(f.size)})` : "No code chosen yet.";
+  });
+
+  const showErrors = (e: ApiError) => {
+    const list = e.errors.length ? e.errors : [{ field: e.field ?? "", message: e.message }];
+    clear(
+      errors,
+      h(
+        "p",
+        { class: "error" },
+        e.kind === "Rejected"
+          ? `The fleet refused this job: ${e.message}`
+          : e.errors.length > 1
+            ? `The JobSpec has ${e.errors.length} errors; fix them and submit again:`
+            : e.message,
+      ),
+      list.length > 1 || e.errors.length
+        ? h(
+            "ul",
+            { class: "field-errors" },
+            list.map((fe) => {
+              const line = fe.field && fe.field !== "code" && fe.field !== "spec" ? yamlLineOf(editor.value, fe.field) : 0;
+              const jump = h("button", { type: "button", class: "link" }, fe.field || "(spec)", line ? ` (line ${line})` : "");
+              jump.addEventListener("click", () => selectLine(editor, line));
+              return h("li", { "data-field": fe.field }, jump, `: ${fe.message}`);
+            }),
+          )
+        : null,
+    );
+  };
+
+  const form = h(
+    "form",
+    { class: "submit", "aria-label": "Submit a job" },
+    h("label", { for: "spec-editor" }, "JobSpec (YAML or JSON)"),
+    h("p", { id: "spec-help", class: "muted" }, "Fields: see the README's JobSpec v1. The server validates it and names each error's field path. Tab indents; Escape then Tab leaves the editor."),
+    editor,
+    h(
+      "fieldset",
+      null,
+      h("legend", null, "Code"),
+      h("div", { class: "field" }, h("label", { for: "code-folder" }, "A folder"), folder),
+      h("div", { class: "field" }, h("label", { for: "code-zip" }, "or a .zip"), zipInput),
+      codeInfo,
+    ),
+    errors,
+    h("div", { class: "actions" }, submit, progress, progressText),
+  );
+  form.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    clear(errors);
+    if (!code) {
+      clear(errors, h("p", { class: "error" }, "Choose the code: a folder or a .zip."));
+      return;
+    }
+    const body = new FormData();
+    body.append("spec", new Blob([editor.value], { type: "application/yaml" }), "job.yaml");
+    body.append("code", code, "code.zip");
+    // XMLHttpRequest, not fetch: only it reports upload progress.
+    const xhr = new XMLHttpRequest();
+    xhr.open("POST", "/api/v1/jobs");
+    xhr.setRequestHeader("Authorization", `Bearer ${token() ?? ""}`);
+    progress.hidden = false;
+    progress.value = 0;
+    submit.disabled = true;
+    xhr.upload.addEventListener("progress", (e) => {
+      if (e.lengthComputable) {
+        progress.value = Math.round((100 * e.loaded) / e.total);
+        progressText.textContent = `Uploading ${bytes(e.loaded)} of ${bytes(e.total)}`;
+      }
+    });
+    xhr.addEventListener("load", async () => {
+      submit.disabled = false;
+      progress.hidden = true;
+      if (xhr.status === 201) {
+        const job = JSON.parse(xhr.responseText) as Job;
+        progressText.textContent = `Submitted ${job.id}`;
+        ctx.navigate(`/jobs/${encodeURIComponent(job.id)}`);
+        return;
+      }
+      progressText.textContent = "";
+      showErrors(await errorFrom(xhr.status, xhr.responseText));
+    });
+    xhr.addEventListener("error", () => {
+      submit.disabled = false;
+      progress.hidden = true;
+      progressText.textContent = "The upload failed: the server could not be reached.";
+    });
+    xhr.send(body);
+  });
+  clear(ctx.main, h("h1", null, again ? "Submit again" : "Submit a job"), again ? h("p", { class: "muted" }, "The JobSpec of the earlier job; choose its code again.") : null, form);
+  editor.focus();
+  return () => {};
+}
+
+function selectLine(ta: HTMLTextAreaElement, line: number): void {
+  ta.focus();
+  if (line <= 0) return;
+  const lines = ta.value.split("\n");
+  let start = 0;
+  for (let i = 0; i < line - 1; i++) start += lines[i].length + 1;
+  ta.setSelectionRange(start, start + lines[line - 1].length);
+}
