@@ -179,15 +179,6 @@ ExtractResult ExtractZip(const std::filesystem::path& archive, const std::filesy
     r.errors.push_back(root + ": " + ErrnoText(errno));
     return r;
   }
-  auto local_fail = [&](std::string why) {
-    r.local_errno = errno != 0 ? errno : EIO;
-    r.errors.push_back(std::move(why));
-    std::error_code ec;
-    std::filesystem::remove_all(dest, ec);
-    r.files = 0;
-    r.bytes = 0;
-    return r;
-  };
   auto fail = [&](std::string why) {
     r.errors.push_back(std::move(why));
     std::error_code ec;
@@ -195,6 +186,11 @@ ExtractResult ExtractZip(const std::filesystem::path& archive, const std::filesy
     r.files = 0;
     r.bytes = 0;
     return r;
+  };
+  // Writing the destination failed: our disk, not the archive.
+  auto local_fail = [&](std::string why) {
+    r.local_errno = errno != 0 ? errno : EIO;
+    return fail(std::move(why));
   };
   std::set<std::string> made;
   std::vector<char> buf(1 << 20);
