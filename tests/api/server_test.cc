@@ -1103,6 +1103,31 @@ TEST(ServeCommand, AnUnwritableStorageRootSaysWhatToSet) {
   EXPECT_EQ(r.out, "");
 }
 
+// An earlier StarForge kept its state in <root>/control, where jobs write: the first start moves
+// it to the state directory, and the users and tokens in it still work.
+TEST(ServeCommand, TheOldControlDirectoryMovesToTheStateDirectory) {
+  TempDir t;
+  const fs::path root = t / "root";
+  Captured r = Forge("token create --user bob", {{"FORGE_STORAGE_ROOT", root.string()},
+                                                 {"FORGE_STATE_DIR", (t / "old").string()}});
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::string bob = r.out;
+  if (!bob.empty() && bob.back() == '\n') bob.pop_back();
+  fs::rename(t / "old", root / "control");  // the old layout
+
+  std::string error;
+  auto serve = ServeProcess::Start(root, {}, {}, &error);
+  ASSERT_TRUE(serve) << error;
+  EXPECT_THAT(serve->Stderr(),
+              HasSubstr("moved the control plane's state from " + (root / "control").string() +
+                        " to " + (t / "root-state").string()));
+  EXPECT_FALSE(fs::exists(root / "control"));
+  EXPECT_TRUE(fs::exists(t / "root-state" / "starforge.db"));
+  auto who = serve->Client()->Get("/api/v1/whoami", {{"Authorization", "Bearer " + bob}});
+  ASSERT_TRUE(who);
+  EXPECT_EQ(who->status, 200) << who->body;
+}
+
 TEST(ServeCommand, ABusyPortIsAClearError) {
   TempDir t;
   std::string error;
