@@ -47,6 +47,7 @@ struct ServeOptions {
   int64_t cancel_grace_s = 30;
   int64_t sse_keepalive_ms = 15'000;
   int64_t orphan_grace_s = 600;
+  bool no_sandbox = false;  // tests: behave as where bubblewrap cannot run
 };
 
 struct TokenOptions {
@@ -261,7 +262,11 @@ int Serve(Context& c, const ServeOptions& o) {
   local_options.cancel_grace_ms = o.cancel_grace_s * 1000;
   // Every local job runs in a bubblewrap sandbox; where none can be made, local jobs are for
   // admins only (they would run with this server's rights).
-  fleet::SandboxProbe sandbox = fleet::ProbeSandbox();
+  fleet::SandboxProbe sandbox;
+  if (o.no_sandbox)
+    sandbox.error = "--no-sandbox";
+  else
+    sandbox = fleet::ProbeSandbox();
   local_options.sandbox = sandbox.sandbox;
   if (sandbox.sandbox) {
     spdlog::info("local fleet: jobs run in a bubblewrap sandbox{}",
@@ -490,6 +495,9 @@ void RegisterServeCommands(Registry& registry) {
   cmd->add_option("--sse-keepalive-ms", serve->sse_keepalive_ms,
                   "Silence after which a log stream gets a keep-alive comment, in ms")
       ->check(CLI::Range(int64_t{10}, int64_t{3'600'000}))
+      ->group("");  // for tests
+  cmd->add_flag("--no-sandbox", serve->no_sandbox,
+                "Run local jobs without a sandbox, as where bubblewrap cannot run (admins only)")
       ->group("");  // for tests
 
   auto token = std::make_shared<TokenOptions>();

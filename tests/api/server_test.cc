@@ -1128,6 +1128,19 @@ TEST(ServeCommand, TheOldControlDirectoryMovesToTheStateDirectory) {
   EXPECT_EQ(who->status, 200) << who->body;
 }
 
+// Where no sandbox can be made, a local job would run with the server's rights: only admins may
+// submit one, and the server says so at start and at submit.
+TEST_F(Api, WithoutASandboxOnlyAdminsRunLocalJobs) {
+  serve_.reset();
+  Start({}, {"--no-sandbox"});
+  EXPECT_THAT(serve_->Stderr(), HasSubstr("local fleet: no sandbox (--no-sandbox): only admins"));
+  const std::string bob = NewToken("bob");
+  ExpectError(Submit(bob, Spec("bobs"), Zip({{"main.py", kStepsPy}})), 403, "Forbidden",
+              "only admins may submit them", "fleet");
+  const std::string id = SubmitSteps(admin_, "admins", "[python3, main.py, '1']");
+  EXPECT_EQ(WaitForEnd(admin_, id)["phase"], "Succeeded");
+}
+
 TEST(ServeCommand, ABusyPortIsAClearError) {
   TempDir t;
   std::string error;
