@@ -16,7 +16,7 @@ namespace {
 // An open file descriptor, closed at scope exit.
 class Fd {
  public:
-  explicit Fd(const std::filesystem::path& p) : fd_(::open(p.c_str(), O_RDONLY | O_CLOEXEC)) {}
+  explicit Fd(const std::filesystem::path& p) : fd_(OpenJobLog(p)) {}
   ~Fd() {
     if (fd_ >= 0) ::close(fd_);
   }
@@ -45,6 +45,26 @@ class Fd {
 };
 
 }  // namespace
+
+int OpenJobLog(const std::filesystem::path& file) {
+  const std::filesystem::path logs = file.parent_path();
+  const int job = ::open(logs.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (job < 0) return -1;
+  const int dir =
+      ::openat(job, logs.filename().c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  ::close(job);
+  if (dir < 0) return -1;
+  const int fd =
+      ::openat(dir, file.filename().c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  ::close(dir);
+  if (fd < 0) return -1;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
 
 int64_t TailOffset(const std::filesystem::path& file, int64_t n) {
   Fd fd(file);

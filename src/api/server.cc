@@ -1,7 +1,10 @@
 #include "starforge/api/server.h"
 
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -9,6 +12,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <map>
 #include <regex>
 #include <thread>
 
@@ -23,6 +28,7 @@
 #include "starforge/capsule/extract.h"
 #include "starforge/common/format.h"
 #include "starforge/common/reasons.h"
+#include "starforge/common/sha256.h"
 #include "starforge/common/yaml_json.h"
 #include "starforge/jobspec/parse.h"
 
@@ -45,6 +51,67 @@ constexpr int kMaxListLimit = 500;
 constexpr int64_t kArchiveWaitMs = 30'000;
 
 const char* const kJson = "application/json";
+
+// httplib hands each connection to one thread for its whole life (a keep-alive connection, a
+// log follow stream, a client that sends its headers slowly). Its own pool has a fixed size, so
+// a few dozen such connections starved every other request, /healthz included. This pool makes
+// a thread for a connection at once, up to `max_threads`, and reuses idle ones; past that,
+// connections wait in the queue (never reset: the listen backlog is SOMAXCONN).
+class ElasticPool : public httplib::TaskQueue {
+ public:
+  explicit ElasticPool(size_t max_threads) : max_threads_(max_threads) {}
+  ~ElasticPool() override { shutdown(); }
+
+  void enqueue(std::function<void()> fn) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(fn));
+    if (queue_.size() > idle_ && threads_.size() < max_threads_)
+      threads_.emplace_back([this] { Work(); });
+    else
+      cv_.notify_one();
+  }
+
+  void shutdown() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_) return;
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (std::thread& t : threads_)
+      t.join();
+  }
+
+  // Connections being served now.
+  size_t busy() const { return busy_.load(); }
+
+ private:
+  void Work() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      ++idle_;
+      cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+      --idle_;
+      if (queue_.empty()) return;  // stopping, and nothing left to do
+      std::function<void()> fn = std::move(queue_.front());
+      queue_.pop_front();
+      ++busy_;
+      lock.unlock();
+      fn();
+      lock.lock();
+      --busy_;
+    }
+  }
+
+  const size_t max_threads_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;
+  std::vector<std::thread> threads_;
+  size_t idle_ = 0;
+  bool stop_ = false;
+  std::atomic<size_t> busy_{0};
+};
 
 // A request that ends with an error response; thrown from handlers, answered by Run().
 struct ApiError {
@@ -135,6 +202,10 @@ struct Server::Impl {
   std::mutex stop_mu;
   std::condition_variable stop_cv;
   fs::path uploads;
+  ElasticPool* pool = nullptr;  // owned by http
+  int listen_fd = -1;
+  std::mutex follow_mu;
+  std::map<std::string, int> follows;  // open log-follow streams per user
 
   struct Route {
     RouteInfo info;
@@ -154,7 +225,7 @@ struct Server::Impl {
   Impl(ServerOptions o, store::Store& s, controller::Controller& c,
        std::map<std::string, fleet::Fleet*> f)
       : options(std::move(o)), store(s), controller(c), fleets(std::move(f)) {
-    uploads = options.storage_root / "control" / "uploads";
+    uploads = options.state_dir / "uploads";
     for (const auto& r : Routes())
       routes.push_back({r, std::regex(PathRegex(r.path))});
   }
@@ -193,8 +264,20 @@ struct Server::Impl {
     http.Put(".*", no_route);
     http.Patch(".*", no_route);
     http.Delete(".*", no_route);
-    http.set_pre_routing_handler([](const httplib::Request&, httplib::Response&) {
+    http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
       RequestStart() = Clock::now();
+      // Over the connection cap: a quick 503 that says when to come back, rather than a reset
+      // or a wait. Health checks are always answered (their threads exist: the pool has room
+      // above the cap).
+      if (pool != nullptr && pool->busy() > static_cast<size_t>(options.max_connections) &&
+          req.path != "/healthz" && req.path != "/readyz") {
+        res.set_header("Retry-After", "1");
+        res.set_header("Connection", "close");
+        SetError(res, {503, "Unavailable",
+                       "the server is serving as many connections as it may (" +
+                           std::to_string(options.max_connections) + "); retry in a second"});
+        return httplib::Server::HandlerResponse::Handled;
+      }
       return httplib::Server::HandlerResponse::Unhandled;
     });
     // Errors httplib answers itself (malformed requests, a body over the limit).
@@ -272,7 +355,10 @@ struct Server::Impl {
            const httplib::ContentReader* reader) {
     Call c{req, res, reader, {}, false};
     try {
-      if (stopping) throw ApiError{503, "Unavailable", "the server is shutting down", {}, {}};
+      if (stopping) {
+        res.set_header("Retry-After", "5");
+        throw ApiError{503, "Unavailable", "the server is shutting down", {}, {}};
+      }
       if (route.info.auth) c.user = Authenticate(req);
       Dispatch(route.info.id, c);
       return;
@@ -290,9 +376,29 @@ struct Server::Impl {
     if (reader && !c.body_read) Drain(c, kMaxSmallBody);
   }
 
-  // Reads and discards the body (up to `limit` bytes; more → false).
+  // RFC 9112 §6.3: a request with neither Content-Length nor Transfer-Encoding has no body.
+  // httplib would read one until the client closes (e.g. `curl -X POST …/cancel` waited for its
+  // read timeout), so such a body is never read.
+  static bool HasBody(const httplib::Request& req) {
+    return req.has_header("Content-Length") || req.has_header("Transfer-Encoding");
+  }
+
+  // Reads and discards the body (up to `limit` bytes; more → false). When that fails after an
+  // answer was chosen, the answer stays (httplib would turn its status into 413/400 under the
+  // body already set) and the connection is closed, since the rest of the body is unread.
   bool Drain(Call& c, size_t limit) {
     c.body_read = true;
+    if (!HasBody(c.req)) return true;
+    const int status = c.res.status;
+    const bool ok = DrainBody(c, limit);
+    if (!ok && status > 0 && !c.res.body.empty()) {
+      c.res.status = status;
+      c.res.set_header("Connection", "close");
+    }
+    return ok;
+  }
+
+  bool DrainBody(Call& c, size_t limit) {
     size_t total = 0;
     auto count = [&total, limit](const char*, size_t n) {
       total += n;
@@ -321,6 +427,12 @@ struct Server::Impl {
         return Capacity(c);
       case RouteId::kWhoami:
         return SetJson(c.res, 200, {{"user", c.user.name}, {"admin", c.user.admin}});
+      case RouteId::kListTokens:
+        return ListTokens(c);
+      case RouteId::kCreateToken:
+        return CreateToken(c);
+      case RouteId::kRevokeToken:
+        return RevokeToken(c);
       case RouteId::kOpenApi:
         c.res.set_content(std::string(OpenApiDocument()), kJson);
         return;
@@ -412,7 +524,7 @@ struct Server::Impl {
   // Streams the multipart body: the JobSpec into memory, the code archive into a temporary
   // file (never the whole upload in memory).
   void ReadUpload(Call& c, Upload& up, Cleanup& tmp) {
-    if (!c.req.is_multipart_form_data()) {
+    if (!c.req.is_multipart_form_data() || !HasBody(c.req)) {
       const bool ok = Drain(c, static_cast<size_t>(options.max_upload_bytes + kBodySlack));
       if (!ok) throw TooLarge();
       throw BadRequest(
@@ -443,8 +555,9 @@ struct Server::Impl {
               std::string tmpl = (uploads / ".upload-XXXXXX").string();
               up.code_fd = ::mkostemp(tmpl.data(), O_CLOEXEC);
               if (up.code_fd < 0)
-                throw std::runtime_error("cannot create a file in " + uploads.string() + ": " +
-                                         std::strerror(errno));
+                ServerStorageFailure(
+                    "cannot create a file in " + uploads.string() + ": " + std::strerror(errno),
+                    errno);
               up.code = tmpl;
               tmp.Reset(up.code);
             }
@@ -474,8 +587,8 @@ struct Server::Impl {
                 const ssize_t w = ::write(up.code_fd, data + done, n - done);
                 if (w < 0 && errno == EINTR) continue;
                 if (w <= 0)
-                  throw std::runtime_error("writing " + up.code.string() + ": " +
-                                           std::strerror(errno));
+                  ServerStorageFailure("writing " + up.code.string() + ": " + std::strerror(errno),
+                                       errno);
                 done += static_cast<size_t>(w);
               }
             }
@@ -495,7 +608,7 @@ struct Server::Impl {
   jobspec::JobSpec ParseSpec(const std::string& text) {
     nlohmann::json doc;
     try {
-      doc = ParseYaml(text);
+      doc = ParseYaml(text, jobspec::kJobSpecYamlLimits);
     } catch (const SyntaxError& e) {
       throw BadRequest(std::string("the JobSpec is not valid YAML or JSON: ") + e.what(), "spec");
     }
@@ -512,6 +625,20 @@ struct Server::Impl {
     return *parsed.spec;
   }
 
+  // Our own disk failed (full, I/O error) while storing or checking an upload: the operator's
+  // problem, never the user's archive. The log has the detail; the answer has no server path.
+  [[noreturn]] static void ServerStorageFailure(const std::string& detail, int err) {
+    spdlog::error("storing an upload: {}", detail);
+    if (err == ENOSPC || err == EDQUOT) {
+      throw ApiError{507, "InsufficientStorage",
+                     "the server has no space left to store this upload; this is not a problem "
+                     "with your code: tell the server's operator (see its log)"};
+    }
+    throw ApiError{500, "Internal",
+                   "the server could not store this upload (an I/O error on its side); tell the "
+                   "server's operator (see its log)"};
+  }
+
   // Unpacks the archive as the controller will, into a scratch directory that is then removed.
   void CheckCode(const Upload& up) {
     auto invalid = [](std::string message, FieldErrors errors = {}) {
@@ -521,15 +648,16 @@ struct Server::Impl {
       throw invalid("no code: pass --code DIR or set code: in the JobSpec");
     std::string tmpl = (uploads / ".check-XXXXXX").string();
     if (::mkdtemp(tmpl.data()) == nullptr)
-      throw std::runtime_error("cannot create a directory in " + uploads.string() + ": " +
-                               std::strerror(errno));
+      ServerStorageFailure(
+          "cannot create a directory in " + uploads.string() + ": " + std::strerror(errno), errno);
     Cleanup scratch{fs::path(tmpl)};
     capsule::ExtractLimits limits;
-    // Code compresses well, but not this well: a bomb is refused before it fills the disk.
-    limits.max_total_bytes = std::min<uint64_t>(
-        limits.max_total_bytes, 8 * static_cast<uint64_t>(options.max_upload_bytes));
+    // The unpacked code is bounded like the capsule that will hold it: a bomb is refused before
+    // it fills the disk.
+    limits.max_total_bytes = static_cast<uint64_t>(options.max_upload_bytes);
     const fs::path dest = fs::path(tmpl) / "code";
     capsule::ExtractResult r = capsule::ExtractZip(up.code, dest, limits);
+    if (r.local_errno != 0) ServerStorageFailure(r.errors.front(), r.local_errno);
     if (!r.ok()) {
       FieldErrors errors;
       for (const auto& e : r.errors)
@@ -572,6 +700,14 @@ struct Server::Impl {
                          (kinds.empty() ? std::string("none") : Join(kinds, ", ")),
                      "fleet",
                      {}};
+    }
+    if (spec.fleet == "local" && !options.local_unsandboxed.empty() && !c.user.admin) {
+      throw ApiError{403, "Forbidden",
+                     "this server cannot run local jobs in a sandbox (" +
+                         options.local_unsandboxed +
+                         "), so only admins may submit them: a job would run with the server's "
+                         "rights; use `fleet: kuberay`, or ask the operator to install bubblewrap",
+                     "fleet"};
     }
     fleet::Admission admission = fleet->second->Admit(spec);
     if (!admission.possible)
@@ -741,18 +877,24 @@ struct Server::Impl {
   }
 
   void PlainLog(Call& c, const fs::path& file, std::optional<int64_t> tail) {
-    std::error_code ec;
-    const auto size = static_cast<int64_t>(fs::file_size(file, ec));
-    const int64_t start = ec ? 0 : (tail ? TailOffset(file, *tail) : 0);
     const char* type = "text/plain; charset=utf-8";
-    if (ec || size <= start) {
+    // The job writes its directory: no symlink or FIFO there is followed (OpenJobLog).
+    auto fd = std::make_shared<int>(OpenJobLog(file));
+    struct stat st {};
+    if (*fd < 0 || ::fstat(*fd, &st) != 0) {
+      if (*fd >= 0) ::close(*fd);
+      c.res.set_content("", type);
+      return;
+    }
+    const auto size = static_cast<int64_t>(st.st_size);
+    const int64_t start = tail ? TailOffset(file, *tail) : 0;
+    if (size <= start) {
+      ::close(*fd);
       c.res.set_content("", type);
       return;
     }
     // Streamed from the file: a log may be far larger than memory should hold. The length is
     // the size now; what is appended meanwhile is for the next request (or follow).
-    auto fd = std::make_shared<int>(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
-    if (*fd < 0) throw std::runtime_error("open " + file.string() + ": " + std::strerror(errno));
     c.res.set_content_provider(
         static_cast<size_t>(size - start), type,
         [fd, start](size_t offset, size_t length, httplib::DataSink& sink) {
@@ -772,13 +914,27 @@ struct Server::Impl {
       Clock::time_point last_write = Clock::now();
       bool done = false;
     };
+    // Each stream holds a thread for as long as it lasts: a user gets a bounded number.
+    {
+      std::lock_guard<std::mutex> lock(follow_mu);
+      int& open = follows[c.user.name];
+      if (open >= options.max_follows_per_user) {
+        c.res.set_header("Retry-After", "5");
+        throw ApiError{429, "TooManyRequests",
+                       "you are following " + std::to_string(open) +
+                           " logs already, the most one user may; close one (or read without "
+                           "follow=1) and retry"};
+      }
+      ++open;
+    }
     auto state = std::make_shared<State>(State{LogFollower(file, start)});
     c.res.set_header("Cache-Control", "no-cache");
     c.res.set_header("X-Accel-Buffering", "no");
     // Exactly "text/event-stream": httplib compresses other text types, which would hold
     // events back in the compressor.
     c.res.set_chunked_content_provider(
-        "text/event-stream", [this, state, job_id](size_t, httplib::DataSink& sink) {
+        "text/event-stream",
+        [this, state, job_id](size_t, httplib::DataSink& sink) {
           if (stopping) return false;
           if (state->done) {
             sink.done();
@@ -807,7 +963,103 @@ struct Server::Impl {
           std::unique_lock lock(stop_mu);
           stop_cv.wait_for(lock, options.sse_poll, [this] { return stopping.load(); });
           return !stopping;
+        },
+        [this, user = c.user.name](bool) {
+          std::lock_guard<std::mutex> lock(follow_mu);
+          if (--follows[user] <= 0) follows.erase(user);
         });
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // Tokens (admins only).
+
+  static void RequireAdmin(const Call& c) {
+    if (!c.user.admin) throw ApiError{403, "Forbidden", "only an admin may manage tokens"};
+  }
+
+  nlohmann::json TokenJson(const store::TokenInfo& t) const {
+    const int64_t now = NowMs();
+    return {{"id", t.id},
+            {"user", t.user},
+            {"description", t.description},
+            {"createdAt", FormatTime(t.created_at)},
+            {"expiresAt", t.expires_at ? TimeOrNull(t.expires_at) : nlohmann::json(nullptr)},
+            {"revokedAt", t.revoked_at ? TimeOrNull(t.revoked_at) : nlohmann::json(nullptr)},
+            {"active", t.revoked_at == 0 && (t.expires_at == 0 || t.expires_at > now)}};
+  }
+
+  void ListTokens(Call& c) {
+    OnlyParams(c, {"user"});
+    RequireAdmin(c);
+    nlohmann::json items = nlohmann::json::array();
+    for (const store::TokenInfo& t :
+         store.ListTokens(c.req.has_param("user") ? Param(c, "user") : ""))
+      items.push_back(TokenJson(t));
+    SetJson(c.res, 200, {{"items", std::move(items)}});
+  }
+
+  void CreateToken(Call& c) {
+    OnlyParams(c, {});
+    std::string body;
+    bool too_large = false;
+    c.body_read = true;
+    if (HasBody(c.req)) {
+      (*c.reader)([&](const char* data, size_t n) {
+        if (body.size() + n > kMaxSmallBody) {
+          too_large = true;
+          return false;
+        }
+        body.append(data, n);
+        return true;
+      });
+    }
+    if (too_large) throw ApiError{413, "PayloadTooLarge", "a token request is a small JSON object"};
+    RequireAdmin(c);
+    const nlohmann::json req = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+    if (!req.is_object() || !req.contains("user") || !req["user"].is_string())
+      throw BadRequest(
+          "expected a JSON object with \"user\" (and optionally \"description\", "
+          "\"expiresInSeconds\", \"admin\")");
+    const std::string user = req["user"];
+    const std::string description = req.value("description", "");
+    int64_t expires_at = 0;
+    if (req.contains("expiresInSeconds")) {
+      const nlohmann::json& e = req["expiresInSeconds"];
+      if (!e.is_number_integer() || e.get<int64_t>() < 1 || e.get<int64_t>() > 10LL * 365 * 86400)
+        throw BadRequest("expiresInSeconds must be a whole number of seconds from 1 to 10 years",
+                         "expiresInSeconds");
+      expires_at = NowMs() + e.get<int64_t>() * 1000;
+    }
+    try {
+      store.EnsureUser(user, false);
+    } catch (const std::invalid_argument& e) {
+      throw BadRequest(std::string("user: ") + e.what(), "user");
+    }
+    if (req.contains("admin")) {
+      if (!req["admin"].is_boolean()) throw BadRequest("admin must be true or false", "admin");
+      if (user == c.user.name && !req["admin"].get<bool>())
+        throw BadRequest("an admin cannot take away their own admin rights", "admin");
+      store.SetAdmin(user, req["admin"].get<bool>());
+    }
+    const std::string token = store.CreateToken(user, description, expires_at);
+    nlohmann::json out;
+    for (const store::TokenInfo& t : store.ListTokens(user))
+      if (t.id == "tok-" + Sha256Hex(token).substr(0, 12)) out = TokenJson(t);
+    out["token"] = token;
+    spdlog::info("{} created a token for {} ({})", c.user.name, user, out.value("id", ""));
+    SetJson(c.res, 201, out);
+  }
+
+  void RevokeToken(Call& c) {
+    if (!Drain(c, kMaxSmallBody))
+      throw ApiError{413, "PayloadTooLarge", "this route takes no body", {}, {}};
+    OnlyParams(c, {});
+    RequireAdmin(c);
+    const std::string id = c.req.matches[1].str();
+    const std::optional<store::TokenInfo> t = store.RevokeToken(id);
+    if (!t) throw ApiError{404, "NotFound", "token " + id + " not found"};
+    spdlog::info("{} revoked token {} of {}", c.user.name, id, t->user);
+    SetJson(c.res, 200, TokenJson(*t));
   }
 
   // ------------------------------------------------------------------------------------------
@@ -819,7 +1071,19 @@ struct Server::Impl {
     for (const auto& [kind, f] : fleets) {
       if (!f) continue;
       try {
-        list.push_back(f->Capacity());
+        nlohmann::json cap = f->Capacity();
+        // A non-admin sees other users' jobs as counts only (the fleet's totals), and its own
+        // jobs by id.
+        if (!c.user.admin && cap.contains("jobs") && cap["jobs"].is_array()) {
+          nlohmann::json own = nlohmann::json::array();
+          for (const nlohmann::json& j : cap["jobs"]) {
+            const std::string id = j.value("id", "");
+            const std::optional<store::Job> job = store.GetJob(id);
+            if (job && job->owner == c.user.name) own.push_back(j);
+          }
+          cap["jobs"] = std::move(own);
+        }
+        list.push_back(std::move(cap));
       } catch (const std::exception& e) {
         spdlog::error("capacity of fleet {}: {}", kind, e.what());
         list.push_back({{"fleet", kind}, {"error", "capacity unavailable; see the server's log"}});
@@ -894,18 +1158,26 @@ std::string Server::Start() {
   s.CleanUploads();
 
   s.Register();
-  const int threads = std::max(4, s.options.threads);
-  s.http.new_task_queue = [threads] {
-    return new httplib::ThreadPool(static_cast<size_t>(threads));
+  // Room above the connection cap for the 503 answers and the health checks.
+  const size_t threads = static_cast<size_t>(std::max(4, s.options.max_connections)) + 64;
+  s.http.new_task_queue = [&s, threads] {
+    s.pool = new ElasticPool(threads);
+    return s.pool;
   };
+  s.http.set_read_timeout(std::chrono::seconds(s.options.read_timeout_s));
   s.http.set_payload_max_length(static_cast<size_t>(s.options.max_upload_bytes + kBodySlack));
   // httplib's default sets SO_REUSEPORT, which would let a second server bind the same port
   // and silently share its connections; and the listening socket must not leak into job
   // processes (they would keep the port bound after we exit).
-  s.http.set_socket_options([](int sock) {
+  // TCP_NODELAY on the listening socket is inherited by every accepted one (Linux): without it,
+  // a small response after the first on a kept-alive connection waited ~40 ms (Nagle and
+  // delayed ACKs).
+  s.http.set_socket_options([&s](int sock) {
     int yes = 1;
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    ::setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);
     ::fcntl(sock, F_SETFD, FD_CLOEXEC);
+    s.listen_fd = sock;
   });
   errno = 0;
   int port = addr->port;
@@ -920,6 +1192,9 @@ std::string Server::Start() {
            (err ? std::string(": ") + std::strerror(err) : "") +
            " (another process may be using the port: choose another with FORGE_LISTEN or --listen)";
   }
+  // httplib listens with a backlog of 5: a burst of connections beyond it was reset. Calling
+  // listen() again on the bound socket raises it (Linux).
+  if (s.listen_fd >= 0) ::listen(s.listen_fd, SOMAXCONN);
   s.port = port;
   s.thread = std::thread([&s] {
     if (!s.http.listen_after_bind()) spdlog::error("the HTTP server stopped accepting connections");

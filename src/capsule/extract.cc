@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 #include <zip.h>
 
@@ -149,7 +150,8 @@ ExtractResult ExtractZip(const std::filesystem::path& archive, const std::filesy
     zip_error_t e;
     zip_error_init_with_code(&e, zerr);
     // libzip refuses duplicate names (ZIP_ER_EXISTS) when it reads the central directory.
-    r.errors.push_back(archive.string() + ": not a readable zip archive: " +
+    // No path in the message: it reaches users, and the path is the server's business.
+    r.errors.push_back(std::string("not a readable zip archive: ") +
                        (zerr == ZIP_ER_EXISTS ? std::string("two entries with the same name")
                                               : zip_error_strerror(&e)));
     zip_error_fini(&e);
@@ -160,7 +162,20 @@ ExtractResult ExtractZip(const std::filesystem::path& archive, const std::filesy
   if (!r.ok()) return r;
 
   const std::string root = dest.string();
+  uint64_t declared = 0;
+  for (const Planned& p : plan)
+    declared += p.size;
+  struct statvfs fs_stat {};
+  if (::statvfs(dest.parent_path().c_str(), &fs_stat) == 0 &&
+      declared > static_cast<uint64_t>(fs_stat.f_bavail) * fs_stat.f_frsize) {
+    r.local_errno = ENOSPC;
+    r.errors.push_back(root + ": the archive declares " + FormatBytes(declared) + ", only " +
+                       FormatBytes(static_cast<uint64_t>(fs_stat.f_bavail) * fs_stat.f_frsize) +
+                       " free");
+    return r;
+  }
   if (::mkdir(root.c_str(), 0755) != 0) {
+    r.local_errno = errno;
     r.errors.push_back(root + ": " + ErrnoText(errno));
     return r;
   }
@@ -172,17 +187,23 @@ ExtractResult ExtractZip(const std::filesystem::path& archive, const std::filesy
     r.bytes = 0;
     return r;
   };
+  // Writing the destination failed: our disk, not the archive.
+  auto local_fail = [&](std::string why) {
+    r.local_errno = errno != 0 ? errno : EIO;
+    return fail(std::move(why));
+  };
   std::set<std::string> made;
   std::vector<char> buf(1 << 20);
   std::string error;
   for (const Planned& p : plan) {
     const std::string shown = Printable(p.path);
-    if (!MakeParents(root, p.is_dir ? p.path + "/" : p.path, &made, &error)) return fail(error);
+    if (!MakeParents(root, p.is_dir ? p.path + "/" : p.path, &made, &error))
+      return local_fail(error);
     if (p.is_dir) continue;
     Fd out(::open((root + "/" + p.path).c_str(),
                   O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                   p.executable ? 0755 : 0644));
-    if (out.get() < 0) return fail(shown + ": " + ErrnoText(errno));
+    if (out.get() < 0) return local_fail(shown + ": " + ErrnoText(errno));
     std::unique_ptr<zip_file_t, ZipFileCloser> in(zip_fopen_index(za.get(), p.index, 0));
     if (!in) return fail(shown + ": " + zip_error_strerror(zip_get_error(za.get())));
     uint64_t written = 0;
@@ -199,7 +220,7 @@ ExtractResult ExtractZip(const std::filesystem::path& archive, const std::filesy
       if (r.bytes > limits.max_total_bytes)
         return fail("the archive unpacks to more than " + FormatBytes(limits.max_total_bytes));
       if (!WriteAll(out.get(), buf.data(), static_cast<size_t>(n)))
-        return fail(shown + ": " + ErrnoText(errno));
+        return local_fail(shown + ": " + ErrnoText(errno));
     }
     if (written != p.size)
       return fail(shown + ": inflates to " + std::to_string(written) + " bytes, its header says " +

@@ -7,9 +7,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <regex>
+
+#include <fmt/format.h>
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -43,35 +47,105 @@ struct ServeOptions {
   int64_t cancel_grace_s = 30;
   int64_t sse_keepalive_ms = 15'000;
   int64_t orphan_grace_s = 600;
+  bool no_sandbox = false;  // tests: behave as where bubblewrap cannot run
 };
 
 struct TokenOptions {
   std::string user;
   bool admin = false;
+  bool no_admin = false;
   std::string description;
+  std::string expires_in;
+  std::string id;  // revoke
 };
 
-// The control plane's own directory under the storage root, created and checked writable.
-// Prints the problem and how to fix it and returns "" when it cannot be used.
-fs::path ControlDir(Context& c, const config::Config& cfg) {
-  const fs::path dir = fs::path(cfg.storage_root) / "control";
+// "90s", "30m", "12h", "30d" or plain seconds → seconds; nullopt when malformed or < 1 s.
+std::optional<int64_t> ParseDuration(const std::string& text) {
+  static const std::regex kDuration("([0-9]{1,9})([smhd]?)");
+  std::smatch m;
+  if (!std::regex_match(text, m, kDuration)) return std::nullopt;
+  const int64_t n = std::stoll(m[1]);
+  const std::string unit = m[2];
+  const int64_t scale = unit == "m" ? 60 : unit == "h" ? 3600 : unit == "d" ? 86400 : 1;
+  if (n < 1) return std::nullopt;
+  return n * scale;
+}
+
+std::string TimeText(int64_t unix_ms) {
+  return unix_ms == 0 ? "-" : api::FormatTime(unix_ms);
+}
+
+// Before FORGE_STATE_DIR the control plane kept its state in <storage root>/control, where jobs
+// can write. Moves it to the state directory when that does not exist yet (a rename: same file
+// system); otherwise says what to do. False (after printing why) when the server must not start.
+bool MigrateControlDir(Context& c, const config::Config& cfg, const fs::path& state) {
+  const fs::path old = fs::path(cfg.storage_root) / "control";
+  std::error_code ec;
+  if (!fs::exists(old / "starforge.db", ec)) return true;
+  if (fs::exists(state / "starforge.db", ec)) {
+    c.err << "forge: both " << old.string() << " (an earlier StarForge's state, under the storage "
+          << "root where jobs can write it) and " << state.string()
+          << " hold a store; keep one: move or delete " << old.string() << "\n";
+    return false;
+  }
+  // An old server still running holds control/serve.lock: never move its store under it.
+  const fs::path lock = old / "serve.lock";
+  const int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0 || ::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (fd >= 0) ::close(fd);
+    c.err << "forge: an older forge serve is using " << old.string() << "; stop it first\n";
+    return false;
+  }
+  fs::create_directories(state.parent_path(), ec);
+  const bool empty_target = !fs::exists(state) || fs::is_empty(state, ec);
+  if (empty_target) fs::remove(state, ec);
+  if (!empty_target || ::rename(old.c_str(), state.c_str()) != 0) {
+    const std::string why = empty_target ? std::strerror(errno) : "it is not empty";
+    ::close(fd);
+    c.err << "forge: the control plane's state moved out of the storage root (jobs can write "
+          << "there) to FORGE_STATE_DIR=" << state.string() << ", but " << old.string()
+          << " cannot be renamed to it (" << why << "); with forge serve stopped, copy it: "
+          << "cp -a " << old.string() << "/. " << state.string() << "/ && rm -r " << old.string()
+          << "\n";
+    return false;
+  }
+  ::close(fd);
+  c.err << "forge: moved the control plane's state from " << old.string() << " to "
+        << state.string() << " (FORGE_STATE_DIR; jobs cannot reach it there)\n";
+  return true;
+}
+
+// Creates `dir` (with `perms` when given) and checks that a file can be written in it; "" or why
+// not.
+std::string MakeWritableDir(const fs::path& dir, std::optional<fs::perms> perms) {
   std::error_code ec;
   fs::create_directories(dir, ec);
-  std::string why = ec ? ec.message() : "";
-  if (why.empty()) {
-    const fs::path probe = dir / ".write-test";
-    const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0) {
-      why = std::strerror(errno);
-    } else {
-      ::close(fd);
-      ::unlink(probe.c_str());
-    }
-  }
-  if (!why.empty()) {
-    c.err << "forge: the storage root " << cfg.storage_root << " is not writable (" << dir.string()
-          << ": " << why << "): set FORGE_STORAGE_ROOT to a directory you can write, e.g. "
+  if (!ec && perms) fs::permissions(dir, *perms, fs::perm_options::replace, ec);
+  if (ec) return ec.message();
+  const fs::path probe = dir / ".write-test";
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return std::strerror(errno);
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return "";
+}
+
+// The control plane's own directory (FORGE_STATE_DIR, mode 0700), after checking that the
+// storage root can be written too. Prints the problem and how to fix it and returns "" when
+// either cannot be used.
+fs::path StateDir(Context& c, const config::Config& cfg) {
+  if (std::string why = MakeWritableDir(cfg.storage_root, std::nullopt); !why.empty()) {
+    c.err << "forge: the storage root " << cfg.storage_root << " is not writable (" << why
+          << "): set FORGE_STORAGE_ROOT to a directory you can write, e.g. "
           << "FORGE_STORAGE_ROOT=$HOME/.local/share/starforge\n";
+    return {};
+  }
+  const fs::path dir = cfg.StateDir();
+  if (!MigrateControlDir(c, cfg, dir)) return {};
+  if (std::string why = MakeWritableDir(dir, fs::perms::owner_all); !why.empty()) {
+    c.err << "forge: the state directory " << dir.string() << " is not writable (" << why
+          << "): set FORGE_STATE_DIR to a directory you can write (outside "
+          << "FORGE_STORAGE_ROOT)\n";
     return {};
   }
   return dir;
@@ -87,7 +161,7 @@ std::unique_ptr<store::Store> OpenStore(Context& c, const fs::path& control) {
 }
 
 // Two servers on one store would both act on the same jobs (submit, archive, delete), so a
-// server holds an exclusive lock on control/serve.lock for its whole life; the kernel drops it
+// server holds an exclusive lock on <state dir>/serve.lock for its whole life; the kernel drops it
 // when the process ends, however it ends. Prints who holds it and returns false when taken.
 bool LockControlDir(Context& c, const fs::path& control) {
   const fs::path path = control / "serve.lock";
@@ -104,9 +178,9 @@ bool LockControlDir(Context& c, const fs::path& control) {
       holder.pop_back();
     ::close(fd);
     c.err << "forge serve: another forge serve" << (holder.empty() ? "" : " (pid " + holder + ")")
-          << " is using the storage root " << control.parent_path().string()
+          << " is using the state directory " << control.string()
           << "; stop it first (two servers on one store would act twice on the same jobs), or "
-             "set FORGE_STORAGE_ROOT to another directory\n";
+             "set FORGE_STATE_DIR (or FORGE_STORAGE_ROOT) to another directory\n";
     return false;
   }
   const std::string pid = std::to_string(::getpid()) + "\n";
@@ -167,7 +241,7 @@ int Serve(Context& c, const ServeOptions& o) {
           << listen << "\"\n";
     return kExitUsage;
   }
-  const fs::path control = ControlDir(c, cfg);
+  const fs::path control = StateDir(c, cfg);
   if (control.empty()) return kExitConfig;
   if (!LockControlDir(c, control)) return kExitConfig;
   SetUpLogging();
@@ -186,6 +260,24 @@ int Serve(Context& c, const ServeOptions& o) {
   local_options.storage_root = cfg.storage_root;
   local_options.resources = fleet::DetectLocalResources();
   local_options.cancel_grace_ms = o.cancel_grace_s * 1000;
+  // Every local job runs in a bubblewrap sandbox; where none can be made, local jobs are for
+  // admins only (they would run with this server's rights).
+  fleet::SandboxProbe sandbox;
+  if (o.no_sandbox)
+    sandbox.error = "--no-sandbox";
+  else
+    sandbox = fleet::ProbeSandbox();
+  local_options.sandbox = sandbox.sandbox;
+  if (sandbox.sandbox) {
+    spdlog::info("local fleet: jobs run in a bubblewrap sandbox{}",
+                 sandbox.sandbox->uid >= 0 ? " as uid " + std::to_string(sandbox.sandbox->uid)
+                                           : std::string());
+  } else {
+    spdlog::warn(
+        "local fleet: no sandbox ({}): only admins may submit local jobs, and they run "
+        "with this server's rights",
+        sandbox.error);
+  }
   fleet::LocalFleet local(local_options, *objects.value());
   spdlog::info("local fleet: {} CPUs, {} GPUs", local_options.resources.cpus,
                local_options.resources.gpus);
@@ -198,6 +290,7 @@ int Serve(Context& c, const ServeOptions& o) {
     kr.config = cfg;
     kr.client = kuberay_setup.client;
     kr.storage_root = cfg.storage_root;
+    kr.state_dir = control;
     kr.orphan_grace = std::chrono::seconds(o.orphan_grace_s);
     store::Store* store = db.get();
     kr.job_exists = [store](const std::string& id) { return store->GetJob(id).has_value(); };
@@ -218,6 +311,7 @@ int Serve(Context& c, const ServeOptions& o) {
 
   controller::Options ctl_options;
   ctl_options.storage_root = cfg.storage_root;
+  ctl_options.state_dir = control;
   ctl_options.resync = std::chrono::milliseconds(o.resync_ms);
   ctl_options.workers = o.workers;
   ctl_options.capsule_max_bytes = cfg.capsule_max_bytes;
@@ -249,6 +343,8 @@ int Serve(Context& c, const ServeOptions& o) {
   api::ServerOptions server_options;
   server_options.listen = listen;
   server_options.storage_root = cfg.storage_root;
+  server_options.state_dir = control;
+  if (!sandbox.sandbox) server_options.local_unsandboxed = sandbox.error;
   server_options.max_upload_bytes = cfg.capsule_max_bytes;
   server_options.config = cfg;
   server_options.sse_keepalive = std::chrono::milliseconds(o.sse_keepalive_ms);
@@ -287,6 +383,17 @@ int Serve(Context& c, const ServeOptions& o) {
   return kExitOk;
 }
 
+// The store of FORGE_STATE_DIR, for the `forge token` commands (a local admin's actions on the
+// file, beside a running server). An exit code other than kExitOk when it cannot be opened.
+int OpenConfiguredStore(Context& c, std::unique_ptr<store::Store>* db) {
+  config::Config cfg;
+  if (!LoadConfig(c, &cfg)) return kExitUsage;
+  const fs::path control = StateDir(c, cfg);
+  if (control.empty()) return kExitConfig;
+  *db = OpenStore(c, control);
+  return *db ? kExitOk : kExitConfig;
+}
+
 int CreateToken(Context& c, const TokenOptions& o) {
   static const std::regex kUserName("[a-z0-9][a-z0-9-]{0,62}");
   if (!std::regex_match(o.user, kUserName)) {
@@ -295,19 +402,66 @@ int CreateToken(Context& c, const TokenOptions& o) {
           << o.user << "\"\n";
     return kExitUsage;
   }
-  config::Config cfg;
-  if (!LoadConfig(c, &cfg)) return kExitUsage;
-  const fs::path control = ControlDir(c, cfg);
-  if (control.empty()) return kExitConfig;
-  std::unique_ptr<store::Store> db = OpenStore(c, control);
-  if (!db) return kExitConfig;
+  int64_t expires_at = 0;
+  if (!o.expires_in.empty()) {
+    const std::optional<int64_t> seconds = ParseDuration(o.expires_in);
+    if (!seconds) {
+      c.err << "forge token create: --expires-in: expected a duration such as 90m, 12h or 30d, "
+               "got \""
+            << o.expires_in << "\"\n";
+      return kExitUsage;
+    }
+    expires_at = std::chrono::duration_cast<std::chrono::milliseconds>(
+                     std::chrono::system_clock::now().time_since_epoch())
+                     .count() +
+                 *seconds * 1000;
+  }
+  if (o.admin && o.no_admin) {
+    c.err << "forge token create: --admin and --no-admin contradict each other\n";
+    return kExitUsage;
+  }
+  std::unique_ptr<store::Store> db;
+  if (const int code = OpenConfiguredStore(c, &db); code != kExitOk) return code;
   try {
     db->EnsureUser(o.user, o.admin);
-    c.out << db->CreateToken(o.user, o.description) << "\n";
+    if (o.no_admin) db->SetAdmin(o.user, false);
+    c.out << db->CreateToken(o.user, o.description, expires_at) << "\n";
   } catch (const std::exception& e) {
     c.err << "forge token create: " << e.what() << "\n";
     return kExitInvalid;
   }
+  return kExitOk;
+}
+
+// `forge token list`: every token (or one user's), never the tokens themselves.
+int ListTokens(Context& c, const TokenOptions& o) {
+  std::unique_ptr<store::Store> db;
+  if (const int code = OpenConfiguredStore(c, &db); code != kExitOk) return code;
+  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  c.out << "ID                USER                 STATE     CREATED                    "
+           "EXPIRES                    DESCRIPTION\n";
+  for (const store::TokenInfo& t : db->ListTokens(o.user)) {
+    const char* state = t.revoked_at                            ? "revoked"
+                        : (t.expires_at && t.expires_at <= now) ? "expired"
+                                                                : "active";
+    c.out << fmt::format("{:<17} {:<20} {:<9} {:<26} {:<26} {}\n", t.id, t.user, state,
+                         TimeText(t.created_at), TimeText(t.expires_at), t.description);
+  }
+  return kExitOk;
+}
+
+// `forge token revoke ID`: refused by the server from the next request on.
+int RevokeToken(Context& c, const TokenOptions& o) {
+  std::unique_ptr<store::Store> db;
+  if (const int code = OpenConfiguredStore(c, &db); code != kExitOk) return code;
+  const std::optional<store::TokenInfo> t = db->RevokeToken(o.id);
+  if (!t) {
+    c.err << "forge token revoke: no token " << o.id << " (see forge token list)\n";
+    return kExitInvalid;
+  }
+  c.out << "revoked " << t->id << " of " << t->user << "\n";
   return kExitOk;
 }
 
@@ -318,7 +472,7 @@ void RegisterServeCommands(Registry& registry) {
   CLI::App* cmd =
       registry.Add("serve",
                    "Run the control plane: REST API, controller, the local fleet and the kuberay "
-                   "fleet when a cluster and S3 are configured (state under FORGE_STORAGE_ROOT)",
+                   "fleet when a cluster and S3 are configured (state in FORGE_STATE_DIR)",
                    [serve](Context& c) { return Serve(c, *serve); });
   cmd->add_option("--listen", serve->listen,
                   "HOST:PORT to listen on (default: FORGE_LISTEN); port 0 picks a free port");
@@ -342,6 +496,9 @@ void RegisterServeCommands(Registry& registry) {
                   "Silence after which a log stream gets a keep-alive comment, in ms")
       ->check(CLI::Range(int64_t{10}, int64_t{3'600'000}))
       ->group("");  // for tests
+  cmd->add_flag("--no-sandbox", serve->no_sandbox,
+                "Run local jobs without a sandbox, as where bubblewrap cannot run (admins only)")
+      ->group("");  // for tests
 
   auto token = std::make_shared<TokenOptions>();
   CLI::App* tokens =
@@ -353,7 +510,19 @@ void RegisterServeCommands(Registry& registry) {
                    [token](Context& c) { return CreateToken(c, *token); });
   create->add_option("--user", token->user, "User name")->required();
   create->add_flag("--admin", token->admin, "The user is an admin (sees every job)");
+  create->add_flag("--no-admin", token->no_admin, "Take the user's admin rights away");
   create->add_option("--description", token->description, "What the token is for");
+  create->add_option("--expires-in", token->expires_in,
+                     "Refuse the token after this long: 90m, 12h, 30d (default: never)");
+  auto list_opts = std::make_shared<TokenOptions>();
+  CLI::App* list = registry.Add(tokens, "list", "List API tokens (never the tokens themselves)",
+                                [list_opts](Context& c) { return ListTokens(c, *list_opts); });
+  list->add_option("--user", list_opts->user, "Only this user's tokens");
+  auto revoke_opts = std::make_shared<TokenOptions>();
+  CLI::App* revoke =
+      registry.Add(tokens, "revoke", "Revoke an API token at once (its id from forge token list)",
+                   [revoke_opts](Context& c) { return RevokeToken(c, *revoke_opts); });
+  revoke->add_option("id", revoke_opts->id, "Token id, e.g. tok-0123456789ab")->required();
 }
 
 }  // namespace starforge::cli

@@ -19,8 +19,6 @@ namespace {
 
 using nlohmann::json;
 
-// Aliases can multiply a small document into a huge one ("billion laughs").
-constexpr size_t kMaxNodes = 1'000'000;
 constexpr std::string_view kCoreTagPrefix = "tag:yaml.org,2002:";
 
 std::string Where(const YAML::Mark& mark) {
@@ -133,6 +131,7 @@ std::string ShortTag(const std::string& tag) {
 
 class JsonBuilder : public YAML::EventHandler {
  public:
+  explicit JsonBuilder(const YamlLimits& limits) : limits_(limits) {}
   json TakeRoot() { return std::move(root_); }
 
   void OnDocumentStart(const YAML::Mark&) override {}
@@ -141,8 +140,8 @@ class JsonBuilder : public YAML::EventHandler {
   void OnNull(const YAML::Mark& mark, YAML::anchor_t anchor) override {
     // Plain "null"/"~" keys become "null", as sigs.k8s.io/yaml (kubectl) does.
     if (AwaitingKey()) return SetKey(mark, "null", anchor);
-    Count(mark, 1);
-    Add(nullptr, anchor, 1);
+    Count(mark, 1, 1);
+    Add(nullptr, anchor, 1, 1);
   }
 
   void OnAlias(const YAML::Mark& mark, YAML::anchor_t anchor) override {
@@ -150,16 +149,18 @@ class JsonBuilder : public YAML::EventHandler {
     const auto it = anchors_.find(anchor);
     // yaml-cpp rejects undefined anchors itself, so a miss is an alias inside its own anchor.
     if (it == anchors_.end()) Fail(mark, "an alias cannot refer to a node that contains it");
-    Count(mark, it->second.nodes);
-    Add(it->second.value, 0, it->second.nodes);
+    Count(mark, it->second.nodes, it->second.bytes);
+    Add(it->second.value, 0, it->second.nodes, it->second.bytes);
   }
 
   void OnScalar(const YAML::Mark& mark, const std::string& tag, YAML::anchor_t anchor,
                 const std::string& value) override {
     if (AwaitingKey()) return SetKey(mark, value, anchor);
-    Count(mark, 1);
-    if (tag == "?") return Add(ResolvePlain(value), anchor, 1);
-    if (tag == "!" || tag == std::string(kCoreTagPrefix) + "str") return Add(value, anchor, 1);
+    const size_t bytes = value.size() + 1;
+    Count(mark, 1, bytes);
+    if (tag == "?") return Add(ResolvePlain(value), anchor, 1, bytes);
+    if (tag == "!" || tag == std::string(kCoreTagPrefix) + "str")
+      return Add(value, anchor, 1, bytes);
     Fail(mark, "unsupported tag " + ShortTag(tag) + " (only !!str is supported; remove the tag)");
   }
 
@@ -180,11 +181,13 @@ class JsonBuilder : public YAML::EventHandler {
     json value;
     YAML::anchor_t anchor = 0;
     size_t nodes_at_start = 0;
+    size_t bytes_at_start = 0;
     std::optional<std::string> key;  // the key whose value comes next (maps only)
   };
   struct Anchored {
     json value;
     size_t nodes = 0;
+    size_t bytes = 0;
   };
 
   bool AwaitingKey() const {
@@ -192,23 +195,29 @@ class JsonBuilder : public YAML::EventHandler {
   }
 
   void SetKey(const YAML::Mark& mark, const std::string& key, YAML::anchor_t anchor) {
-    if (anchor != 0) anchors_[anchor] = {key, 1};
+    Count(mark, 0, key.size() + 1);
+    if (anchor != 0) anchors_[anchor] = {key, 1, key.size() + 1};
     Frame& top = stack_.back();
     if (top.value.contains(key)) Fail(mark, "duplicate key \"" + key + "\"");
     top.key = key;
   }
 
-  void Count(const YAML::Mark& mark, size_t nodes) {
+  void Count(const YAML::Mark& mark, size_t nodes, size_t bytes) {
     nodes_ += nodes;
-    if (nodes_ > kMaxNodes) {
-      Fail(mark, "document too large (more than " + std::to_string(kMaxNodes) +
+    bytes_ += bytes;
+    if (nodes_ > limits_.max_nodes) {
+      Fail(mark, "document too large (more than " + std::to_string(limits_.max_nodes) +
                      " values once aliases are expanded)");
+    }
+    if (bytes_ > limits_.max_bytes) {
+      Fail(mark, "document too large (more than " + std::to_string(limits_.max_bytes) +
+                     " bytes of keys and values once aliases are expanded)");
     }
   }
 
-  // `nodes`: the size of `value` once expanded, already counted by the caller.
-  void Add(json value, YAML::anchor_t anchor, size_t nodes) {
-    if (anchor != 0) anchors_[anchor] = {value, nodes};
+  // `nodes`, `bytes`: the size of `value` once expanded, already counted by the caller.
+  void Add(json value, YAML::anchor_t anchor, size_t nodes, size_t bytes) {
+    if (anchor != 0) anchors_[anchor] = {value, nodes, bytes};
     if (stack_.empty()) {
       root_ = std::move(value);
       return;
@@ -228,20 +237,23 @@ class JsonBuilder : public YAML::EventHandler {
     if (tag != "?" && tag != "!" && tag != std::string(kCoreTagPrefix) + kind) {
       Fail(mark, "unsupported tag " + ShortTag(tag) + " (remove the tag)");
     }
-    Count(mark, 1);
-    stack_.push_back({std::move(empty), anchor, nodes_, std::nullopt});
+    Count(mark, 1, 1);
+    stack_.push_back({std::move(empty), anchor, nodes_, bytes_, std::nullopt});
   }
 
   void Close() {
     Frame frame = std::move(stack_.back());
     stack_.pop_back();
-    Add(std::move(frame.value), frame.anchor, nodes_ - frame.nodes_at_start + 1);
+    Add(std::move(frame.value), frame.anchor, nodes_ - frame.nodes_at_start + 1,
+        bytes_ - frame.bytes_at_start + 1);
   }
 
   std::vector<Frame> stack_;
   json root_;
+  const YamlLimits limits_;
   std::map<YAML::anchor_t, Anchored> anchors_;
   size_t nodes_ = 0;
+  size_t bytes_ = 0;
 };
 
 // The length of the well-formed UTF-8 sequence at text[i] (RFC 3629: no overlong forms, no
@@ -424,15 +436,15 @@ std::string StripTrailingBlanks(const std::string& text) {
 
 }  // namespace
 
-json ParseYaml(std::string_view text) {
+json ParseYaml(std::string_view text, const YamlLimits& limits) {
   CheckUtf8(text);
   std::istringstream in{std::string(text)};
-  JsonBuilder builder;
+  JsonBuilder builder(limits);
   try {
     YAML::Parser parser(in);
     if (!parser.HandleNextDocument(builder)) return nullptr;
     json root = builder.TakeRoot();
-    JsonBuilder rest;
+    JsonBuilder rest(limits);
     if (parser.HandleNextDocument(rest)) {
       throw SyntaxError("expected a single YAML document, found more than one ('---')");
     }

@@ -612,6 +612,10 @@ const std::vector<Entry>& Table() {
                      CheckShellSafePath,
                      "The single storage root: jobs, logs, checkpoints (and capsules when "
                      "FORGE_S3_ENDPOINT is unset)."));
+    t.push_back(Text("FORGE_STATE_DIR", &Config::state_dir, "absolute path", CheckShellSafePath,
+                     "The control plane's own directory: the store, serve.lock, uploads and "
+                     "packaging scratch. Never under FORGE_STORAGE_ROOT (jobs write there). "
+                     "Unset: <FORGE_STORAGE_ROOT>-state."));
     t.push_back(Text("FORGE_K8S_STORAGE_PVC", &Config::k8s_storage_pvc, "DNS-1123 subdomain",
                      CheckPvcName,
                      "ReadWriteMany PVC holding the storage root, mounted in every Ray pod. "
@@ -737,6 +741,16 @@ void CrossCheck(const std::map<std::string, std::string>& env, LoadResult& resul
         "FORGE_S3_BUCKET contains '.', so with FORGE_S3_ADDRESSING=virtual its host name does not "
         "match the endpoint's wildcard TLS certificate; use path addressing or a bucket without "
         "dots");
+  }
+
+  // Jobs write under the storage root; the store there would let a job make its user admin.
+  if (const std::string state = config.StateDir();
+      state == config.storage_root || state.rfind(config.storage_root + "/", 0) == 0) {
+    result.errors.push_back(
+        {"FORGE_STATE_DIR",
+         "is " + state + ", inside FORGE_STORAGE_ROOT (" + config.storage_root +
+             "), where jobs write: the control plane's state must live elsewhere (e.g. " +
+             config.storage_root + "-state, the default)"});
   }
 
   if (is_set("FORGE_K8S_TOKEN") && !is_set("FORGE_K8S_API_SERVER")) {

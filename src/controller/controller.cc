@@ -155,9 +155,7 @@ class Reconciler {
     return std::nullopt;
   }
 
-  fs::path WorkDir(const Job& job) const {
-    return options_.storage_root / "control" / "work" / job.id;
-  }
+  fs::path WorkDir(const Job& job) const { return options_.state_dir / "work" / job.id; }
 
   // Removes the packaging scratch and the uploaded archive once the capsule holds the code (or
   // the job ended). The path is forgotten only after the file is gone, so a crash between the
@@ -202,7 +200,14 @@ class Reconciler {
     fs::create_directories(work, ec);
     if (ec) return Retry(fmt::format("cannot create {}: {}", work.string(), ec.message()));
 
-    const capsule::ExtractResult extracted = capsule::ExtractZip(job.upload_path, code);
+    capsule::ExtractLimits limits;
+    limits.max_total_bytes = static_cast<uint64_t>(options_.capsule_max_bytes);
+    const capsule::ExtractResult extracted = capsule::ExtractZip(job.upload_path, code, limits);
+    if (extracted.local_errno != 0) {
+      // Our disk, not the user's archive: retried with backoff while the operator frees space.
+      fs::remove_all(work, ec);
+      return Retry("unpacking the upload: " + Join(extracted.errors));
+    }
     if (!extracted.ok()) {
       fs::remove_all(work, ec);
       return Finish(job, Phase::kFailed, reasons::kPackagingFailed,
@@ -479,6 +484,9 @@ class Reconciler {
     if (!job.logs_archived) {
       const fs::path logs = options_.storage_root / "jobs" / job.id / "logs";
       std::error_code ec;
+      // The job writes its directory: a `logs` symlink would make the archive land (as us)
+      // wherever it points.
+      if (fs::is_symlink(fs::symlink_status(logs, ec))) fs::remove(logs, ec);
       fs::create_directories(logs, ec);
       const Status s = fleet_->CollectLogs(job.id, job.fleet_handle, logs);
       if (!s.ok()) {

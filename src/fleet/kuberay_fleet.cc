@@ -197,7 +197,7 @@ struct KubeRayFleet::Impl {
     events = informer(res::kEvents, ns, "", true);
     nodes = informer(res::kNodes, "", "", false);
     all_pods = informer(res::kPods, "", "", false);
-    cancelled_dir = o.storage_root / "control" / "kuberay" / "cancelled";
+    cancelled_dir = o.state_dir / "kuberay" / "cancelled";
   }
 
   std::vector<kube::Informer*> Informers() {

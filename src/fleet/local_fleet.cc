@@ -265,16 +265,8 @@ struct LocalFleet::Impl {
     } else {
       usage = fmt::format("{} of {} in use", used.cpus, options.resources.cpus);
     }
-    if (!held.empty()) {
-      std::vector<std::string> ids;
-      for (const auto& [id, h] : held)
-        ids.push_back(id);
-      std::string list;
-      for (size_t i = 0; i < ids.size() && i < 3; ++i)
-        list += (i ? ", " : "") + ids[i];
-      if (ids.size() > 3) list += ", …";
-      usage += " by " + Plural(static_cast<int64_t>(ids.size()), "job", "jobs") + " (" + list + ")";
-    }
+    // Counts only: the message goes to the job's owner, who may not see other users' jobs.
+    if (!held.empty()) usage += " by " + Plural(static_cast<int64_t>(held.size()), "job", "jobs");
     std::string message = "waiting for " + need + ": " + usage;
     if (position > 0)
       message += "; " + Plural(static_cast<int64_t>(position), "job", "jobs") + " ahead of it";
@@ -382,9 +374,14 @@ struct LocalFleet::Impl {
     if (!fs::is_regular_file(runner))
       return fail(std::string("the capsule has no ") + capsule::kRunnerPath, false);
 
-    std::map<std::string, std::string> env = local::ScrubbedEnvironment();
+    const LocalSandbox* sandbox = options.sandbox ? &*options.sandbox : nullptr;
+    // Sandboxed: nothing of ours but the runner's own settings. Otherwise (a single-user
+    // machine): our environment minus secrets.
+    std::map<std::string, std::string> env =
+        sandbox ? local::SandboxEnvironment(*sandbox) : local::ScrubbedEnvironment();
     const std::string python =
-        local::FindProgram(options.python, env.count("PATH") ? env["PATH"] : "");
+        sandbox ? sandbox->python
+                : local::FindProgram(options.python, env.count("PATH") ? env["PATH"] : "");
     if (python.empty()) {
       return fail(options.python +
                       " (the interpreter that runs the job's runner) is not on PATH; install "
@@ -405,6 +402,12 @@ struct LocalFleet::Impl {
     local::SpawnSpec spec;
     spec.program = python;
     spec.argv = {python, runner.string(), "run"};
+    if (sandbox) {
+      if (std::string err = PrepareSandboxed(p, *sandbox); !err.empty()) return fail(err, true);
+      spec.program = sandbox->bwrap;
+      spec.argv = local::SandboxArgv(*sandbox, p, spec.argv);
+      spec.ignore_stop_signals = true;
+    }
     for (const auto& [k, v] : env)
       spec.env.push_back(k + "=" + v);
     spec.cwd = p.capsule_dir;
@@ -440,6 +443,18 @@ struct LocalFleet::Impl {
     }
     out.ok = true;
     return out;
+  }
+
+  // What a job running as the sandbox's uid writes: its directory, logs/ and the capsule (its
+  // working directory); fleet/ stays ours (and read-only inside).
+  static std::string PrepareSandboxed(const JobPaths& p, const LocalSandbox& sandbox) {
+    if (sandbox.uid < 0) return "";
+    std::string err = local::ChownTree(p.job_dir, sandbox.uid, sandbox.gid, false);
+    if (err.empty()) err = local::ChownTree(p.logs_dir, sandbox.uid, sandbox.gid, true);
+    if (err.empty()) err = local::ChownTree(p.capsule_dir, sandbox.uid, sandbox.gid, true);
+    if (err.empty() && fs::exists(fs::symlink_status(p.status)))
+      err = local::ChownTree(p.status, sandbox.uid, sandbox.gid, false);
+    return err;
   }
 
   static std::string FileSha256(const fs::path& path) {

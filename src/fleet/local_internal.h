@@ -14,6 +14,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "starforge/fleet/local_fleet.h"
+
 namespace starforge::fleet::local {
 
 namespace fs = std::filesystem;
@@ -35,10 +37,17 @@ struct JobPaths {
 };
 JobPaths PathsFor(const fs::path& storage_root, const std::string& job_id);
 
-// The JSON object in `path`; nullopt when it is missing or not a JSON object.
+// The JSON object in `path`; nullopt when it is missing, not a regular file (a job may plant a
+// symlink or a FIFO in its directory: neither is followed nor blocks), over 1 MiB, or not a
+// JSON object.
 std::optional<nlohmann::json> ReadJson(const fs::path& path);
 
-// The last `max_lines` non-empty lines of a text file (reads at most its last 16 KiB).
+// A read-only descriptor of `path` when it is a regular file and not a symlink, never blocking
+// (O_NOFOLLOW | O_NONBLOCK); -1 otherwise.
+int OpenRegularNoFollow(const fs::path& path);
+
+// The last `max_lines` non-empty lines of a text file (reads at most its last 16 KiB; the same
+// rules as ReadJson for what is read).
 std::vector<std::string> TailLines(const fs::path& path, size_t max_lines);
 
 enum class LockState { kHeld, kFree, kError };
@@ -61,6 +70,30 @@ std::string FindProgram(const std::string& program, const std::string& path);
 // setting config::Settings() marks secret): what a job may see of ours.
 std::map<std::string, std::string> ScrubbedEnvironment();
 
+// What a sandboxed runner starts with besides its FORGE_JOB_ID & co: a standard PATH (the
+// interpreter's directory first), HOME and TMPDIR = /tmp, LANG, and of this process's own
+// environment only the runner's documented settings (FORGE_RUNNER_GRACE_S,
+// FORGE_RUNNER_HEARTBEAT_S, FORGE_NEMO_RL_DIR).
+std::map<std::string, std::string> SandboxEnvironment(const LocalSandbox& sandbox);
+
+// The bubblewrap command line that runs `command` for the job at `paths` (pure): new PID and IPC
+// namespaces; a mount namespace with the sandbox's read-only directories, a fresh /proc, /dev,
+// /dev/shm and /tmp, and of the storage root only the job's directory (read-write) with its
+// fleet/ records read-only; the capsule as working directory; with a uid, setpriv drops to it
+// and every capability.
+std::vector<std::string> SandboxArgv(const LocalSandbox& sandbox, const JobPaths& paths,
+                                     const std::vector<std::string>& command);
+
+// Runs `argv` (argv[0] an absolute path) with `env`, waits, and returns its exit status (128+N
+// for signal N, -1 when it could not start); its stdout and stderr, merged, in *output (at most
+// 64 KiB).
+int RunCapture(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+               std::string* output);
+
+// Gives `path` (not following symlinks) and, for a directory, everything below it to uid:gid.
+// "" or the first error.
+std::string ChownTree(const fs::path& path, int uid, int gid, bool recursive);
+
 struct SpawnSpec {
   std::string program;  // absolute path: execve, no PATH search after fork
   std::vector<std::string> argv;
@@ -68,6 +101,9 @@ struct SpawnSpec {
   fs::path cwd;
   fs::path lock;  // held (LOCK_EX, inherited across exec) by the spawned process
   fs::path log;   // stdout and stderr, appended
+  // SIGTERM and SIGINT ignored from exec on (bubblewrap: its outer process must outlive a
+  // cancel's SIGTERM, which the runner inside handles; the runner installs its own handlers).
+  bool ignore_stop_signals = false;
 };
 
 struct SpawnResult {

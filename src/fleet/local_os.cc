@@ -46,24 +46,61 @@ JobPaths PathsFor(const fs::path& storage_root, const std::string& job_id) {
   return p;
 }
 
+int OpenRegularNoFollow(const fs::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) return -1;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+namespace {
+
+// Up to `max` bytes of the regular file `path` from `offset` (negative: that far from the end);
+// nullopt when it is not a regular file that can be opened.
+std::optional<std::string> ReadRegular(const fs::path& path, int64_t offset, size_t max) {
+  const int fd = OpenRegularNoFollow(path);
+  if (fd < 0) return std::nullopt;
+  struct stat st {};
+  ::fstat(fd, &st);
+  const int64_t size = static_cast<int64_t>(st.st_size);
+  int64_t start = offset >= 0 ? offset : std::max<int64_t>(0, size + offset);
+  std::string text(std::min<size_t>(max, static_cast<size_t>(std::max<int64_t>(0, size - start))),
+                   '\0');
+  size_t got = 0;
+  while (got < text.size()) {
+    const ssize_t n = ::pread(fd, text.data() + got, text.size() - got,
+                              static_cast<off_t>(start) + static_cast<off_t>(got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  text.resize(got);
+  return text;
+}
+
+}  // namespace
+
 std::optional<nlohmann::json> ReadJson(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::ostringstream text;
-  text << in.rdbuf();
-  nlohmann::json doc = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  constexpr size_t kMax = 1 << 20;
+  const std::optional<std::string> text = ReadRegular(path, 0, kMax + 1);
+  if (!text || text->size() > kMax) return std::nullopt;
+  nlohmann::json doc = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (!doc.is_object()) return std::nullopt;
   return doc;
 }
 
 std::vector<std::string> TailLines(const fs::path& path, size_t max_lines) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return {};
-  in.seekg(0, std::ios::end);
-  const std::streamoff size = in.tellg();
-  const std::streamoff start = std::max<std::streamoff>(0, size - 16 * 1024);
-  in.seekg(start);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  constexpr int64_t kWindow = 16 * 1024;
+  const std::optional<std::string> window = ReadRegular(path, -kWindow, kWindow);
+  if (!window) return {};
+  struct stat st {};
+  const int64_t start = ::stat(path.c_str(), &st) == 0 && st.st_size > kWindow ? 1 : 0;
+  const std::string& text = *window;
   std::vector<std::string> lines;
   std::istringstream stream(text);
   std::string line;
@@ -284,6 +321,7 @@ struct Prepared {
   const char* cwd;
   const char* lock;
   const char* log;
+  bool ignore_stop_signals;
 };
 
 // The grandchild: takes the lock, reports, waits for the go, becomes the program.
@@ -301,6 +339,14 @@ struct Prepared {
   sigset_t none;
   ::sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
+
+  if (p.ignore_stop_signals) {
+    struct sigaction ign {};
+    ign.sa_handler = SIG_IGN;
+    ::sigemptyset(&ign.sa_mask);
+    ::sigaction(SIGTERM, &ign, nullptr);
+    ::sigaction(SIGINT, &ign, nullptr);
+  }
 
   // No O_CLOEXEC: the runner keeps the lock for its whole life.
   int lock_fd = ::open(p.lock, O_RDWR | O_CREAT, 0644);
@@ -321,7 +367,7 @@ struct Prepared {
     ::nanosleep(&ten_ms, nullptr);
   }
   const int log_fd =
-      AboveStdio(::open(p.log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644), true);
+      AboveStdio(::open(p.log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644), true);
   if (log_fd < 0) ChildFail(report_fd, kOpenLog);
   const int null_fd = AboveStdio(::open("/dev/null", O_RDONLY | O_CLOEXEC), true);
   if (null_fd < 0) ChildFail(report_fd, kOpenNull);
@@ -381,6 +427,7 @@ SpawnResult SpawnDetached(const SpawnSpec& spec,
   p.cwd = cwd.c_str();
   p.lock = lock.c_str();
   p.log = log.c_str();
+  p.ignore_stop_signals = spec.ignore_stop_signals;
 
   std::lock_guard<std::mutex> guard(spawn_mutex);
   int report[2], go[2];

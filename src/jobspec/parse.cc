@@ -443,16 +443,40 @@ class SpecReader {
   FieldErrors errors_;
 };
 
+// NUL cannot be passed to a program (argv and the environment are C strings) nor safely stored
+// in most of what a JobSpec feeds: refused wherever it appears, key or value, with its path.
+void FindNul(const json& v, const std::string& path, FieldErrors& errors) {
+  constexpr const char* kNul = "must not contain a NUL character (\\0)";
+  if (v.is_string()) {
+    if (v.get_ref<const std::string&>().find('\0') != std::string::npos)
+      errors.push_back({path, kNul});
+  } else if (v.is_array()) {
+    for (size_t i = 0; i < v.size(); ++i)
+      FindNul(v[i], path + "[" + std::to_string(i) + "]", errors);
+  } else if (v.is_object()) {
+    for (const auto& [key, value] : v.items()) {
+      const std::string at = path.empty() ? key : path + "." + key;
+      if (key.find('\0') != std::string::npos)
+        errors.push_back({path, "a key " + std::string(kNul)});
+      else
+        FindNul(value, at, errors);
+    }
+  }
+}
+
 }  // namespace
 
 ParseResult FromJson(const json& doc, const Defaults& defaults) {
+  FieldErrors nul;
+  FindNul(doc, "", nul);
+  if (!nul.empty()) return ParseResult{std::nullopt, std::move(nul)};
   return SpecReader(defaults).Read(doc);
 }
 
 ParseResult Parse(std::string_view text, const Defaults& defaults) {
   json doc;
   try {
-    doc = ParseYaml(text);
+    doc = ParseYaml(text, kJobSpecYamlLimits);
   } catch (const SyntaxError& e) {
     ParseResult result;
     result.errors.push_back({"", std::string("syntax error: ") + e.what()});

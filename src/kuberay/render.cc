@@ -194,8 +194,14 @@ std::string CorpusMountPath(const config::Config& cfg) {
 json RayVolumeMounts(const PodContext& ctx) {
   json mounts = json::array();
   mounts.push_back({{"name", kShmVolume}, {"mountPath", "/dev/shm"}});
+  // Only the job's own directory of the storage volume (subPath): a job can neither read other
+  // jobs' files nor write anything else on the shared volume (docs/security.md). The kubelet
+  // creates the directory when it is missing.
   if (!ctx.cfg.k8s_storage_pvc.empty()) {
-    mounts.push_back({{"name", kStorageVolume}, {"mountPath", ctx.cfg.PodStorageMount()}});
+    const std::string job_dir = "jobs/" + ctx.job_id;
+    mounts.push_back({{"name", kStorageVolume},
+                      {"mountPath", ctx.cfg.PodStorageMount() + "/" + job_dir},
+                      {"subPath", job_dir}});
   }
   if (ctx.spec.corpus) {
     mounts.push_back(

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <string_view>
@@ -104,11 +105,18 @@ CREATE TABLE tokens (
   created_at INTEGER NOT NULL
 );
 )sql"},
+    // Tokens that can be revoked and that expire; `id` names a token in lists and revocations
+    // (a prefix of its hash: it cannot be turned back into the token).
+    {2, R"sql(
+ALTER TABLE tokens ADD COLUMN expires_at INTEGER NOT NULL DEFAULT 0;  -- 0: never
+ALTER TABLE tokens ADD COLUMN revoked_at INTEGER NOT NULL DEFAULT 0;  -- 0: not revoked
+)sql"},
 };
 
 constexpr int kSchemaVersion = std::size(kMigrations);
 
 constexpr std::string_view kTokenPrefix = "sf_";
+constexpr std::string_view kTokenIdPrefix = "tok-";
 constexpr size_t kTokenRandomChars = 40;
 constexpr size_t kJobIdRandomChars = 10;
 
@@ -640,7 +648,8 @@ int64_t Store::CountUsers() {
   return s.Step() ? s.Int(0) : 0;
 }
 
-std::string Store::CreateToken(const std::string& user, const std::string& description) {
+std::string Store::CreateToken(const std::string& user, const std::string& description,
+                               int64_t expires_at) {
   std::lock_guard lock(mu_);
   Tx tx(db_);
   {
@@ -651,11 +660,14 @@ std::string Store::CreateToken(const std::string& user, const std::string& descr
     }
   }
   std::string token = std::string(kTokenPrefix) + RandomChars(kTokenRandomChars);
-  Stmt(db_, "INSERT INTO tokens (sha256, user, description, created_at) VALUES (?, ?, ?, ?)")
+  Stmt(db_,
+       "INSERT INTO tokens (sha256, user, description, created_at, expires_at) "
+       "VALUES (?, ?, ?, ?, ?)")
       .Bind(1, Sha256Hex(token))
       .Bind(2, user)
       .Bind(3, description)
       .Bind(4, Now())
+      .Bind(5, expires_at)
       .Run();
   tx.Commit();
   return token;
@@ -670,14 +682,60 @@ std::optional<User> Store::Authenticate(const std::string& token) {
   // attacker cannot steer toward a stored hash; the final comparison is constant-time anyway.
   Stmt s(db_,
          "SELECT t.sha256, u.name, u.admin, u.created_at FROM tokens t "
-         "JOIN users u ON u.name = t.user WHERE t.sha256 = ?");
+         "JOIN users u ON u.name = t.user WHERE t.sha256 = ? AND t.revoked_at = 0 "
+         "AND (t.expires_at = 0 OR t.expires_at > ?)");
   s.Bind(1, hash);
+  s.Bind(2, Now());
   if (!s.Step()) return std::nullopt;
   const std::string stored = s.Text(0);
   if (stored.size() != hash.size() || CRYPTO_memcmp(stored.data(), hash.data(), hash.size()) != 0) {
     return std::nullopt;
   }
   return ReadUser(s, 1);
+}
+
+std::vector<TokenInfo> Store::ListTokens(const std::string& user) {
+  std::lock_guard lock(mu_);
+  Stmt s(db_,
+         "SELECT substr(sha256, 1, 12), user, description, created_at, expires_at, revoked_at "
+         "FROM tokens WHERE ? = '' OR user = ? ORDER BY created_at, sha256");
+  s.Bind(1, user);
+  s.Bind(2, user);
+  std::vector<TokenInfo> out;
+  while (s.Step()) {
+    out.push_back({std::string(kTokenIdPrefix) + s.Text(0), s.Text(1), s.Text(2), s.Int(3),
+                   s.Int(4), s.Int(5)});
+  }
+  return out;
+}
+
+std::optional<TokenInfo> Store::RevokeToken(const std::string& id) {
+  if (id.size() != kTokenIdPrefix.size() + 12 || id.rfind(kTokenIdPrefix, 0) != 0)
+    return std::nullopt;
+  const std::string prefix = id.substr(kTokenIdPrefix.size());
+  if (!std::all_of(prefix.begin(), prefix.end(),
+                   [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }))
+    return std::nullopt;
+  std::lock_guard lock(mu_);
+  Tx tx(db_);
+  Stmt(db_, "UPDATE tokens SET revoked_at = ? WHERE substr(sha256, 1, 12) = ? AND revoked_at = 0")
+      .Bind(1, Now())
+      .Bind(2, prefix)
+      .Run();
+  Stmt s(db_,
+         "SELECT substr(sha256, 1, 12), user, description, created_at, expires_at, revoked_at "
+         "FROM tokens WHERE substr(sha256, 1, 12) = ?");
+  s.Bind(1, prefix);
+  std::optional<TokenInfo> info;
+  if (s.Step()) info = TokenInfo{id, s.Text(1), s.Text(2), s.Int(3), s.Int(4), s.Int(5)};
+  tx.Commit();
+  return info;
+}
+
+bool Store::SetAdmin(const std::string& name, bool admin) {
+  std::lock_guard lock(mu_);
+  Stmt(db_, "UPDATE users SET admin = ? WHERE name = ?").Bind(1, admin).Bind(2, name).Run();
+  return sqlite3_changes(db_) > 0;
 }
 
 }  // namespace starforge::store

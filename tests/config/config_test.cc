@@ -61,6 +61,7 @@ TEST(Settings, ListsEverySettingOnceWithItsDefault) {
       {"FORGE_K8S_GPU_NODE_LABEL", "starforge/gpu-series"},
       {"FORGE_K8S_SHM_SIZE", "64Gi"},
       {"FORGE_STORAGE_ROOT", "/starforge"},
+      {"FORGE_STATE_DIR", ""},
       {"FORGE_K8S_STORAGE_PVC", ""},
       {"FORGE_K8S_STORAGE_SHARED", "true"},
       {"FORGE_K8S_CORPUS_PVC", ""},
@@ -660,6 +661,22 @@ TEST(CrossChecks, S3PartsWithoutAnEndpointAreIgnoredWithAWarning) {
 TEST(CrossChecks, KuberayWithoutObjectStorageWarns) {
   EXPECT_THAT(Load({{"FORGE_DEFAULT_FLEET_KIND", "kuberay"}}).warnings,
               ElementsAre(HasSubstr("kuberay jobs cannot start")));
+}
+
+// Jobs write under the storage root: the control plane's state there would be theirs to rewrite.
+TEST(CrossChecks, TheStateDirectoryIsNeverUnderTheStorageRoot) {
+  for (const char* state : {"/starforge", "/starforge/control"}) {
+    const LoadResult result =
+        Load({{"FORGE_STORAGE_ROOT", "/starforge"}, {"FORGE_STATE_DIR", state}});
+    ASSERT_EQ(result.errors.size(), 1u) << state;
+    EXPECT_EQ(result.errors[0].path, "FORGE_STATE_DIR");
+    EXPECT_THAT(result.errors[0].message, HasSubstr("inside FORGE_STORAGE_ROOT"));
+  }
+  EXPECT_TRUE(
+      Load({{"FORGE_STORAGE_ROOT", "/starforge"}, {"FORGE_STATE_DIR", "/starforge-x"}}).ok());
+  const LoadResult defaults = Load({{"FORGE_STORAGE_ROOT", "/data/sf"}});
+  EXPECT_TRUE(defaults.ok());
+  EXPECT_EQ(defaults.config.StateDir(), "/data/sf-state");
 }
 
 TEST(CrossChecks, TokenNeedsAnApiServer) {

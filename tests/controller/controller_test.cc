@@ -245,6 +245,7 @@ class FlakyObjects : public objstore::ObjectStore {
 Options FastOptions(const fs::path& root) {
   Options o;
   o.storage_root = root;
+  o.state_dir = root / "control";
   o.workers = 2;
   o.resync = 20ms;
   o.backoff_base = 5ms;

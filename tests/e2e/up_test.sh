@@ -16,8 +16,8 @@ export FORGE_LISTEN="127.0.0.1:$port" STARFORGE_BUILD_DIR="$build"
 unset FORGE_TOKEN FORGE_SERVER XDG_DATA_HOME
 mkdir -p "$HOME"
 cleanup() {
-  if [[ -f "$FORGE_STORAGE_ROOT/control/serve.pid" ]]; then
-    kill -TERM "$(cat "$FORGE_STORAGE_ROOT/control/serve.pid")" 2>/dev/null || true
+  if [[ -f "$FORGE_STORAGE_ROOT-state/serve.pid" ]]; then
+    kill -TERM "$(cat "$FORGE_STORAGE_ROOT-state/serve.pid")" 2>/dev/null || true
   fi
   rm -rf "$work"
 }
@@ -25,7 +25,7 @@ trap cleanup EXIT
 fail() {
   echo "FAIL: $*" >&2
   echo "--- server log:" >&2
-  tail -n 40 "$FORGE_STORAGE_ROOT/control/serve.log" >&2 || true
+  tail -n 40 "$FORGE_STORAGE_ROOT-state/serve.log" >&2 || true
   exit 1
 }
 
@@ -47,7 +47,7 @@ curl -fsS "$console_url" | grep -q '<title>StarForge</title>' || fail "no consol
 [[ "$("$forge" console --server "http://127.0.0.1:$port" 2>/dev/null)" == "$console_url" ]] ||
   fail "forge console does not print $console_url"
 # The token is shown to the user once at the end, never written to the server's log.
-if grep -q "$token" "$FORGE_STORAGE_ROOT/control/serve.log"; then fail "the token is in serve.log"; fi
+if grep -q "$token" "$FORGE_STORAGE_ROOT-state/serve.log"; then fail "the token is in serve.log"; fi
 ls "$FORGE_STORAGE_ROOT"/jobs/*/checkpoints/* >/dev/null 2>&1 || fail "no checkpoint in the job directory"
 
 # --- the CLI habits, with the login scripts/up saved ---------------------------------------

@@ -173,6 +173,7 @@ class KubeRayFleetTest : public ::testing::Test {
     o.client_options.backoff_base = 10ms;
     o.client_options.backoff_cap = 100ms;
     o.storage_root = root_;
+    o.state_dir = root_ / "control";
     o.sync_timeout = 5s;
     o.orphan_scan_interval = 3600s;
     return o;

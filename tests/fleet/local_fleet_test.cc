@@ -279,9 +279,9 @@ TEST_F(LocalFleetTest, JobsWaitInFifoOrderForCpus) {
   Observation o2 = fleet.Observe("j-second", "local:j-second", {});
   EXPECT_EQ(o2.state, State::kPending);
   EXPECT_EQ(o2.reason, "WaitingForResources");
-  EXPECT_EQ(o2.message, "waiting for 1 CPU: 1 of 1 in use by 1 job (j-first)");
+  EXPECT_EQ(o2.message, "waiting for 1 CPU: 1 of 1 in use by 1 job");
   Observation o3 = fleet.Observe("j-third", "local:j-third", {});
-  EXPECT_EQ(o3.message, "waiting for 1 CPU: 1 of 1 in use by 1 job (j-first); 1 job ahead of it");
+  EXPECT_EQ(o3.message, "waiting for 1 CPU: 1 of 1 in use by 1 job; 1 job ahead of it");
   EXPECT_FALSE(fs::exists(JobDir("j-second") / "capsule"));
 
   nlohmann::json cap = fleet.Capacity();
@@ -324,11 +324,10 @@ TEST_F(LocalFleetTest, GpusAreHandedOutByIndex) {
           .status.ok());
   ASSERT_TRUE(WaitForText(JobDir("j-g0") / "logs" / "driver.log", "started cuda=[0]"));
   ASSERT_TRUE(WaitForText(JobDir("j-g1") / "logs" / "driver.log", "started cuda=[1]"));
-  ASSERT_TRUE(fleet.Submit(PyJob("j-g2", kHello, ", gpuSeries: h200, gpusPerMachine: 1", "", 3))
-                  .status.ok());
+  ASSERT_TRUE(
+      fleet.Submit(PyJob("j-g2", kHello, ", gpuSeries: h200, gpusPerMachine: 1", "", 3)).status.ok());
   EXPECT_EQ(fleet.Observe("j-g2", "local:j-g2", {}).message,
-            "waiting for 1 CPU and 1 GPU: 2 of 2 CPUs and 2 of 2 GPUs in use by 2 jobs (j-g0, "
-            "j-g1)");
+            "waiting for 1 CPU and 1 GPU: 2 of 2 CPUs and 2 of 2 GPUs in use by 2 jobs");
   EXPECT_EQ(fleet.Capacity()["gpusInUse"], 2);
   Open("g1");
   EXPECT_EQ(WaitEnded(fleet, "j-g2").state, State::kSucceeded);
@@ -370,7 +369,7 @@ TEST_F(LocalFleetTest, ANewFleetObjectReadoptsRunningAndWaitingJobs) {
   Observation o = second.Observe("j-long", "local:j-long", {});
   EXPECT_EQ(o.state, State::kRunning) << o.message;
   EXPECT_EQ(second.Observe("j-next", "local:j-next", {}).message,
-            "waiting for 1 CPU: 1 of 1 in use by 1 job (j-long)");
+            "waiting for 1 CPU: 1 of 1 in use by 1 job");
   Open("long");
   o = WaitEnded(second, "j-long");
   EXPECT_EQ(o.state, State::kSucceeded);

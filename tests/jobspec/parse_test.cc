@@ -247,6 +247,29 @@ TEST(ParseTest, EntrypointListIsKeptVerbatim) {
             (std::vector<std::string>{"python", "-c", "a = 'b'; print(a)", ""}));
 }
 
+TEST(ParseTest, NulIsRefusedWhereverItIsWithItsPath) {
+  EXPECT_THAT(ErrorsOf(With({{"entrypoint", json::array({"python3", std::string("a\0b", 3)})}})),
+              ElementsAre("entrypoint[1]: must not contain a NUL character (\\0)"));
+  EXPECT_THAT(ErrorsOf(With({{"env", {{"X", std::string("1\0", 2)}}}})),
+              ElementsAre("env.X: must not contain a NUL character (\\0)"));
+  EXPECT_THAT(ErrorsOfYaml("name: job\nimage: img:1\nentrypoint: \"python3 \\0x\"\n"
+                           "pools: [{name: main}]\n"),
+              ElementsAre("entrypoint: must not contain a NUL character (\\0)"));
+}
+
+// A few hundred KB of aliases to a long string used to expand to gigabytes before it was
+// refused: the expanded bytes are counted instead of the values.
+TEST(ParseTest, AnAliasBombOfLongStringsIsRefusedCheaply) {
+  std::string bomb = "name: job\nimage: img:1\nentrypoint: python3 x.py\npools: [{name: main}]\n";
+  bomb += "env: {A: &a \"" + std::string(10'000, 'x') + "\"}\nx: [";
+  for (int i = 0; i < 20'000; ++i)
+    bomb += "*a, ";
+  bomb += "*a]\n";
+  const std::vector<std::string> errors = ErrorsOfYaml(bomb);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_THAT(errors[0], ::testing::HasSubstr("bytes of keys and values once aliases"));
+}
+
 TEST(ParseTest, Env) {
   EXPECT_EQ(Valid(With({{"env", {{"A", "1"}, {"_b", ""}}}})).env,
             (std::map<std::string, std::string>{{"A", "1"}, {"_b", ""}}));
@@ -267,7 +290,7 @@ TEST(ParseTest, Env) {
   EXPECT_THAT(ErrorsOf(With({{"env", {{"A B", "x"}}}})),
               ElementsAre(::testing::StartsWith("env[\"A B\"]: must be a valid environment")));
   EXPECT_THAT(ErrorsOf(With({{"env", {{"NUL", std::string("a\0b", 3)}}}})),
-              ElementsAre("env.NUL: must not contain NUL characters"));
+              ElementsAre("env.NUL: must not contain a NUL character (\\0)"));
   EXPECT_THAT(
       ErrorsOf(With({{"env", "A=1"}})),
       ElementsAre("env: must be a mapping of variable names to strings, got string \"A=1\""));

@@ -243,6 +243,24 @@ TEST(Deploy, DeploymentRunsForgeServeWithTheKuberayFleet) {
     }
   }
   EXPECT_TRUE(found);
+  // The store lives on a volume of its own, which is not the storage PVC and not under the root.
+  const std::string state = env["FORGE_STATE_DIR"]["value"];
+  ASSERT_FALSE(state.empty()) << "FORGE_STATE_DIR is not set";
+  EXPECT_NE(state.rfind(root + "/", 0), 0u) << state << " is under " << root;
+  std::string state_volume;
+  for (const json& m : c["volumeMounts"]) {
+    if (m["mountPath"] == state) state_volume = m["name"];
+  }
+  ASSERT_FALSE(state_volume.empty()) << "nothing mounted at " << state;
+  for (const json& v : pod["volumes"]) {
+    if (v["name"] == state_volume) {
+      ASSERT_TRUE(v["persistentVolumeClaim"].is_object());
+      EXPECT_NE(v["persistentVolumeClaim"]["claimName"], pvc);
+      EXPECT_NE(Find(objects, "PersistentVolumeClaim",
+                     v["persistentVolumeClaim"]["claimName"].get<std::string>()),
+                nullptr);
+    }
+  }
   const json* claim = Find(objects, "PersistentVolumeClaim", pvc);
   ASSERT_NE(claim, nullptr);
   // RWX ⇔ FORGE_K8S_STORAGE_SHARED=true.

@@ -192,8 +192,15 @@ TEST(Render, EveryPodHasShmStorageAndLabels) {
         HasSubstr(R"({"name":"starforge-storage","persistentVolumeClaim":{"claimName":"data"}})"));
     const json& mounts = spec["containers"][0]["volumeMounts"];
     EXPECT_THAT(mounts.dump(), HasSubstr(R"({"mountPath":"/dev/shm","name":"shared-mem"})"));
-    EXPECT_THAT(mounts.dump(),
-                HasSubstr(R"({"mountPath":"/starforge","name":"starforge-storage"})"));
+    // Only the job's own directory of the storage volume: nothing else of it is reachable.
+    int storage_mounts = 0;
+    for (const json& m : mounts) {
+      if (m["name"] != "starforge-storage") continue;
+      ++storage_mounts;
+      EXPECT_EQ(m["mountPath"], "/starforge/jobs/j-1");
+      EXPECT_EQ(m["subPath"], "jobs/j-1");
+    }
+    EXPECT_EQ(storage_mounts, 1);
   }
   EXPECT_EQ(RuntimeEnv(rj)["env_vars"]["FORGE_STORAGE_ROOT"], "/starforge");
 }
@@ -202,7 +209,8 @@ TEST(Render, StorageMountOverride) {
   json rj = MustRender(
       kOneCpu, {{"FORGE_K8S_STORAGE_PVC", "data"}, {"FORGE_K8S_STORAGE_MOUNT", "/mnt/forge"}});
   EXPECT_THAT(PodTemplates(rj)[0]["spec"]["containers"][0]["volumeMounts"].dump(),
-              HasSubstr(R"({"mountPath":"/mnt/forge","name":"starforge-storage"})"));
+              HasSubstr(R"({"mountPath":"/mnt/forge/jobs/j-1","name":"starforge-storage",)"
+                        R"("subPath":"jobs/j-1"})"));
   EXPECT_EQ(RuntimeEnv(rj)["env_vars"]["FORGE_STORAGE_ROOT"], "/mnt/forge");
 }
 

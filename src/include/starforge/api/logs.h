@@ -8,6 +8,12 @@
 
 namespace starforge::api {
 
+// Opens a job's log, <job dir>/logs/<name>, for reading. The job writes its directory, so it may
+// have made `logs` or the file a symlink (to another job's logs, to a secret of the server) or a
+// FIFO (to hang the reader): neither is followed nor opened, and -1 is returned as for a missing
+// file. Never blocks.
+int OpenJobLog(const std::filesystem::path& file);
+
 // The byte offset where the last `n` lines of `file` start (a final line without '\n' counts);
 // the file's size for n = 0, and 0 when the file has fewer lines or does not exist.
 int64_t TailOffset(const std::filesystem::path& file, int64_t n);

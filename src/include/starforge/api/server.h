@@ -19,12 +19,19 @@
 namespace starforge::api {
 
 struct ServerOptions {
-  std::string listen = "127.0.0.1:8080";    // FORGE_LISTEN; port 0 = any free port
-  std::filesystem::path storage_root;       // logs under jobs/<id>/logs; uploads under control/
-  int64_t max_upload_bytes = 512LL << 20;   // FORGE_CAPSULE_MAX_BYTES
-  config::Config config;                    // for JobSpec defaults (fleet, images, deadlines)
-  int threads = 32;                         // request threads; each following log holds one
-  std::chrono::milliseconds sse_poll{200};  // how often a log follow looks for news
+  std::string listen = "127.0.0.1:8080";   // FORGE_LISTEN; port 0 = any free port
+  std::filesystem::path storage_root;      // logs under jobs/<id>/logs
+  std::filesystem::path state_dir;         // FORGE_STATE_DIR: uploads/ (never under storage_root)
+  int64_t max_upload_bytes = 512LL << 20;  // FORGE_CAPSULE_MAX_BYTES
+  config::Config config;                   // for JobSpec defaults (fleet, images, deadlines)
+  // Non-empty: the local fleet cannot sandbox jobs (why), so only admins may submit local jobs.
+  std::string local_unsandboxed;
+  // Connections served at once (each holds a thread: a keep-alive client, a log follow, a slow
+  // sender); beyond it requests get 503 + Retry-After (health checks excepted).
+  int max_connections = 512;
+  int max_follows_per_user = 16;  // log-follow streams per user; beyond it 429 + Retry-After
+  int read_timeout_s = 5;         // silence while reading a request before it is dropped
+  std::chrono::milliseconds sse_poll{200};          // how often a log follow looks for news
   std::chrono::milliseconds sse_keepalive{15'000};  // ": keep-alive" after this much silence
 };
 

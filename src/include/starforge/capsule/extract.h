@@ -16,6 +16,9 @@ struct ExtractLimits {
 
 struct ExtractResult {
   std::vector<std::string> errors;  // non-empty → nothing is left at the destination
+  // The failure was ours, not the archive's (the destination cannot be written: no space, I/O
+  // error): errno, e.g. ENOSPC. 0 when the archive itself was refused.
+  int local_errno = 0;
   size_t files = 0;
   uint64_t bytes = 0;
   bool ok() const { return errors.empty(); }
@@ -26,8 +29,9 @@ struct ExtractResult {
 // or backslash names; duplicates; a file that is also another entry's directory; symlinks and
 // other special files; encrypted entries; more than max_entries entries; declared sizes over
 // max_total_bytes. While writing, counts the bytes actually inflated (a zip bomb's headers may
-// lie) and stops at the limit. Regular files get 0644, or 0755 if the archive marks them
-// executable (Unix attributes); directory entries become directories.
+// lie) and stops at the limit. An archive that declares more than the destination's free space is
+// refused before anything is written (local_errno ENOSPC). Regular files get 0644, or 0755 if the
+// archive marks them executable (Unix attributes); directory entries become directories.
 ExtractResult ExtractZip(const std::filesystem::path& archive, const std::filesystem::path& dest,
                          const ExtractLimits& limits = {});
 

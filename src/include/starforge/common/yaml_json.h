@@ -17,10 +17,18 @@ class SyntaxError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// What one document may expand to: aliases can multiply a small document into a huge one
+// ("billion laughs"), so values and bytes (keys and scalars, each alias counting what it copies)
+// are counted as if every alias were written out.
+struct YamlLimits {
+  size_t max_nodes = 1'000'000;
+  size_t max_bytes = size_t{256} << 20;
+};
+
 // Parses one YAML document (JSON is a subset of YAML). Throws SyntaxError. Duplicate mapping keys
 // are an error (as in kubectl), naming the key. Non-scalar mapping keys are an error. An empty
-// document yields null.
-nlohmann::json ParseYaml(std::string_view text);
+// document yields null. A document larger than `limits` once expanded is an error.
+nlohmann::json ParseYaml(std::string_view text, const YamlLimits& limits = {});
 
 // Emits `value` as block-style YAML, keys in the json object's (sorted) order, ending in "\n".
 // Strings that a YAML reader would take for another type ("8", "true", "null", "1e3", "") are

@@ -61,6 +61,7 @@ struct Config {
 
   // Storage.
   std::string storage_root = "/starforge";  // FORGE_STORAGE_ROOT (absolute path)
+  std::string state_dir;  // FORGE_STATE_DIR ("" = <storage_root>-state); never under storage_root
   int64_t capsule_max_bytes = 512LL << 20;  // FORGE_CAPSULE_MAX_BYTES
 
   // Object storage.
@@ -77,6 +78,10 @@ struct Config {
   // The `forge` CLI (a client of the control plane).
   std::string server;  // FORGE_SERVER ("" = the saved login, else http://127.0.0.1:8080)
   Secret token;        // FORGE_TOKEN ("" = the saved login)
+
+  // The control plane's own directory (store, serve.lock, uploads): FORGE_STATE_DIR, else the
+  // storage root's sibling "<storage root>-state". Jobs never see it (docs/security.md).
+  std::string StateDir() const { return state_dir.empty() ? storage_root + "-state" : state_dir; }
 
   // The mount path of the storage root inside Ray pods.
   const std::string& PodStorageMount() const {

@@ -31,7 +31,8 @@
 namespace starforge::controller {
 
 struct Options {
-  std::filesystem::path storage_root;  // jobs/<id>/ (logs), control/work/ (packaging scratch)
+  std::filesystem::path storage_root;  // jobs/<id>/ (logs)
+  std::filesystem::path state_dir;     // FORGE_STATE_DIR: work/ (packaging scratch)
   int workers = 2;
   std::chrono::milliseconds resync{1000};       // requeue of Pending/Running jobs
   std::chrono::milliseconds backoff_base{200};  // failed step: base * 2^n …

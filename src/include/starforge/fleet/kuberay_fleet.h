@@ -5,7 +5,7 @@
 // read logs. Status mapping, diagnosis and capacity arithmetic are pure functions of
 // src/kuberay; this class is the I/O around them.
 //
-// State kept outside the cluster: <storage root>/control/kuberay/cancelled/<job id> marks a
+// State kept outside the cluster: <state dir>/kuberay/cancelled/<job id> marks a
 // RayJob that StarForge deleted on purpose (so that its disappearance reads as Cancelled, even
 // after a restart). Everything else is derived from the cluster.
 #pragma once
@@ -30,7 +30,8 @@ struct KubeRayFleetOptions {
   config::Config config;               // FORGE_*: namespace, GPU label, storage, render settings
   kube::ClientConfig client;           // where the API server is (kube::LoadClientConfig)
   kube::ClientOptions client_options;  // the fleet shortens the retries (the controller retries)
-  std::filesystem::path storage_root;  // FORGE_STORAGE_ROOT (the cancelled marks live under it)
+  std::filesystem::path storage_root;  // FORGE_STORAGE_ROOT
+  std::filesystem::path state_dir;     // FORGE_STATE_DIR (the cancelled marks live under it)
   // Whether the store holds a job with this id. A StarForge RayJob whose job does not exist is
   // an orphan (e.g. the store was reset) and is deleted after `orphan_grace`. Unset: no cleanup.
   std::function<bool(const std::string& job_id)> job_exists;

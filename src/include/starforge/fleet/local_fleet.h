@@ -15,7 +15,9 @@
 #include <filesystem>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "starforge/fleet/fleet.h"
 #include "starforge/objstore/object_store.h"
@@ -31,6 +33,27 @@ struct LocalResources {
 // This machine: CPU count, GPUs from `nvidia-smi -L` when it exists (else 0), physical memory.
 LocalResources DetectLocalResources();
 
+// How a job is walled off from the server and from other jobs: a bubblewrap sandbox with its own
+// PID, IPC and mount namespaces, where the storage root shows only the job's own directory
+// (docs/local-fleet.md, "The sandbox").
+struct LocalSandbox {
+  std::string bwrap;   // bubblewrap's absolute path
+  std::string python;  // the interpreter's real path (the same inside the sandbox)
+  std::vector<std::filesystem::path> read_only;  // system and interpreter directories
+  std::vector<std::filesystem::path> devices;    // GPU device nodes (/dev/nvidia*)
+  int uid = -1;  // ≥ 0 when forge serve runs as root: jobs run as this uid/gid (setpriv)
+  int gid = -1;
+};
+
+struct SandboxProbe {
+  std::optional<LocalSandbox> sandbox;  // nullopt: no sandbox can be made here
+  std::string error;                    // why not, for the operator
+};
+
+// Finds bubblewrap (on PATH) and the real interpreter behind `python`, and runs a trial in such
+// a sandbox. Jobs run as 65534 (nobody) when this process runs as root.
+SandboxProbe ProbeSandbox(const std::string& python = "python3");
+
 struct LocalFleetOptions {
   std::filesystem::path storage_root;  // FORGE_STORAGE_ROOT
   LocalResources resources;            // what jobs may use in total (DetectLocalResources())
@@ -39,6 +62,10 @@ struct LocalFleetOptions {
   // A `running` status.json whose heartbeat is older than this, with the lock free, means the
   // runner died (RunnerLost).
   int64_t heartbeat_stale_ms = 60'000;
+  // Set (from ProbeSandbox): every job runs in this sandbox with only its own environment.
+  // Unset: jobs run as plain processes with the server's environment minus secrets — only for
+  // a single-user machine (forge serve then accepts local jobs of admins only).
+  std::optional<LocalSandbox> sandbox;
 };
 
 class LocalFleet : public Fleet {

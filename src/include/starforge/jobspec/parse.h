@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "starforge/common/field_error.h"
+#include "starforge/common/yaml_json.h"
 #include "starforge/jobspec/jobspec.h"
 
 namespace starforge::jobspec {
@@ -19,6 +20,10 @@ struct Defaults {
   std::string nemo_rl_image;           // FORGE_IMAGE_NEMO_RL ("" = unset)
   int64_t pre_running_seconds = 1800;  // FORGE_KUBERAY_PRERUNNING_DEADLINE_S
 };
+
+// What a JobSpec document may expand to (aliases included): a real one is a few KiB, so these
+// keep a hostile one from costing the server more than a few MiB.
+inline constexpr YamlLimits kJobSpecYamlLimits{/*max_nodes=*/100'000, /*max_bytes=*/2u << 20};
 
 struct ParseResult {
   std::optional<JobSpec> spec;  // set iff errors is empty

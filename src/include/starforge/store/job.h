@@ -90,4 +90,14 @@ struct User {
   int64_t created_at = 0;
 };
 
+// An API token as listed: never the token itself.
+struct TokenInfo {
+  std::string id;  // "tok-" + the first 12 hex digits of its SHA-256
+  std::string user;
+  std::string description;
+  int64_t created_at = 0;  // Unix ms
+  int64_t expires_at = 0;  // 0: never
+  int64_t revoked_at = 0;  // 0: not revoked
+};
+
 }  // namespace starforge::store

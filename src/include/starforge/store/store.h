@@ -98,9 +98,19 @@ class Store {
   User EnsureUser(const std::string& name, bool admin);
   int64_t CountUsers();
   // A new random token "sf_" + 40 [a-z0-9] for `user` (which must exist); returns it in clear.
-  std::string CreateToken(const std::string& user, const std::string& description);
-  // The user owning `token`, or nullopt (constant-time compare of hashes).
+  // `expires_at`: Unix ms after which it is refused (0: never).
+  std::string CreateToken(const std::string& user, const std::string& description,
+                          int64_t expires_at = 0);
+  // The user owning `token` if it is neither revoked nor expired, or nullopt (constant-time
+  // compare of hashes).
   std::optional<User> Authenticate(const std::string& token);
+  // Tokens (of `user`, or all for ""), oldest first; never the token itself.
+  std::vector<TokenInfo> ListTokens(const std::string& user = "");
+  // Revokes the token named `id` ("tok-" + 12 hex) at once; what it was, or nullopt if unknown.
+  // Revoking twice keeps the first time.
+  std::optional<TokenInfo> RevokeToken(const std::string& id);
+  // Grants or takes away admin rights; false when there is no such user.
+  bool SetAdmin(const std::string& name, bool admin);
 
   // Current time in Unix ms; tests may replace it.
   void SetClockForTesting(std::function<int64_t()> now);
