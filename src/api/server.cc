@@ -720,7 +720,10 @@ struct Server::Impl {
         throw BadRequest("file must be a file name of the job's logs, such as ray-job.log", "file");
     }
     const fs::path file = options.storage_root / "jobs" / job.id / "logs" / name;
-    if (name != "driver.log" && !fs::is_regular_file(file))
+    // A symbolic link is not followed: a job's pods write this directory (on the kuberay
+    // fleet's shared volume) and must not make the server read a file of its own.
+    std::error_code ec;
+    if (name != "driver.log" && !fs::is_regular_file(fs::symlink_status(file, ec)))
       throw ApiError{404, "NotFound", "job " + job.id + " has no log file " + name, "file", {}};
     const std::optional<int64_t> tail = CountParam(c, "tail");
     bool follow = false;

@@ -734,6 +734,9 @@ TEST_F(Api, OtherFilesOfAJobsLogsByName) {
   EXPECT_EQ(r->body, "step 1\ndone");
   ExpectError(Get(path + "submitter.log", bob), 404, "NotFound", "has no log file submitter.log",
               "file");
+  // A link a job planted in its logs directory is not followed out of it.
+  fs::create_symlink(root_ / "control" / "starforge.db", root_ / "jobs" / id / "logs" / "db.log");
+  ExpectError(Get(path + "db.log", bob), 404, "NotFound", "has no log file db.log", "file");
   // Only plain names: nothing outside the job's logs directory can be named.
   for (const char* bad : {"..", "../status.json", "%2e%2e%2fstatus.json", ".hidden", "a/b", ""})
     ExpectError(Get(path + bad, bob), 400, "BadRequest", "file must be a file name", "file");
