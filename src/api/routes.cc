@@ -12,6 +12,8 @@ const std::vector<RouteInfo>& Routes() {
       {RouteId::kJobLogs, "GET", "/api/v1/jobs/{id}/logs"},
       {RouteId::kCapacity, "GET", "/api/v1/capacity"},
       {RouteId::kWhoami, "GET", "/api/v1/whoami"},
+      {RouteId::kConsoleLoginCode, "POST", "/api/v1/console/login-codes"},
+      {RouteId::kConsoleLogin, "POST", "/api/v1/console/login", false},
       {RouteId::kOpenApi, "GET", "/api/v1/openapi.json", false},
       {RouteId::kHealthz, "GET", "/healthz", false},
       {RouteId::kReadyz, "GET", "/readyz", false},

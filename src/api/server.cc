@@ -17,6 +17,7 @@
 
 #include "starforge/api/console_assets.h"
 #include "starforge/api/convert.h"
+#include "starforge/api/login_codes.h"
 #include "starforge/api/logs.h"
 #include "starforge/api/routes.h"
 #include "starforge/capsule/capsule.h"
@@ -139,6 +140,7 @@ struct Server::Impl {
   std::mutex stop_mu;
   std::condition_variable stop_cv;
   fs::path uploads;
+  LoginCodes login_codes;  // forge console --login
 
   struct Route {
     RouteInfo info;
@@ -323,6 +325,10 @@ struct Server::Impl {
         return JobLogs(c);
       case RouteId::kCapacity:
         return Capacity(c);
+      case RouteId::kConsoleLoginCode:
+        return ConsoleLoginCode(c);
+      case RouteId::kConsoleLogin:
+        return ConsoleLogin(c);
       case RouteId::kWhoami:
         return SetJson(c.res, 200, {{"user", c.user.name}, {"admin", c.user.admin}});
       case RouteId::kOpenApi:
@@ -819,6 +825,48 @@ struct Server::Impl {
           stop_cv.wait_for(lock, options.sse_poll, [this] { return stopping.load(); });
           return !stopping;
         });
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // The web console's one-time login codes (login_codes.h).
+
+  // POST /api/v1/console/login-codes: a code for the caller's own token.
+  void ConsoleLoginCode(Call& c) {
+    if (!Drain(c, kMaxSmallBody))
+      throw ApiError{413, "PayloadTooLarge", "this route takes no body", {}, {}};
+    OnlyParams(c, {});
+    // Authenticate() accepted "Bearer <token>": the token is the header's last word.
+    const std::string header = c.req.get_header_value("Authorization");
+    const size_t end = header.find_last_not_of(' ');
+    const size_t start = header.find_last_of(' ', end) + 1;
+    const std::string token = header.substr(start, end + 1 - start);
+    const std::string code = login_codes.Issue(token, NowMs());
+    SetJson(c.res, 201, {{"code", code}, {"expiresInSeconds", LoginCodes::kLifetimeMs / 1000}});
+  }
+
+  // POST /api/v1/console/login {"code"}: the token, once. Unauthenticated by design: the code
+  // is the credential.
+  void ConsoleLogin(Call& c) {
+    std::string body;
+    c.body_read = true;
+    const bool ok = (*c.reader)([&body](const char* data, size_t n) {
+      body.append(data, n);
+      return body.size() <= kMaxSmallBody;
+    });
+    if (!ok) throw ApiError{413, "PayloadTooLarge", "the body is too large", {}, {}};
+    OnlyParams(c, {});
+    const nlohmann::json doc = nlohmann::json::parse(body, nullptr, false);
+    if (!doc.is_object() || !doc.contains("code") || !doc["code"].is_string())
+      throw BadRequest("expected {\"code\": \"...\"} from forge console --login", "code");
+    auto token = login_codes.Redeem(doc["code"].get<std::string>(), NowMs());
+    if (!token)
+      throw ApiError{401,
+                     "Unauthorized",
+                     "this login link is used up or expired (it works once, for a minute): run "
+                     "forge console --login again, or sign in with a token",
+                     "code",
+                     {}};
+    SetJson(c.res, 200, {{"token", *token}});
   }
 
   // ------------------------------------------------------------------------------------------

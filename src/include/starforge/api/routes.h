@@ -17,6 +17,8 @@ enum class RouteId {
   kJobLogs,
   kCapacity,
   kWhoami,
+  kConsoleLoginCode,
+  kConsoleLogin,
   kOpenApi,
   kHealthz,
   kReadyz,
