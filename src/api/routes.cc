@@ -15,6 +15,8 @@ const std::vector<RouteInfo>& Routes() {
       {RouteId::kListTokens, "GET", "/api/v1/tokens"},
       {RouteId::kCreateToken, "POST", "/api/v1/tokens"},
       {RouteId::kRevokeToken, "POST", "/api/v1/tokens/{id}/revoke"},
+      {RouteId::kConsoleLoginCode, "POST", "/api/v1/console/login-codes"},
+      {RouteId::kConsoleLogin, "POST", "/api/v1/console/login", false},
       {RouteId::kOpenApi, "GET", "/api/v1/openapi.json", false},
       {RouteId::kHealthz, "GET", "/healthz", false},
       {RouteId::kReadyz, "GET", "/readyz", false},

@@ -22,6 +22,7 @@
 
 #include "starforge/api/console_assets.h"
 #include "starforge/api/convert.h"
+#include "starforge/api/login_codes.h"
 #include "starforge/api/logs.h"
 #include "starforge/api/routes.h"
 #include "starforge/capsule/capsule.h"
@@ -206,6 +207,7 @@ struct Server::Impl {
   int listen_fd = -1;
   std::mutex follow_mu;
   std::map<std::string, int> follows;  // open log-follow streams per user
+  LoginCodes login_codes;  // forge console --login
 
   struct Route {
     RouteInfo info;
@@ -425,6 +427,10 @@ struct Server::Impl {
         return JobLogs(c);
       case RouteId::kCapacity:
         return Capacity(c);
+      case RouteId::kConsoleLoginCode:
+        return ConsoleLoginCode(c);
+      case RouteId::kConsoleLogin:
+        return ConsoleLogin(c);
       case RouteId::kWhoami:
         return SetJson(c.res, 200, {{"user", c.user.name}, {"admin", c.user.admin}});
       case RouteId::kListTokens:
@@ -848,7 +854,10 @@ struct Server::Impl {
         throw BadRequest("file must be a file name of the job's logs, such as ray-job.log", "file");
     }
     const fs::path file = options.storage_root / "jobs" / job.id / "logs" / name;
-    if (name != "driver.log" && !fs::is_regular_file(file))
+    // A symbolic link is not followed: a job's pods write this directory (on the kuberay
+    // fleet's shared volume) and must not make the server read a file of its own.
+    std::error_code ec;
+    if (name != "driver.log" && !fs::is_regular_file(fs::symlink_status(file, ec)))
       throw ApiError{404, "NotFound", "job " + job.id + " has no log file " + name, "file", {}};
     const std::optional<int64_t> tail = CountParam(c, "tail");
     bool follow = false;
@@ -1060,6 +1069,47 @@ struct Server::Impl {
     if (!t) throw ApiError{404, "NotFound", "token " + id + " not found"};
     spdlog::info("{} revoked token {} of {}", c.user.name, id, t->user);
     SetJson(c.res, 200, TokenJson(*t));
+  }
+
+  // The web console's one-time login codes (login_codes.h).
+
+  // POST /api/v1/console/login-codes: a code for the caller's own token.
+  void ConsoleLoginCode(Call& c) {
+    if (!Drain(c, kMaxSmallBody))
+      throw ApiError{413, "PayloadTooLarge", "this route takes no body", {}, {}};
+    OnlyParams(c, {});
+    // Authenticate() accepted "Bearer <token>": the token is the header's last word.
+    const std::string header = c.req.get_header_value("Authorization");
+    const size_t end = header.find_last_not_of(' ');
+    const size_t start = header.find_last_of(' ', end) + 1;
+    const std::string token = header.substr(start, end + 1 - start);
+    const std::string code = login_codes.Issue(token, NowMs());
+    SetJson(c.res, 201, {{"code", code}, {"expiresInSeconds", LoginCodes::kLifetimeMs / 1000}});
+  }
+
+  // POST /api/v1/console/login {"code"}: the token, once. Unauthenticated by design: the code
+  // is the credential.
+  void ConsoleLogin(Call& c) {
+    std::string body;
+    c.body_read = true;
+    const bool ok = (*c.reader)([&body](const char* data, size_t n) {
+      body.append(data, n);
+      return body.size() <= kMaxSmallBody;
+    });
+    if (!ok) throw ApiError{413, "PayloadTooLarge", "the body is too large", {}, {}};
+    OnlyParams(c, {});
+    const nlohmann::json doc = nlohmann::json::parse(body, nullptr, false);
+    if (!doc.is_object() || !doc.contains("code") || !doc["code"].is_string())
+      throw BadRequest("expected {\"code\": \"...\"} from forge console --login", "code");
+    auto token = login_codes.Redeem(doc["code"].get<std::string>(), NowMs());
+    if (!token)
+      throw ApiError{401,
+                     "Unauthorized",
+                     "this login link is used up or expired (it works once, for a minute): run "
+                     "forge console --login again, or sign in with a token",
+                     "code",
+                     {}};
+    SetJson(c.res, 200, {{"token", *token}});
   }
 
   // ------------------------------------------------------------------------------------------

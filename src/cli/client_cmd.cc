@@ -592,8 +592,22 @@ int Capacity(Context& c, const std::string& server, const std::string& output) {
 }
 
 // The web console is served by the same server at "/": its URL, to open in a browser. The token
-// is never put in the URL (it would end up in histories and logs): the page asks for it.
-int Console(Context& c, const std::string& server_flag) {
+// is never put in the URL (it would end up in histories and logs): the page asks for it, or,
+// with --login, the URL's #fragment (which browsers never send) carries a one-time code that
+// the page redeems by POST for this client's token (docs/console.md).
+int Console(Context& c, const std::string& server_flag, bool login) {
+  if (login) {
+    int exit = 0;
+    std::optional<ApiClient> client = Connect(c, server_flag, &exit);
+    if (!client) return exit;
+    json code;
+    const ApiError e = client->PostJson("/api/v1/console/login-codes", nullptr, &code);
+    if (!e.ok()) return Report(c, e);
+    c.out << client->server() << "/#login=" << code.value("code", "") << "\n";
+    c.err << "forge: the link signs a browser in as you, once, within "
+          << code.value("expiresInSeconds", 60) << " s; do not share it\n";
+    return kExitOk;
+  }
   LoadedSettings loaded = LoadClientSettings(ConfigPath(c));
   std::string error;
   const std::optional<Endpoint> ep =
@@ -624,6 +638,7 @@ void RegisterClientCommands(Registry& registry) {
     GetOptions get;
     std::string id;
     bool follow = false;
+    bool login = false;
     int64_t tail = -1;
     std::string output;
   };
@@ -699,7 +714,9 @@ void RegisterClientCommands(Registry& registry) {
 
   CLI::App* console =
       registry.Add("console", "Print the URL of the web console (served by forge serve at /)",
-                   [opts](Context& c) { return Console(c, opts->server); });
+                   [opts](Context& c) { return Console(c, opts->server, opts->login); });
+  console->add_flag("--login", opts->login,
+                    "A link that signs a browser in as you: once, within a minute");
   AddServer(console, &opts->server);
 }
 

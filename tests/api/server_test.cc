@@ -821,10 +821,32 @@ TEST_F(Api, OtherFilesOfAJobsLogsByName) {
   EXPECT_EQ(r->body, "step 1\ndone");
   ExpectError(Get(path + "submitter.log", bob), 404, "NotFound", "has no log file submitter.log",
               "file");
+  // A link a job planted in its logs directory is not followed out of it.
+  fs::create_symlink(root_ / "control" / "starforge.db", root_ / "jobs" / id / "logs" / "db.log");
+  ExpectError(Get(path + "db.log", bob), 404, "NotFound", "has no log file db.log", "file");
   // Only plain names: nothing outside the job's logs directory can be named.
   for (const char* bad : {"..", "../status.json", "%2e%2e%2fstatus.json", ".hidden", "a/b", ""})
     ExpectError(Get(path + bad, bob), 400, "BadRequest", "file must be a file name", "file");
   ExpectError(Get(path + "ray-job.log", NewToken("eve")), 404, "NotFound");
+}
+
+TEST_F(Api, AConsoleLoginCodeGivesItsTokenOnce) {
+  const std::string bob = NewToken("bob");
+  ExpectError(http_->Post("/api/v1/console/login-codes", "", "text/plain"), 401, "Unauthorized");
+  auto r = Post("/api/v1/console/login-codes", bob);
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 201) << r->body;
+  const std::string code = Body(r)["code"];
+  EXPECT_THAT(code, ::testing::MatchesRegex("[a-z0-9]{32}"));
+  const std::string body = json({{"code", code}}).dump();
+  r = http_->Post("/api/v1/console/login", body, "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(Body(r)["token"], bob);
+  ExpectError(http_->Post("/api/v1/console/login", body, "application/json"), 401, "Unauthorized",
+              "used up or expired", "code");
+  ExpectError(http_->Post("/api/v1/console/login", "{}", "application/json"), 400, "BadRequest");
+  EXPECT_THAT(serve_->Stderr(), Not(HasSubstr(code)));
 }
 
 TEST_F(Api, EveryDocumentedRouteIsServed) {
@@ -847,6 +869,10 @@ TEST_F(Api, EveryDocumentedRouteIsServed) {
       }
       if (path == "/api/v1/tokens/{id}/revoke") {
         ExpectError(r, 404, "NotFound", "token " + id);  // served: no such token
+        continue;
+      }
+      if (method == "post" && path == "/api/v1/console/login") {
+        ExpectError(r, 400, "BadRequest", "code");  // served, and wants a code
         continue;
       }
       ASSERT_TRUE(r);

@@ -76,6 +76,9 @@ export async function startForge(env = {}, users = ["alice", "bob"]) {
     });
     return out.toString().trim().replace(/^job\//, "");
   };
+  // Runs `forge ARGS` as `user` against this server; returns its standard output.
+  const cli = (user, args) =>
+    execFileSync(FORGE, args, { env: { ...base, FORGE_SERVER: url, FORGE_TOKEN: tokens[user] } }).toString();
   const api = async (user, path, init = {}) => {
     const res = await fetch(url + path, { ...init, headers: { Authorization: `Bearer ${tokens[user]}`, ...(init.headers ?? {}) } });
     return { status: res.status, headers: res.headers, body: await res.text() };
@@ -87,7 +90,7 @@ export async function startForge(env = {}, users = ["alice", "bob"]) {
     }
     rmSync(work, { recursive: true, force: true });
   };
-  return { url, tokens, submit, api, stop, work, log: () => Buffer.concat(errChunks).toString() };
+  return { url, tokens, submit, cli, api, stop, work, log: () => Buffer.concat(errChunks).toString() };
 }
 
 export async function launchChromium() {

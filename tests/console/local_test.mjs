@@ -117,6 +117,24 @@ describe("console on the local fleet", () => {
     await context.close();
   });
 
+  test("forge console --login gives a link that signs in once, without the token in any URL", async () => {
+    const link = forge.cli("alice", ["console", "--login"]).trim();
+    assert.match(link, new RegExp(`^${forge.url}/#login=[a-z0-9]{32}$`));
+    const context = await newContext(chrome.browser);
+    const page = await context.newPage();
+    await page.goto(link);
+    await page.getByRole("heading", { name: "Your jobs" }).waitFor();
+    assert.equal(await page.locator("#whoami").textContent(), "alice");
+    assert.ok(!page.url().includes("#login"), "the code is taken out of the address");
+    assert.ok(!forge.log().includes(link.split("=")[1]), "the code is not in the server's log");
+    await context.close();
+    // The same link again: used up.
+    const again = await (await newContext(chrome.browser)).newPage();
+    await again.goto(link);
+    await again.getByText(/used up or expired/).waitFor();
+    await again.context().close();
+  });
+
   test("submit a code folder, see validation errors at their paths, then the job succeed with its log", async () => {
     const page = await signedIn(chrome.browser, forge.url, forge.tokens.alice);
     const dir = mkdtempSync(join(tmpdir(), "console-code-"));

@@ -34,6 +34,11 @@ export function setUnauthorizedHandler(f: () => void): void {
   onUnauthorized = f;
 }
 
+// For requests made without request() (the upload's XMLHttpRequest): a 401 signs out.
+export function unauthorized(): void {
+  onUnauthorized();
+}
+
 export function authHeaders(t = token()): Record<string, string> {
   return t ? { Authorization: `Bearer ${t}` } : {};
 }

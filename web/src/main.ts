@@ -1,7 +1,7 @@
 // The console's shell: sign-in, navigation and a client-side router over the History API.
 // Every page is a function that renders into <main> and returns a cleanup (stops its polling).
 import "./style.css";
-import { ApiError, getJson, setToken, setUnauthorizedHandler, token, type Whoami } from "./api";
+import { ApiError, errorFrom, getJson, setToken, setUnauthorizedHandler, token, type Whoami } from "./api";
 import { clear, h, link } from "./dom";
 import { capacityPage } from "./pages/capacity";
 import { jobPage } from "./pages/job";
@@ -177,4 +177,27 @@ async function render(notice = ""): Promise<void> {
   }
 }
 
-void render();
+// A link from `forge console --login` carries a one-time code in its #fragment (never sent to
+// the server, so never in a log): it is taken out of the address at once and redeemed by POST
+// for the token of the CLI that asked for it.
+async function loginFromLink(): Promise<void> {
+  const m = /^#login=([a-z0-9]+)$/.exec(location.hash);
+  if (!m) return render();
+  history.replaceState(null, "", location.pathname + location.search);
+  try {
+    const res = await fetch("/api/v1/console/login", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ code: m[1] }),
+      cache: "no-store",
+    });
+    if (!res.ok) throw await errorFrom(res.status, await res.text());
+    setToken(((await res.json()) as { token: string }).token);
+    me = null;
+    return render();
+  } catch (e) {
+    return render((e as Error).message);
+  }
+}
+
+void loginFromLink();

@@ -3,7 +3,7 @@
 // POST /api/v1/jobs (multipart: spec, code). Validation errors are shown at their field paths,
 // with the line they point to; a job its fleet can never run shows the API's refusal.
 import { zip } from "fflate";
-import { errorFrom, token, type ApiError, type Job } from "../api";
+import { errorFrom, token, unauthorized, type ApiError, type Job } from "../api";
 import { clear, h } from "../dom";
 import { bytes, ignoredPath, stripTopFolder, yamlLineOf } from "../format";
 import type { Cleanup, Ctx } from "../main";
@@ -164,6 +164,7 @@ export function submitPage(ctx: Ctx): Cleanup {
         return;
       }
       progressText.textContent = "";
+      if (xhr.status === 401) return unauthorized();
       showErrors(await errorFrom(xhr.status, xhr.responseText));
     });
     xhr.addEventListener("error", () => {

@@ -20,6 +20,8 @@ enum class RouteId {
   kListTokens,
   kCreateToken,
   kRevokeToken,
+  kConsoleLoginCode,
+  kConsoleLogin,
   kOpenApi,
   kHealthz,
   kReadyz,
