@@ -32,7 +32,8 @@ for bin in "$tools/hyperkube" "$tools/kubectl" "$tools/kuberay-operator-$operato
 done
 
 started=$SECONDS
-"$repo/tools/k8s/controlplane" up "$work/cp" --hyperkube "$tools/hyperkube" 2>"$work/controlplane.log" &
+"$repo/tools/k8s/controlplane" up "$work/cp" --hyperkube "$tools/hyperkube" --audit \
+  2>"$work/controlplane.log" &
 cp_pid=$!
 e2e_pids+=("$cp_pid")
 for _ in $(seq 1 900); do
@@ -115,4 +116,21 @@ e2e_say "scheduler: $event"
 [[ "$(k -n starforge get "$rayjob" -o jsonpath='{.status.jobDeploymentStatus}')" == Initializing ]] ||
   e2e_fail "RayJob status is not Initializing: $(k -n starforge get "$rayjob" -o jsonpath='{.status}')"
 
+# What the job's life so far cost the API server, by client (the audit log's Metadata records:
+# one per request, at ResponseComplete; watches are counted once).
+e2e_say "API requests in namespace starforge, from the audit log (client verb resource count):"
+python3 - "$work/cp/audit.log" >&2 <<'PY'
+import collections, json, sys
+counts = collections.Counter()
+for line in open(sys.argv[1]):
+    e = json.loads(line)
+    ref = e.get("objectRef") or {}
+    if e.get("stage") != "ResponseComplete" or ref.get("namespace") != "starforge":
+        continue
+    sub = "/" + ref["subresource"] if ref.get("subresource") else ""
+    agent = e.get("userAgent", "").split("/")[0]  # kubectl, the operator, kube-scheduler, …
+    counts[(agent, e["verb"], ref.get("resource", "") + sub)] += 1
+for (agent, verb, resource), n in sorted(counts.items()):
+    print(f"    {agent:28} {verb:7} {resource:22} {n}")
+PY
 e2e_say "passed with operator $operator in $((SECONDS - started))s"
