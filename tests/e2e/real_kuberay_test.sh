@@ -7,7 +7,10 @@
 #   - the RayJob `forge render` prints for examples/hello-cpu.yaml is accepted by the apiserver;
 #   - the operator creates its RayCluster and the Ray head pod;
 #   - the real scheduler reports the head pod Unschedulable (there are no nodes yet): the pod's
-#     PodScheduled=False/Unschedulable condition and a FailedScheduling event.
+#     PodScheduled=False/Unschedulable condition and a FailedScheduling event;
+#   - then a node joins (kubesim-node: kubesim's kubelet against this API server): the scheduler
+#     binds the head pod to it, it runs (the Ray emulator), the operator finds the RayCluster
+#     ready and creates the submitter Job, which the real Job controller runs on the node.
 #   real_kuberay_test.sh BUILD_DIR OPERATOR      # OPERATOR: v1.4 | v1.6 (build/tools/bin/kuberay-operator-…)
 # Missing binaries are a failure that says to run scripts/bootstrap, never a skip.
 set -euo pipefail
@@ -27,8 +30,9 @@ case "$operator" in
   v1.6 | v1.7) crds="$repo/third_party/kuberay/crds/v1.7.0" ;;
   *) e2e_fail "OPERATOR must be v1.4, v1.6 or v1.7, got '$operator'" ;;
 esac
-for bin in "$tools/hyperkube" "$tools/kubectl" "$tools/kuberay-operator-$operator" "$build/bin/forge"; do
-  [[ -x "$bin" ]] || e2e_fail "$bin is missing: run scripts/bootstrap (it builds the real control plane and operators with tools/k8s/build)"
+for bin in "$tools/hyperkube" "$tools/kubectl" "$tools/kuberay-operator-$operator" "$build/bin/forge" \
+  "$build/bin/kubesim-node"; do
+  [[ -x "$bin" ]] || e2e_fail "$bin is missing: run scripts/bootstrap (it builds the real control plane and operators with tools/k8s/build, and StarForge with kubesim-node)"
 done
 
 started=$SECONDS
@@ -115,6 +119,29 @@ event=$(wait_for "FailedScheduling event for $head" 30 k -n starforge get events
 e2e_say "scheduler: $event"
 [[ "$(k -n starforge get "$rayjob" -o jsonpath='{.status.jobDeploymentStatus}')" == Initializing ]] ||
   e2e_fail "RayJob status is not Initializing: $(k -n starforge get "$rayjob" -o jsonpath='{.status}')"
+
+# A node joins: kubesim's kubelet registers it (Ready, with a Lease) and runs what is bound to it.
+cat >"$work/nodes.yaml" <<'EOF'
+- metadata: {name: node-a}
+  status:
+    capacity: {cpu: "8", memory: 16Gi}
+    allocatable: {cpu: "8", memory: 16Gi}
+EOF
+"$build/bin/kubesim-node" --kubeconfig "$work/cp/kubeconfig" --nodes "$work/nodes.yaml" \
+  --kubelet-backoff-ms 500 --kubelet-dir "$work/kubelet" >"$work/node.log" 2>&1 &
+e2e_pids+=($!)
+running_on() {  # POD: prints the node once the pod is Running
+  [[ "$(k -n starforge get pod "$1" -o jsonpath='{.status.phase}')" == Running ]] &&
+    k -n starforge get pod "$1" -o jsonpath='{.spec.nodeName}'
+}
+node=$(wait_for "head pod $head Running on the new node" 90 running_on "$head")
+[[ "$node" == node-a ]] || e2e_fail "head pod $head runs on '$node', not node-a"
+ready=$(wait_for "RayCluster $cluster ready" 90 k -n starforge get raycluster "$cluster" \
+  -o jsonpath='{.status.state}')
+[[ "$ready" == ready ]] || e2e_fail "RayCluster $cluster state '$ready'"
+submitter=${rayjob#*/}
+wait_for "submitter Job $submitter" 60 k -n starforge get job "$submitter" -o name >/dev/null
+e2e_say "node-a ran head pod $head; RayCluster $cluster ready; submitter Job $submitter created"
 
 # What the job's life so far cost the API server, by client (the audit log's Metadata records:
 # one per request, at ResponseComplete; watches are counted once).
