@@ -129,7 +129,8 @@ cat >"$work/nodes.yaml" <<'EOF'
 EOF
 "$build/bin/kubesim-node" --kubeconfig "$work/cp/kubeconfig" --nodes "$work/nodes.yaml" \
   --kubelet-backoff-ms 500 --kubelet-dir "$work/kubelet" >"$work/node.log" 2>&1 &
-e2e_pids+=($!)
+node_pid=$!
+e2e_pids+=("$node_pid")
 running_on() {  # POD: prints the node once the pod is Running
   [[ "$(k -n starforge get pod "$1" -o jsonpath='{.status.phase}')" == Running ]] &&
     k -n starforge get pod "$1" -o jsonpath='{.spec.nodeName}'
@@ -142,6 +143,10 @@ ready=$(wait_for "RayCluster $cluster ready" 90 k -n starforge get raycluster "$
 submitter=${rayjob#*/}
 wait_for "submitter Job $submitter" 60 k -n starforge get job "$submitter" -o name >/dev/null
 e2e_say "node-a ran head pod $head; RayCluster $cluster ready; submitter Job $submitter created"
+# kubectl logs: kube-apiserver → the node's kubelet API (kubesim-node) → the container's log.
+k -n starforge logs "$head" >"$work/head.log" || e2e_fail "kubectl logs $head failed"
+grep -q "Ray runtime started" "$work/head.log" ||
+  e2e_fail "the head pod's log (kubectl logs) lacks 'Ray runtime started': $(head -c 600 "$work/head.log")"
 
 # What the job's life so far cost the API server, by client (the audit log's Metadata records:
 # one per request, at ResponseComplete; watches are counted once).
@@ -161,3 +166,7 @@ for (agent, verb, resource), n in sorted(counts.items()):
     print(f"    {agent:28} {verb:7} {resource:22} {n}")
 PY
 e2e_say "passed with operator $operator in $((SECONDS - started))s"
+# The node goes first, while the API server can still take its last pod status writes.
+stopping=$SECONDS
+kill -TERM "$node_pid" && wait "$node_pid" || true
+e2e_say "kubesim-node stopped in $((SECONDS - stopping))s"

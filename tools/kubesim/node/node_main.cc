@@ -1,17 +1,21 @@
 // kubesim-node: kubesim's kubelet (node/kubelet.h) against an external API server, such as the
 // real kube-apiserver of tools/k8s/controlplane. It registers the inventory's Nodes (Ready, with
 // the inventory's capacity), renews each node's Lease in kube-node-lease as a kubelet does (so
-// the node lifecycle controller keeps them Ready), and runs the pods the scheduler binds to them
-// exactly as kubesim does. See docs/real-control-plane.md, "Nodes".
+// the node lifecycle controller keeps them Ready), runs the pods the scheduler binds to them
+// exactly as kubesim does, and serves the kubelet API's container logs over TLS, which is what
+// kube-apiserver calls for `kubectl logs`. See docs/real-control-plane.md, "Nodes".
 //
-//   kubesim-node --kubeconfig FILE --nodes nodes.yaml [--<kubelet flag> VALUE]…
+//   kubesim-node --kubeconfig FILE --nodes nodes.yaml [--kubelet-port N] [--<kubelet flag> V]…
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <sstream>
@@ -19,15 +23,18 @@
 #include <thread>
 #include <vector>
 
+#include <httplib.h>
 #include <nlohmann/json.hpp>
 
 #include "controllers/controller.h"
 #include "controllers/kubeutil.h"
+#include "node/kubelet.h"
 #include "starforge/common/yaml_json.h"
 #include "starforge/kube/client.h"
 #include "starforge/kube/client_config.h"
 #include "starforge/kube/errors.h"
 #include "starforge/kube/resource.h"
+#include "tls.h"
 
 namespace {
 
@@ -65,7 +72,7 @@ std::vector<json> LoadNodes(const std::string& file) {
 
 // The Node a kubelet registers: the inventory's metadata and capacity, Ready, reachable by its
 // name (the API server dials Hostname addresses first).
-json NodeObject(json node) {
+json NodeObject(json node, int kubelet_port) {
   node["apiVersion"] = "v1";
   node["kind"] = "Node";
   json& status = node["status"];
@@ -82,7 +89,11 @@ json NodeObject(json node) {
                                        {"message", "kubesim-node is posting ready status"},
                                        {"lastHeartbeatTime", now},
                                        {"lastTransitionTime", now}}});
-  status["addresses"] = json::array({{{"type", "Hostname"}, {"address", name}}});
+  // InternalIP first: kube-apiserver dials it when run with
+  // --kubelet-preferred-address-types=InternalIP,… (tools/k8s/controlplane does).
+  status["addresses"] = json::array({{{"type", "InternalIP"}, {"address", "127.0.0.1"}},
+                                     {{"type", "Hostname"}, {"address", name}}});
+  status["daemonEndpoints"] = {{"kubeletEndpoint", {{"Port", kubelet_port}}}};
   status["nodeInfo"] = {{"kubeletVersion", "kubesim"},
                         {"operatingSystem", "linux"},
                         {"architecture", "amd64"},
@@ -139,10 +150,98 @@ void RenewLease(kube::Client& client, const std::string& node) {
   }
 }
 
+// The last `tail` lines of `text` (all when tail < 0).
+std::string Tail(const std::string& text, long long tail) {
+  if (tail < 0) return text;
+  size_t pos = text.size();
+  if (pos > 0 && text[pos - 1] == '\n') --pos;
+  for (long long n = 0; pos > 0; --pos) {
+    if (text[pos - 1] == '\n' && ++n == tail) break;
+  }
+  return text.substr(pos);
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The kubelet API's GET /containerLogs/{namespace}/{pod}/{container} (tailLines, limitBytes,
+// follow, previous), read from the log file the kubelet names in the pod's annotation
+// kubesim.starforge.dev/log-file.<container>. Unauthenticated: it listens on loopback only.
+void ServeLogs(httplib::Server& server, kube::Client& client) {
+  server.Get(R"(/containerLogs/([^/]+)/([^/]+)/([^/]+))", [&client](const httplib::Request& req,
+                                                                    httplib::Response& res) {
+    const std::string ns = req.matches[1], pod = req.matches[2], container = req.matches[3];
+    std::string file;
+    try {
+      const json p = client.Get(kube::resources::kPods, ns, pod);
+      const json& annotations = p["metadata"].value("annotations", json::object());
+      file =
+          annotations.value(std::string(kubesim::node::kLogFileAnnotationPrefix) + container, "");
+    } catch (const std::exception& e) {
+      res.status = 404;
+      res.set_content(e.what(), "text/plain");
+      return;
+    }
+    if (req.get_param_value("previous") == "true" && !file.empty()) {
+      // The kubelet names each run's log "<dir>/<restart>.log": the previous run is one less.
+      const auto slash = file.rfind('/');
+      const int run = std::atoi(file.c_str() + slash + 1);
+      file = run > 0 ? file.substr(0, slash + 1) + std::to_string(run - 1) + ".log" : "";
+    }
+    if (file.empty()) {
+      res.status = 400;
+      res.set_content("container \"" + container + "\" in pod \"" + pod + "\" has no log yet",
+                      "text/plain");
+      return;
+    }
+    long long tail = -1, limit = -1;
+    if (req.has_param("tailLines")) tail = std::stoll(req.get_param_value("tailLines"));
+    if (req.has_param("limitBytes")) limit = std::stoll(req.get_param_value("limitBytes"));
+    std::string text = Tail(ReadFile(file), tail);
+    if (limit >= 0 && static_cast<long long>(text.size()) > limit) text.resize(limit);
+    if (req.get_param_value("follow") != "true") {
+      res.set_content(text, "text/plain");
+      return;
+    }
+    // Follow: what exists, then what is appended, until the pod ends or goes away.
+    auto sent = std::make_shared<size_t>(ReadFile(file).size());
+    auto first = std::make_shared<std::string>(text);
+    res.set_chunked_content_provider(
+        "text/plain", [&client, sent, first, file, ns, pod](size_t, httplib::DataSink& sink) {
+          if (!first->empty()) {
+            std::string s = std::move(*first);
+            first->clear();
+            return sink.write(s.data(), s.size());
+          }
+          std::this_thread::sleep_for(std::chrono::milliseconds(300));
+          bool ended = true;
+          try {
+            const std::string phase =
+                client.Get(kube::resources::kPods, ns, pod)["status"].value("phase", "");
+            ended = phase == "Succeeded" || phase == "Failed";
+          } catch (const std::exception&) {
+          }
+          const std::string now = ReadFile(file);
+          if (now.size() > *sent) {
+            const std::string more = now.substr(*sent);
+            *sent = now.size();
+            if (!sink.write(more.data(), more.size())) return false;
+          }
+          if (ended) sink.done();
+          return true;
+        });
+  });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string kubeconfig, nodes_file;
+  int kubelet_port = 0;
   kubesim::controllers::ControllerContext ctx;
   ctx.flags.enabled = {"kubelet"};
   for (int i = 1; i < argc; ++i) {
@@ -154,6 +253,8 @@ int main(int argc, char** argv) {
       kubeconfig = v;
     } else if (a == "--nodes") {
       nodes_file = v;
+    } else if (a == "--kubelet-port") {
+      kubelet_port = std::stoi(v);
     } else if (kubesim::controllers::IsControllerFlag(a.substr(2))) {
       ctx.flags.values[a.substr(2)] = v;
     } else {
@@ -178,9 +279,31 @@ int main(int argc, char** argv) {
       return std::make_unique<kube::Client>(config, opts);
     };
     auto client = make_client("node-registration");
+
+    // The kubelet API (HTTPS with a self-signed certificate: kube-apiserver does not verify
+    // kubelets without --kubelet-certificate-authority), on loopback.
+    const std::string state = ctx.flags.Value("kubelet-dir", "");
+    const std::string tls_dir =
+        state.empty() ? std::filesystem::temp_directory_path().string() : state;
+    std::filesystem::create_directories(tls_dir);
+    const std::string cert = tls_dir + "/kubelet-" + std::to_string(getpid()) + ".crt";
+    const std::string key = tls_dir + "/kubelet-" + std::to_string(getpid()) + ".key";
+    kubesim::WriteSelfSignedCert(cert, key);
+    httplib::SSLServer api(cert.c_str(), key.c_str());
+    std::filesystem::remove(key);
+    std::filesystem::remove(cert);
+    if (!api.is_valid()) throw std::runtime_error("cannot set up the kubelet API's TLS");
+    auto logs_client = make_client("kubelet-api");
+    ServeLogs(api, *logs_client);
+    const int port = kubelet_port > 0
+                         ? (api.bind_to_port("127.0.0.1", kubelet_port) ? kubelet_port : -1)
+                         : api.bind_to_any_port("127.0.0.1");
+    if (port <= 0) throw std::runtime_error("cannot listen on 127.0.0.1 for the kubelet API");
+    std::thread api_thread([&api] { api.listen_after_bind(); });
+
     std::vector<std::string> names;
     for (const json& node : LoadNodes(nodes_file)) {
-      const json object = NodeObject(node);
+      const json object = NodeObject(node, port);
       Register(*client, object);
       RenewLease(*client, object["metadata"]["name"]);
       names.push_back(object["metadata"]["name"]);
@@ -208,8 +331,9 @@ int main(int argc, char** argv) {
         }
       }
     });
-    std::fprintf(stderr, "kubesim-node: running %zu node(s) against %s\n", names.size(),
-                 config.server.c_str());
+    std::fprintf(stderr,
+                 "kubesim-node: running %zu node(s) against %s; kubelet API on 127.0.0.1:%d\n",
+                 names.size(), config.server.c_str(), port);
     int sig = 0;
     sigwait(&stop_signals, &sig);
     std::fprintf(stderr, "kubesim-node: stopping\n");
@@ -219,6 +343,8 @@ int main(int argc, char** argv) {
     }
     cv.notify_all();
     renewer.join();
+    api.stop();
+    api_thread.join();
     controllers.StopAll();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "kubesim-node: %s\n", e.what());
