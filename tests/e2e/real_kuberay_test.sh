@@ -74,6 +74,12 @@ wait_for() {
     e2e_say "operator log (tail):"
     tail -n 30 "$work/operator.log" >&2
   fi
+  if [[ -n "${head:-}" ]]; then
+    e2e_say "head pod $head:"
+    k -n starforge get pod "$head" -o jsonpath='{.status}' >&2 || true
+    k -n starforge get events --field-selector "involvedObject.name=$head" >&2 || true
+  fi
+  [[ -s "$work/node.log" ]] && { e2e_say "kubesim-node log (tail):"; tail -n 20 "$work/node.log" >&2; }
   e2e_fail "no $what after ${secs}s"
 }
 
@@ -128,16 +134,17 @@ cat >"$work/nodes.yaml" <<'EOF'
     allocatable: {cpu: "8", memory: 16Gi}
 EOF
 "$build/bin/kubesim-node" --kubeconfig "$work/cp/kubeconfig" --nodes "$work/nodes.yaml" \
-  --kubelet-backoff-ms 500 --kubelet-dir "$work/kubelet" >"$work/node.log" 2>&1 &
+  --kubelet-backoff-ms 500 --kubelet-probe-max-ms 2000 --kubelet-dir "$work/kubelet" \
+  >"$work/node.log" 2>&1 &
 node_pid=$!
 e2e_pids+=("$node_pid")
 running_on() {  # POD: prints the node once the pod is Running
   [[ "$(k -n starforge get pod "$1" -o jsonpath='{.status.phase}')" == Running ]] &&
     k -n starforge get pod "$1" -o jsonpath='{.spec.nodeName}'
 }
-node=$(wait_for "head pod $head Running on the new node" 90 running_on "$head")
+node=$(wait_for "head pod $head Running on the new node" 150 running_on "$head")
 [[ "$node" == node-a ]] || e2e_fail "head pod $head runs on '$node', not node-a"
-ready=$(wait_for "RayCluster $cluster ready" 90 k -n starforge get raycluster "$cluster" \
+ready=$(wait_for "RayCluster $cluster ready" 150 k -n starforge get raycluster "$cluster" \
   -o jsonpath='{.status.state}')
 [[ "$ready" == ready ]] || e2e_fail "RayCluster $cluster state '$ready'"
 submitter=${rayjob#*/}
