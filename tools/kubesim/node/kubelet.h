@@ -38,7 +38,8 @@ inline constexpr const char* kLogFileAnnotationPrefix = "kubesim.starforge.dev/l
 struct KubeletOptions {
   std::string state_dir;  // "" = a fresh temp dir, removed at Stop
   std::string pv_root;    // "" = <state_dir>/pv
-  std::string ray_bin_dir;
+  std::string ray_bin_dir;  // first on every container's PATH: the emulator's or a venv's bin
+  bool real_ray = false;    // --ray real: ray_bin_dir holds real Ray; its env defaults are added
   std::string launcher;  // kubesim-sandbox
   ImagePolicy images;
   std::chrono::milliseconds sync{10000};     // resync of pods that wait (errors, back-offs)
