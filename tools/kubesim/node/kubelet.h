@@ -38,8 +38,7 @@ inline constexpr const char* kLogFileAnnotationPrefix = "kubesim.starforge.dev/l
 struct KubeletOptions {
   std::string state_dir;  // "" = a fresh temp dir, removed at Stop
   std::string pv_root;    // "" = <state_dir>/pv
-  std::string ray_bin_dir;  // first on every container's PATH: the emulator's or a venv's bin
-  bool real_ray = false;    // --ray real: ray_bin_dir holds real Ray; its env defaults are added
+  std::string ray_bin_dir;
   std::string launcher;  // kubesim-sandbox
   ImagePolicy images;
   std::chrono::milliseconds sync{10000};     // resync of pods that wait (errors, back-offs)
@@ -47,6 +46,9 @@ struct KubeletOptions {
   std::chrono::milliseconds backoff_cap{300000};
   std::chrono::milliseconds probe_cap{0};  // caps probe initialDelay/period (0 = none)
   int pod_cpu_shares = 1024;  // cpu.shares of the cgroup holding every container (0 = none)
+  // --ray real: ray_bin_dir is a virtual environment's bin with real Ray, and containers get the
+  // environment defaults that keep a Ray node small.
+  bool real_ray = false;
 };
 
 class Kubelet : public controllers::Controller {
