@@ -1226,7 +1226,7 @@ bool Kubelet::StartContainer(Pod& p, const json& pod, Container& c) {
   }
 
   // The process environment: the host's PATH/locale (the "image"), kubesim's additions, then the
-  // container's own variables; the ray emulator's directory is always first on PATH.
+  // container's own variables; the Ray bin dir (emulator or real Ray) is always first on PATH.
   std::vector<std::pair<std::string, std::string>> full = BaseEnv();
   std::string hostname = Str(Obj(pod, "spec"), "hostname");
   if (hostname.empty()) hostname = p.name.substr(0, 63);
