@@ -484,6 +484,35 @@ TEST(Kubelet, WithoutPrivilegesPodsFailWithAClearMessage) {
   EXPECT_NE(k.Log().find("containers cannot run here"), std::string::npos);
 }
 
+TEST(Kubelet, RayRealPutsTheGivenRayFirstOnPathWithSmallRayDefaults) {
+  // A stand-in for a virtual environment's bin: its `ray` is found before the emulator's, and
+  // Ray's usage stats and object-store cap come as the image's defaults, under the pod's own env.
+  const fs::path bin =
+      fs::temp_directory_path() / ("kubelet-test-venv-" + std::to_string(getpid()));
+  fs::create_directories(bin);
+  starforge::support::WriteFile(bin / "ray", "#!/bin/sh\necho \"venv ray $*\"\n");
+  fs::permissions(bin / "ray", fs::perms::owner_all);
+  Cluster k(kOneNode, {"--ray", "real", "--ray-bin-dir", bin.string()});
+  json p = ShPod("real",
+                 "ray --version; echo \"$RAY_USAGE_STATS_ENABLED "
+                 "$RAY_DEFAULT_OBJECT_STORE_MAX_MEMORY_BYTES\"");
+  p["spec"]["containers"][0]["env"] =
+      json::array({{{"name", "RAY_DEFAULT_OBJECT_STORE_MAX_MEMORY_BYTES"}, {"value", "5"}}});
+  k.Post(kPods, p);
+  ASSERT_TRUE(WaitFor([&] { return Phase(k.Pod("real")) == "Succeeded"; })) << k.Log();
+  EXPECT_EQ(k.Logs("real"), "venv ray --version\n0 5\n");
+  fs::remove_all(bin);
+}
+
+TEST(Kubelet, RayRealWithoutRayRefusesToStartNamingTheFix) {
+  Cluster k(kOneNode, {"--ray", "real", "--ray-bin-dir", "/nonexistent/bin"});
+  ASSERT_TRUE(WaitFor([&] { return k.Log().find("--ray real") != std::string::npos; })) << k.Log();
+  EXPECT_NE(k.Log().find("--ray real: no ray program in /nonexistent/bin (scripts/bootstrap "
+                         "installs Ray's virtual environment in build/tools/ray-venv"),
+            std::string::npos)
+      << k.Log();
+}
+
 // The core/v1 events with `reason` about pod `name`, summed over their `count`.
 int64_t EventCount(const Cluster& k, const std::string& name, const std::string& reason) {
   int64_t n = 0;

@@ -117,7 +117,7 @@ TEST(RayEmulator, JobsApiThroughTheServiceProxy) {
     r = c.Get(api + "/version");
     ASSERT_TRUE(r);
     ASSERT_EQ(r->status, 200) << r->body;
-    EXPECT_EQ(json::parse(r->body)["version"], "2");
+    EXPECT_EQ(json::parse(r->body)["version"], "4");
 
     // HTTPMode's submission (KubeRay's ConvertRayJobToReq body).
     const json req = {{"entrypoint", "python3 -c 'print(42)'"},

@@ -34,6 +34,9 @@ extern char** environ;
 #ifndef KUBESIM_RAY_BIN_DIR
 #define KUBESIM_RAY_BIN_DIR ""
 #endif
+#ifndef KUBESIM_REAL_RAY_BIN_DIR
+#define KUBESIM_REAL_RAY_BIN_DIR ""
+#endif
 
 namespace kubesim::node {
 
@@ -192,7 +195,18 @@ void Kubelet::Start(const controllers::ControllerContext& ctx) {
   const auto& f = ctx.flags;
   opts_.state_dir = f.Value("kubelet-dir");
   opts_.pv_root = f.Value("pv-root");
-  opts_.ray_bin_dir = f.Value("ray-bin-dir", KUBESIM_RAY_BIN_DIR);
+  const std::string ray = f.Value("ray", "emulator");
+  if (ray != "emulator" && ray != "real") {
+    throw std::invalid_argument("--ray wants emulator or real, got '" + ray + "'");
+  }
+  opts_.real_ray = ray == "real";
+  opts_.ray_bin_dir =
+      f.Value("ray-bin-dir", opts_.real_ray ? KUBESIM_REAL_RAY_BIN_DIR : KUBESIM_RAY_BIN_DIR);
+  if (opts_.real_ray && ::access((opts_.ray_bin_dir + "/ray").c_str(), X_OK) != 0) {
+    throw std::invalid_argument("--ray real: no ray program in " + opts_.ray_bin_dir +
+                                " (scripts/bootstrap installs Ray's virtual environment in "
+                                "build/tools/ray-venv; or point --ray-bin-dir at one's bin)");
+  }
   opts_.launcher = DefaultLauncherPath();
   if (!f.Value("images").empty()) opts_.images = ImagePolicy::Load(f.Value("images"));
   auto ms_flag = [&](const char* name, milliseconds fallback) {
@@ -1188,13 +1202,20 @@ bool Kubelet::StartContainer(Pod& p, const json& pod, Container& c) {
   }
 
   // The process environment: the host's PATH/locale (the "image"), kubesim's additions, then the
-  // container's own variables; the ray emulator's directory is always first on PATH.
+  // container's own variables; the Ray bin dir (emulator or real Ray) is always first on PATH.
   std::vector<std::pair<std::string, std::string>> full = BaseEnv();
   std::string hostname = Str(Obj(pod, "spec"), "hostname");
   if (hostname.empty()) hostname = p.name.substr(0, 63);
   full.emplace_back("HOSTNAME", hostname);
   full.emplace_back("HOME", "/root");
   full.emplace_back("KUBESIM_POD_IP", p.ip);
+  if (opts_.real_ray) {
+    // The "image's" defaults for real Ray, so that a few Ray nodes fit on one small host: no
+    // usage-stats prompt or upload, and an object store of 100 MB rather than 30% of the host's
+    // memory (KubeRay passes neither). The pod's own variables still win.
+    full.emplace_back("RAY_USAGE_STATS_ENABLED", "0");
+    full.emplace_back("RAY_DEFAULT_OBJECT_STORE_MAX_MEMORY_BYTES", "100000000");
+  }
   for (const auto& kv : env)
     full.push_back(kv);
   std::map<std::string, std::string> final_env;
@@ -1637,6 +1658,7 @@ KUBESIM_REGISTER_CONTROLLER({"kubelet",
                              [] { return std::make_unique<Kubelet>(); },
                              {{"images", "image policy file: the images that exist (default: all)"},
                               {"pv-root", "host dir holding PVC volumes (<dir>/<ns>/<claim>)"},
+                              {"ray", "emulator (default) or real: the Ray on the pods' PATH"},
                               {"ray-bin-dir", "dir put first on every container's PATH"},
                               {"kubelet-dir", "kubelet state dir (default: a temp dir)"},
                               {"kubelet-sync-ms", "resync of waiting pods (default 10000)"},

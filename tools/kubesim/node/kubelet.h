@@ -46,6 +46,9 @@ struct KubeletOptions {
   std::chrono::milliseconds backoff_cap{300000};
   std::chrono::milliseconds probe_cap{0};  // caps probe initialDelay/period (0 = none)
   int pod_cpu_shares = 1024;  // cpu.shares of the cgroup holding every container (0 = none)
+  // --ray real: ray_bin_dir is a virtual environment's bin with real Ray, and containers get the
+  // environment defaults that keep a Ray node small.
+  bool real_ray = false;
 };
 
 class Kubelet : public controllers::Controller {

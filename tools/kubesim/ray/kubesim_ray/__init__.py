@@ -14,7 +14,7 @@ DEFAULT_RAY_VERSION = "2.55.1"
 EMULATOR_NAME = "kubesim Ray control-plane emulator"
 EMULATOR_NOTE = EMULATOR_NAME + "; the Python ray library is not emulated"
 # The dashboard's HTTP API version (ray.dashboard.modules.version.CURRENT_VERSION).
-DASHBOARD_API_VERSION = "2"
+DASHBOARD_API_VERSION = "4"
 RAY_COMMIT = "kubesim"
 
 

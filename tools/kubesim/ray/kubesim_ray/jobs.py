@@ -264,7 +264,7 @@ class JobManager:
                 )
             self.jobs[submission_id] = job
         os.makedirs(self.node.logs_dir, exist_ok=True)
-        self._append_log(submission_id, log_line("INFO", "job_manager.py", 568, "Runtime env is setting up."))
+        self._append_log(submission_id, log_line("INFO", "job_manager.py", 587, "Runtime env is setting up."))
         try:
             # The supervisor actor's options carry the runtime_env: Ray validates it here and a
             # bad one fails the job (not the request).
