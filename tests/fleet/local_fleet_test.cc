@@ -388,7 +388,7 @@ TEST_F(LocalFleetTest, TheRunnerOutlivesTheProcessThatLaunchedIt) {
     ::setpgid(0, 0);
     ::close(ready[0]);
     LocalFleet fleet(Options(), *store_);
-    const char ok = fleet.Submit(r).ok ? 'y' : 'n';
+    const char ok = fleet.Submit(r).status.ok() ? 'y' : 'n';
     if (::write(ready[1], &ok, 1) != 1) ::_exit(2);
     ::pause();
     ::_exit(0);
