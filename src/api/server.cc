@@ -20,6 +20,7 @@
 #include "starforge/api/routes.h"
 #include "starforge/capsule/capsule.h"
 #include "starforge/capsule/extract.h"
+#include "starforge/common/reasons.h"
 #include "starforge/common/yaml_json.h"
 #include "starforge/jobspec/parse.h"
 
@@ -573,7 +574,7 @@ struct Server::Impl {
       for (const auto& [k, f] : fleets)
         if (f) kinds.push_back(k);
       throw ApiError{422,
-                     "Rejected",
+                     reasons::kRejected,
                      "fleet \"" + spec.fleet + "\" is not available on this server; configured: " +
                          (kinds.empty() ? std::string("none") : Join(kinds, ", ")),
                      "fleet",
@@ -581,7 +582,7 @@ struct Server::Impl {
     }
     fleet::Admission admission = fleet->second->Admit(spec);
     if (!admission.possible)
-      throw ApiError{422, "Rejected", admission.message, admission.field, {}};
+      throw ApiError{422, reasons::kRejected, admission.message, admission.field, {}};
 
     // The archive is durable under its final name before the job row that points to it exists.
     const std::string id = store::NewJobId();

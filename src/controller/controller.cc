@@ -276,14 +276,15 @@ class Reconciler {
                     "the stored JobSpec is not valid: " + error);
     }
     const fleet::SubmitResult r = fleet_->Submit(Request(job, *spec));
-    if (!r.ok) {
+    if (!r.status.ok()) {
       ++metrics_.fleet_errors;
-      const std::string reason = r.reason.empty() ? reasons::kSubmissionFailed : r.reason;
-      if (r.retryable) {
-        store_.RecordEvent(job.id, "Warning", reason, r.message, FleetSource());
-        return Retry(r.message);
+      const Status& s = r.status;
+      const std::string reason = s.reason().empty() ? reasons::kSubmissionFailed : s.reason();
+      if (s.retryable()) {
+        store_.RecordEvent(job.id, "Warning", reason, s.message(), FleetSource());
+        return Retry(s.message());
       }
-      return Finish(job, Phase::kFailed, reason, r.message);
+      return Finish(job, Phase::kFailed, reason, s.message());
     }
     Failpoint("submitted");
     const std::string handle = r.handle;
@@ -326,10 +327,12 @@ class Reconciler {
   }
 
   Outcome CancelOnFleet(const Job& job, int64_t since_ms) {
-    const std::string err = fleet_->Cancel(job.id, job.fleet_handle, since_ms);
-    if (!err.empty()) {
+    const Status s = fleet_->Cancel(job.id, job.fleet_handle, since_ms);
+    if (!s.ok()) {
       ++metrics_.fleet_errors;
-      return Retry("cancel: " + err);
+      if (s.retryable()) return Retry("cancel: " + s.message());
+      // Trying again will not stop it: say so, and let the deadlines and cleanup go on.
+      store_.RecordEvent(job.id, "Warning", reasons::kCancelFailed, s.message(), kSource);
     }
     return Now();
   }
@@ -405,17 +408,18 @@ class Reconciler {
     auto spec = Spec(job, &error);
     if (!spec) return Retry("the stored JobSpec is not valid: " + error);
     const fleet::SubmitResult r = fleet_->Submit(Request(job, *spec));
-    if (!r.ok) {
+    if (!r.status.ok()) {
       ++metrics_.fleet_errors;
-      if (r.retryable) return Retry(r.message);
-      return Finish(job, Phase::kFailed, r.reason.empty() ? reasons::kSubmissionFailed : r.reason,
-                    r.message);
+      const Status& s = r.status;
+      if (s.retryable()) return Retry(s.message());
+      return Finish(job, Phase::kFailed,
+                    s.reason().empty() ? reasons::kSubmissionFailed : s.reason(), s.message());
     }
     if (r.handle != job.fleet_handle) {
       const std::string handle = r.handle;
       store_.UpdateJob(job.id, [&](Job& j) { j.fleet_handle = handle; });
     }
-    store_.RecordEvent(job.id, "Normal", "Resubmitted",
+    store_.RecordEvent(job.id, "Normal", reasons::kResubmitted,
                        "the fleet had no record of the pending job: submitted again", kSource);
     return After(options_.resync);
   }
@@ -481,21 +485,23 @@ class Reconciler {
       const fs::path logs = options_.storage_root / "jobs" / job.id / "logs";
       std::error_code ec;
       fs::create_directories(logs, ec);
-      const std::string err = fleet_->CollectLogs(job.id, job.fleet_handle, logs);
-      if (!err.empty()) {
+      const Status s = fleet_->CollectLogs(job.id, job.fleet_handle, logs);
+      if (!s.ok()) {
         ++metrics_.fleet_errors;
-        store_.RecordEvent(job.id, "Warning", "LogCollectionFailed", err, kSource);
-        return Retry("collect logs: " + err);
+        store_.RecordEvent(job.id, "Warning", reasons::kLogCollectionFailed, s.message(), kSource);
+        // A permanent fault: what could not be archived stays missing; cleanup goes on.
+        if (s.retryable()) return Retry("collect logs: " + s.message());
       }
       store_.UpdateJob(job.id, [](Job& j) { j.logs_archived = true; });
       Failpoint("logs-archived");
     }
     if (!job.released) {
-      const std::string err = fleet_->Release(job.id, job.fleet_handle);
-      if (!err.empty()) {
+      const Status s = fleet_->Release(job.id, job.fleet_handle);
+      if (!s.ok()) {
         ++metrics_.fleet_errors;
-        store_.RecordEvent(job.id, "Warning", "ReleaseFailed", err, kSource);
-        return Retry("release: " + err);
+        store_.RecordEvent(job.id, "Warning", reasons::kReleaseFailed, s.message(), kSource);
+        // A permanent fault needs a person (the event says what): retrying will not help.
+        if (s.retryable()) return Retry("release: " + s.message());
       }
       store_.UpdateJob(job.id, [](Job& j) { j.released = true; });
     }

@@ -20,4 +20,8 @@ std::string_view ToString(State state) {
   return "Unknown";
 }
 
+Status RetryableUnlessEmpty(const char* reason, std::string error) {
+  return error.empty() ? Status::Ok() : Status::Retryable(reason, std::move(error));
+}
+
 }  // namespace starforge::fleet

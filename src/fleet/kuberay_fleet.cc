@@ -38,8 +38,6 @@ using kuberay::json_fields::Name;
 using kuberay::json_fields::Str;
 using nlohmann::json;
 
-// Labels and names the operator and Kubernetes set (FACTS §3.1) that are not in constants.h.
-constexpr const char* kLabelOriginatedFrom = "ray.io/originated-from-cr-name";
 constexpr const char* kFieldManager = "starforge";
 // After this many failed CollectLogs calls for one job, what could not be read is recorded in
 // collect-errors.txt and archiving ends (the RayJob's TTL frees the cluster regardless).
@@ -253,7 +251,7 @@ struct KubeRayFleet::Impl {
     rayjobs = informer(res::kRayJobs, ns, ours, true);
     // RayClusters inherit the RayJob's labels (FACTS §3.1).
     rayclusters = informer(res::kRayClusters, ns, ours, true);
-    jobs = informer(res::kJobs, ns, std::string(kLabelOriginatedFrom), true);
+    jobs = informer(res::kJobs, ns, std::string(kuberay::kLabelOriginatedFrom), true);
     pods = informer(res::kPods, ns, "", true);
     events = informer(res::kEvents, ns, "", true);
     nodes = informer(res::kNodes, "", "", false);
@@ -279,8 +277,8 @@ struct KubeRayFleet::Impl {
     if (involved.is_object()) {
       const std::string kind = Str(involved, "kind");
       const std::string name = Str(involved, "name");
-      if (kind == "RayJob" || kind == "Job") return JobIdOfRayJob(name);
-      if (kind == "RayCluster") {
+      if (kind == kuberay::kRayJobKind || kind == res::kJobs.kind) return JobIdOfRayJob(name);
+      if (kind == kuberay::kRayClusterKind) {
         if (auto c = rayclusters->Get(Key(name))) return Label(*c, kuberay::kLabelJobId);
       }
       if (kind == "Pod") {
@@ -413,8 +411,8 @@ struct KubeRayFleet::Impl {
     // Pods already gone still explain what happened: their names are <cluster>-… and
     // <rayjob>-<5 chars> (the submitter Job's pods).
     auto ours = [&](const std::string& kind, const std::string& obj) {
-      if (kind == "RayJob" || kind == "Job") return obj == name;
-      if (kind == "RayCluster") return !cluster.empty() && obj == cluster;
+      if (kind == kuberay::kRayJobKind || kind == res::kJobs.kind) return obj == name;
+      if (kind == kuberay::kRayClusterKind) return !cluster.empty() && obj == cluster;
       if (kind != "Pod") return false;
       if (pod_names.count(obj)) return true;
       if (!cluster.empty() && obj.rfind(cluster + "-", 0) == 0) return true;
@@ -545,13 +543,11 @@ struct KubeRayFleet::Impl {
 
   SubmitResult Submit(const SubmitRequest& request) {
     const std::string name = kuberay::RayJobName(request.job_id);
-    auto fail = [&](std::string reason, std::string message, bool retryable) {
-      SubmitResult r;
-      r.ok = false;
-      r.reason = std::move(reason);
-      r.message = RedactUrlQueries(std::move(message));
-      r.retryable = retryable;
-      return r;
+    auto fail = [&](const char* reason, std::string message, bool retryable) {
+      message = RedactUrlQueries(std::move(message));
+      return SubmitResult{retryable ? Status::Retryable(reason, std::move(message))
+                                    : Status::Permanent(reason, std::move(message)),
+                          ""};
     };
     // The URL must outlive the wait for resources and the run: Ray downloads the working_dir on
     // each node when the job starts there.
@@ -563,12 +559,12 @@ struct KubeRayFleet::Impl {
     expiry = std::clamp<int64_t>(expiry, 1, objstore::kMaxPresignSeconds);
     auto url = objects.PresignGet(request.capsule_key, expiry, std::time(nullptr));
     if (!url) {
-      return fail("SubmissionFailed", "cannot make a URL for the capsule: " + url.error().message,
-                  false);
+      return fail(reasons::kSubmissionFailed,
+                  "cannot make a URL for the capsule: " + url.error().message, false);
     }
     const kuberay::RenderResult rendered =
         kuberay::Render(spec, request.job_id, {url.value(), request.capsule_sha256}, o.config);
-    if (!rendered.ok()) return fail("Rejected", JoinErrors(rendered.errors), false);
+    if (!rendered.ok()) return fail(reasons::kRejected, JoinErrors(rendered.errors), false);
 
     kube::WriteOptions wo;
     wo.field_manager = kFieldManager;
@@ -580,19 +576,19 @@ struct KubeRayFleet::Impl {
     } catch (const kube::ApiError& e) {
       if (kube::IsAlreadyExists(e)) return Existing(request.job_id, name);
       const std::string what = "creating RayJob " + ns + "/" + name + ": " + Describe(e);
-      if (Transient(e)) return fail("SubmissionFailed", what, true);
+      if (Transient(e)) return fail(reasons::kSubmissionFailed, what, true);
       if (kube::IsNotFound(e)) {
-        return fail("SubmissionFailed",
+        return fail(reasons::kSubmissionFailed,
                     what +
                         " (create the namespace, or set FORGE_K8S_NAMESPACE to one that "
                         "exists)",
                     false);
       }
       if (e.reason() == kube::Reason::kForbidden || e.reason() == kube::Reason::kUnauthorized) {
-        return fail("SubmissionFailed",
+        return fail(reasons::kSubmissionFailed,
                     what + " (StarForge's service account needs the rules in deploy/)", false);
       }
-      return fail("SubmissionFailed", what, false);
+      return fail(reasons::kSubmissionFailed, what, false);
     }
   }
 
@@ -606,18 +602,18 @@ struct KubeRayFleet::Impl {
         r.handle = name;
         return r;
       }
-      r.ok = false;
-      r.reason = "SubmissionFailed";
-      r.message = "RayJob " + ns + "/" + name + " already exists and is not this job's (" +
-                  (owner.empty() ? std::string("it has no ") + kuberay::kLabelJobId + " label"
-                                 : std::string(kuberay::kLabelJobId) + "=" + owner) +
-                  "); delete it or use another FORGE_K8S_NAMESPACE";
+      r.status = Status::Permanent(
+          reasons::kSubmissionFailed,
+          "RayJob " + ns + "/" + name + " already exists and is not this job's (" +
+              (owner.empty() ? std::string("it has no ") + kuberay::kLabelJobId + " label"
+                             : std::string(kuberay::kLabelJobId) + "=" + owner) +
+              "); delete it or use another FORGE_K8S_NAMESPACE");
       return r;
     } catch (const kube::ApiError& e) {
-      r.ok = false;
-      r.reason = "SubmissionFailed";
-      r.retryable = true;  // it existed a moment ago: deleted meanwhile, or a transient error
-      r.message = "RayJob " + ns + "/" + name + " exists but cannot be read: " + Describe(e);
+      // It existed a moment ago: deleted meanwhile, or a transient error.
+      r.status = Status::Retryable(
+          reasons::kSubmissionFailed,
+          "RayJob " + ns + "/" + name + " exists but cannot be read: " + Describe(e));
       return r;
     }
   }
@@ -641,7 +637,7 @@ struct KubeRayFleet::Impl {
         obs.message = "cancelled: StarForge deleted RayJob " + ns + "/" + name;
       } else {
         obs.state = State::kFailed;
-        obs.reason = "RayJobDeleted";
+        obs.reason = reasons::kRayJobDeleted;
         obs.message =
             "RayJob " + ns + "/" + name + " " + how + " outside StarForge before the job ended";
       }
@@ -676,18 +672,15 @@ struct KubeRayFleet::Impl {
         obs.state = State::kFailed;
         obs.exit_code = sv.exit_code;
         obs.message = RedactUrlQueries(OneLine(sv.message));
-        if (sv.reason == "ValidationFailed") {
-          obs.reason = "Rejected";
-          if (obs.message.empty()) obs.message = "the KubeRay operator refused the RayJob";
-        } else {
-          obs.reason = sv.reason.empty() ? "Failed" : sv.reason;
-        }
+        obs.reason = kuberay::JobReason(sv);
+        if (obs.message.empty() && obs.reason == reasons::kRejected)
+          obs.message = "the KubeRay operator refused the RayJob";
         if (cancelled) obs.state = State::kCancelled;
         break;
       case RayJobState::kStopped:
         obs.state = State::kCancelled;
         if (!cancelled) {
-          obs.reason = "RayJobStopped";
+          obs.reason = reasons::kRayJobStopped;
           obs.message = "the Ray job was stopped outside StarForge (e.g. `ray job stop`)";
         }
         break;
@@ -728,15 +721,16 @@ struct KubeRayFleet::Impl {
     // Ray's own record of the job, through the API server's service proxy while the head
     // exists: the RayJob's service first (it follows the current cluster), then the cluster's.
     if (rj && !sv.job_id.empty()) {
-      std::vector<std::string> services = {name + "-head-svc"};
-      if (!sv.ray_cluster_name.empty()) services.push_back(sv.ray_cluster_name + "-head-svc");
+      std::vector<std::string> services = {name + kuberay::kHeadServiceSuffix};
+      if (!sv.ray_cluster_name.empty())
+        services.push_back(sv.ray_cluster_name + kuberay::kHeadServiceSuffix);
       const size_t problems_before = problems.size();
       bool saved = false;
       for (const auto& svc : services) {
         kube::ProxyRequest pr;
         pr.ns = ns;
         pr.service = svc;
-        pr.port = "dashboard";
+        pr.port = kuberay::kDashboardPortName;
         pr.path = "api/jobs/" + sv.job_id + "/logs";
         try {
           const kube::ProxyResponse resp = client.ServiceProxy(pr);
@@ -864,7 +858,7 @@ struct KubeRayFleet::Impl {
     d.propagation_policy = "Background";
     try {
       const json r = client.Delete(res::kRayJobs, ns, name, d);
-      if (Str(r, "kind") == "RayJob" && Deleting(r)) {
+      if (Str(r, "kind") == kuberay::kRayJobKind && Deleting(r)) {
         std::lock_guard lock(mu);
         delete_accepted.insert(job_id);
         return waiting(r);
@@ -1032,18 +1026,19 @@ Observation KubeRayFleet::Observe(const std::string& job_id, const std::string& 
   return impl_->Observe(job_id, handle);
 }
 
-std::string KubeRayFleet::Cancel(const std::string& job_id, const std::string& handle,
-                                 int64_t /*since_ms*/) {
-  return impl_->Cancel(job_id, handle);
+Status KubeRayFleet::Cancel(const std::string& job_id, const std::string& handle,
+                            int64_t /*since_ms*/) {
+  return RetryableUnlessEmpty(reasons::kCancelFailed, impl_->Cancel(job_id, handle));
 }
 
-std::string KubeRayFleet::CollectLogs(const std::string& job_id, const std::string& handle,
-                                      const std::filesystem::path& logs_dir) {
-  return impl_->CollectLogs(job_id, handle, logs_dir);
+Status KubeRayFleet::CollectLogs(const std::string& job_id, const std::string& handle,
+                                 const std::filesystem::path& logs_dir) {
+  return RetryableUnlessEmpty(reasons::kLogCollectionFailed,
+                              impl_->CollectLogs(job_id, handle, logs_dir));
 }
 
-std::string KubeRayFleet::Release(const std::string& job_id, const std::string& handle) {
-  return impl_->Release(job_id, handle);
+Status KubeRayFleet::Release(const std::string& job_id, const std::string& handle) {
+  return RetryableUnlessEmpty(reasons::kReleaseFailed, impl_->Release(job_id, handle));
 }
 
 nlohmann::json KubeRayFleet::Capacity() {

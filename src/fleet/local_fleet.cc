@@ -118,14 +118,14 @@ std::string Seconds(int64_t ms) {
 std::string RunnerReason(int64_t code) {
   switch (code) {
     case 65:
-      return "CapsuleVerificationFailed";
+      return reasons::kCapsuleVerificationFailed;
     case 78:
-      return "InvalidJob";
+      return reasons::kInvalidJob;
     case 126:
     case 127:
-      return "EntrypointNotRunnable";
+      return reasons::kEntrypointNotRunnable;
     default:
-      return "AppFailed";
+      return reasons::kAppFailed;
   }
 }
 
@@ -326,7 +326,7 @@ struct LocalFleet::Impl {
         }
       }
       if (!out.ok && !out.retryable && !out.cancelled) {
-        nlohmann::json failed = {{"reason", "SubmissionFailed"}, {"message", out.message}};
+        nlohmann::json failed = {{"reason", reasons::kSubmissionFailed}, {"message", out.message}};
         WriteFileAtomic(Paths(w.job_id).failed, failed.dump() + "\n");
       }
       outcomes[w.job_id] = out;
@@ -559,13 +559,13 @@ struct LocalFleet::Impl {
       o.exit_code = static_cast<int>(code);
       if (state == "succeeded") {
         o.state = State::kSucceeded;
-        o.reason = "Completed";
+        o.reason = reasons::kCompleted;
         o.message = "the entrypoint exited with code 0";
         return o;
       }
       const std::string error = JsonString(*status, "error");
       o.state = State::kFailed;
-      o.reason = error.empty() ? "AppFailed" : RunnerReason(code);
+      o.reason = error.empty() ? reasons::kAppFailed : RunnerReason(code);
       o.message = error.empty() ? fmt::format("the entrypoint exited with code {}", code) : error;
       event("Warning", o.reason, o.message);
       return o;
@@ -584,7 +584,7 @@ struct LocalFleet::Impl {
         return cancelled("cancelled: the job ended on " + signal);
       }
       o.state = State::kFailed;
-      o.reason = "Signalled";
+      o.reason = reasons::kSignalled;
       o.message = "killed by " + signal;
       event("Warning", o.reason, o.message);
       return o;
@@ -593,7 +593,7 @@ struct LocalFleet::Impl {
     if (cancel_sent)
       return cancelled("cancelled: the runner was killed with SIGKILL after the grace period");
     o.state = State::kFailed;
-    o.reason = "RunnerLost";
+    o.reason = reasons::kRunnerLost;
     std::string tail;
     for (const std::string& line : local::TailLines(p.runner_log, 5)) {
       tail += (tail.empty() ? "" : " | ") + line.substr(0, 300);
@@ -685,12 +685,12 @@ struct LocalFleet::Impl {
     o.state = State::kPending;
     for (size_t i = 0; i < queue.size(); ++i) {
       if (queue[i].job_id != id) continue;
-      o.reason = "WaitingForResources";
+      o.reason = reasons::kWaitingForResources;
       o.message = WaitingMessage(i);
       return o;
     }
     if (launching.count(id)) {
-      o.reason = "Starting";
+      o.reason = reasons::kStarting;
       o.message = "unpacking the capsule and starting the runner";
       return o;
     }
@@ -745,16 +745,17 @@ SubmitResult LocalFleet::Submit(const SubmitRequest& request) {
   SubmitResult result;
   const std::string& id = request.job_id;
   if (!SafeJobId(id)) {
-    return {false, "", "SubmissionFailed", "\"" + id + "\" is not a valid job id", false};
+    return {Status::Permanent(reasons::kSubmissionFailed, "\"" + id + "\" is not a valid job id"),
+            ""};
   }
   const JobPaths p = impl_->Paths(id);
   result.handle = Handle(id);
   if (fs::exists(p.launch)) return result;  // launched before (running or ended)
   if (const auto failed = local::ReadJson(p.failed)) {
-    return {false, "", JsonString(*failed, "reason"), JsonString(*failed, "message"), false};
+    return {Status::Permanent(JsonString(*failed, "reason"), JsonString(*failed, "message")), ""};
   }
   const Admission admission = impl_->Admit(request.spec);
-  if (!admission.possible) return {false, "", "Rejected", admission.message, false};
+  if (!admission.possible) return {Status::Permanent(reasons::kRejected, admission.message), ""};
 
   Impl::Waiting w;
   w.job_id = id;
@@ -768,8 +769,9 @@ SubmitResult LocalFleet::Submit(const SubmitRequest& request) {
     std::error_code ec;
     fs::create_directories(p.fleet_dir, ec);
     if (ec) {
-      return {false, "", "SubmissionFailed",
-              "cannot create " + p.fleet_dir.string() + ": " + ec.message(), true};
+      return {Status::Retryable(reasons::kSubmissionFailed,
+                                "cannot create " + p.fleet_dir.string() + ": " + ec.message()),
+              ""};
     }
     // The queue entry survives a restart of the server (Adopt reads it back).
     if (!fs::exists(p.request)) {
@@ -780,7 +782,7 @@ SubmitResult LocalFleet::Submit(const SubmitRequest& request) {
                             {"cpus", w.need.cpus},
                             {"gpus", w.need.gpus}};
       if (std::string err = WriteFileAtomic(p.request, doc.dump(2) + "\n"); !err.empty())
-        return {false, "", "SubmissionFailed", err, true};
+        return {Status::Retryable(reasons::kSubmissionFailed, err), ""};
     }
     // A runner holds the lock but has not recorded its launch yet: it is launched.
     if (local::ProbeLock(p.lock) == LockState::kHeld) {
@@ -792,7 +794,10 @@ SubmitResult LocalFleet::Submit(const SubmitRequest& request) {
   const auto outcomes = impl_->StartQueued(id);
   auto it = outcomes.find(id);
   if (it != outcomes.end() && !it->second.ok && !it->second.cancelled) {
-    return {false, "", "SubmissionFailed", it->second.message, it->second.retryable};
+    return {it->second.retryable
+                ? Status::Retryable(reasons::kSubmissionFailed, it->second.message)
+                : Status::Permanent(reasons::kSubmissionFailed, it->second.message),
+            ""};
   }
   return result;  // started, or waiting for resources
 }
@@ -828,9 +833,9 @@ Observation LocalFleet::Observe(const std::string& job_id, const std::string& /*
   return o;
 }
 
-std::string LocalFleet::Cancel(const std::string& job_id, const std::string& /*handle*/,
-                               int64_t since_ms) {
-  if (!SafeJobId(job_id)) return "";
+Status LocalFleet::Cancel(const std::string& job_id, const std::string& /*handle*/,
+                          int64_t since_ms) {
+  if (!SafeJobId(job_id)) return Status::Ok();
   const JobPaths p = impl_->Paths(job_id);
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
@@ -841,39 +846,43 @@ std::string LocalFleet::Cancel(const std::string& job_id, const std::string& /*h
       // (or, if the runner is already started, the next Cancel signals it).
       if (fs::exists(p.cancel)) {
         if (it != impl_->queue.end()) impl_->queue.erase(it);
-        return "";
+        return Status::Ok();
       }
       std::string err = impl_->RecordCancel(p, {{"requestedAt", NowMs()}});
       if (err.empty() && it != impl_->queue.end()) impl_->queue.erase(it);
-      return err;
+      return RetryableUnlessEmpty(reasons::kCancelFailed, err);
     }
     if (local::ProbeLock(p.lock) != LockState::kHeld && impl_->WaitingFromRequest(job_id)) {
       // Submitted but not queued here (an interrupted launch): make sure it never starts.
-      return impl_->RecordCancel(p, {{"requestedAt", NowMs()}});
+      return RetryableUnlessEmpty(reasons::kCancelFailed,
+                                  impl_->RecordCancel(p, {{"requestedAt", NowMs()}}));
     }
-    return impl_->CancelRunning(job_id, since_ms);
+    return RetryableUnlessEmpty(reasons::kCancelFailed, impl_->CancelRunning(job_id, since_ms));
   }
 }
 
-std::string LocalFleet::CollectLogs(const std::string& /*job_id*/, const std::string& /*handle*/,
-                                    const fs::path& logs_dir) {
+Status LocalFleet::CollectLogs(const std::string& /*job_id*/, const std::string& /*handle*/,
+                               const fs::path& logs_dir) {
   // The runner writes driver.log into logs_dir itself: nothing to copy.
   std::error_code ec;
   fs::create_directories(logs_dir, ec);
-  return ec ? "cannot create " + logs_dir.string() + ": " + ec.message() : "";
+  return RetryableUnlessEmpty(reasons::kLogCollectionFailed,
+                              ec ? "cannot create " + logs_dir.string() + ": " + ec.message() : "");
 }
 
-std::string LocalFleet::Release(const std::string& job_id, const std::string& /*handle*/) {
-  if (!SafeJobId(job_id)) return "";
+Status LocalFleet::Release(const std::string& job_id, const std::string& /*handle*/) {
+  if (!SafeJobId(job_id)) return Status::Ok();
   const JobPaths p = impl_->Paths(job_id);
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
-    if (impl_->launching.count(job_id)) return "the job is being started; try again";
+    if (impl_->launching.count(job_id))
+      return RetryableUnlessEmpty(reasons::kReleaseFailed, "the job is being started; try again");
     std::erase_if(impl_->queue, [&](const Impl::Waiting& q) { return q.job_id == job_id; });
     if (local::ProbeLock(p.lock) == LockState::kHeld) {
       // Released while running (e.g. past a deadline): stop it first.
       impl_->CancelRunning(job_id, impl_->options.cancel_grace_ms);
-      return "the job's runner is still running; sent it SIGKILL";
+      return RetryableUnlessEmpty(reasons::kReleaseFailed,
+                                  "the job's runner is still running; sent it SIGKILL");
     }
     impl_->held.erase(job_id);
   }
@@ -883,14 +892,20 @@ std::string LocalFleet::Release(const std::string& job_id, const std::string& /*
   }
   std::error_code ec;
   fs::remove_all(p.capsule_dir, ec);
-  if (ec) return "cannot remove " + p.capsule_dir.string() + ": " + ec.message();
+  if (ec)
+    return RetryableUnlessEmpty(reasons::kReleaseFailed,
+                                "cannot remove " + p.capsule_dir.string() + ": " + ec.message());
   fs::remove(p.capsule_zip, ec);
-  if (ec) return "cannot remove " + p.capsule_zip.string() + ": " + ec.message();
+  if (ec)
+    return RetryableUnlessEmpty(reasons::kReleaseFailed,
+                                "cannot remove " + p.capsule_zip.string() + ": " + ec.message());
   // A released job never re-enters the queue after a restart.
   fs::remove(p.request, ec);
-  if (ec) return "cannot remove " + p.request.string() + ": " + ec.message();
+  if (ec)
+    return RetryableUnlessEmpty(reasons::kReleaseFailed,
+                                "cannot remove " + p.request.string() + ": " + ec.message());
   impl_->StartQueued();
-  return "";
+  return Status::Ok();
 }
 
 nlohmann::json LocalFleet::Capacity() {

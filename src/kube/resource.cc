@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include "starforge/kuberay/constants.h"
+
 namespace starforge::kube {
 
 std::string ResourceRef::Prefix() const {
@@ -43,8 +45,11 @@ const ResourceRef kSecrets{"", "v1", "secrets", true, "Secret"};
 const ResourceRef kPersistentVolumeClaims{"", "v1", "persistentvolumeclaims", true,
                                           "PersistentVolumeClaim"};
 const ResourceRef kJobs{"batch", "v1", "jobs", true, "Job"};
-const ResourceRef kRayJobs{"ray.io", "v1", "rayjobs", true, "RayJob"};
-const ResourceRef kRayClusters{"ray.io", "v1", "rayclusters", true, "RayCluster"};
+// KubeRay's kinds, named once in kuberay/constants.h.
+const ResourceRef kRayJobs{kuberay::kRayApiGroup, kuberay::kRayVersion, "rayjobs", true,
+                           kuberay::kRayJobKind};
+const ResourceRef kRayClusters{kuberay::kRayApiGroup, kuberay::kRayVersion, "rayclusters", true,
+                               kuberay::kRayClusterKind};
 }  // namespace resources
 
 namespace {

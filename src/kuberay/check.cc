@@ -94,7 +94,7 @@ void CheckHeadPorts(const json& head, FieldErrors* errors) {
   const json* ports = Find((*containers)[0], "ports");
   if (ports == nullptr || !ports->is_array() || ports->empty()) return;
   for (const auto& p : *ports) {
-    if (const json* name = Find(p, "name"); name != nullptr && *name == "dashboard") return;
+    if (const json* name = Find(p, "name"); name != nullptr && *name == kDashboardPortName) return;
   }
   // Not a validation error in the operator: the RayJob silently never leaves Initializing
   // ("dashboard port is not found", FACTS §3.2), which is worse.

@@ -7,6 +7,7 @@
 #include <set>
 #include <tuple>
 
+#include "starforge/common/reasons.h"
 #include "starforge/kuberay/capacity.h"
 #include "starforge/kuberay/constants.h"
 #include "starforge/kuberay/json_fields.h"
@@ -194,7 +195,7 @@ void ImagePull(Ctx& ctx, const json& pod, const json& status, bool init) {
   const std::string pod_name = Name(pod);
   const json& waiting = Field(Field(status, "state"), "waiting");
   const std::string detail = PullDetail(ctx, pod_name, waiting);
-  ctx.Add(kImagePull, "ImagePullFailed",
+  ctx.Add(kImagePull, reasons::kImagePullFailed,
           "image \"" + ContainerImage(pod, status, init) + "\" of pod " + pod_name +
               " (container " + Str(status, "name") + ") cannot be pulled: " +
               Str(waiting, "reason") + (detail.empty() ? "" : ": " + detail) +
@@ -244,7 +245,7 @@ void ScanInitContainers(Ctx& ctx, const json& pod) {
       continue;
     }
     if (wreason == "CreateContainerConfigError") {
-      ctx.Add(kContainerConfig, "ContainerConfigError",
+      ctx.Add(kContainerConfig, reasons::kContainerConfigError,
               "init container " + name + " of pod " + pod_name +
                   " cannot be configured: " + Str(waiting, "message"));
       continue;
@@ -255,11 +256,11 @@ void ScanInitContainers(Ctx& ctx, const json& pod) {
     std::string tail = log == ctx.in.init_logs.end() ? "" : LogTail(log->second, 3);
     if (tail.empty()) tail = OneLine(exit->message);
     if (name == kFetchContainerName) {
-      ctx.Add(kCapsuleFetch, "CapsuleFetchFailed",
+      ctx.Add(kCapsuleFetch, reasons::kCapsuleFetchFailed,
               "init container " + name + " of pod " + pod_name + " could not fetch the capsule (" +
                   ExitText(*exit) + "): " + (tail.empty() ? "its log is not available" : tail));
     } else {
-      ctx.Add(kInitContainer, "InitContainerFailed",
+      ctx.Add(kInitContainer, reasons::kInitContainerFailed,
               "init container " + name + " of pod " + pod_name + " failed (" + ExitText(*exit) +
                   ")" + (tail.empty() ? "" : ": " + tail));
     }
@@ -275,20 +276,20 @@ void ScanContainers(Ctx& ctx, const json& pod, bool submitter) {
     if (PullReasons().count(wreason) != 0) {
       ImagePull(ctx, pod, s, /*init=*/false);
     } else if (wreason == "CreateContainerConfigError") {
-      ctx.Add(kContainerConfig, "ContainerConfigError",
+      ctx.Add(kContainerConfig, reasons::kContainerConfigError,
               "container " + name + " of pod " + pod_name +
                   " cannot be configured: " + Str(waiting, "message"));
     } else if (wreason == "CreateContainerError" || wreason == "RunContainerError") {
-      ctx.Add(kContainerFailed, "ContainerFailed",
+      ctx.Add(kContainerFailed, reasons::kContainerFailed,
               "container " + name + " of pod " + pod_name + " cannot start: " + wreason + ": " +
                   Str(waiting, "message"));
     } else if (auto exit = FailedExit(s, /*sticky=*/false)) {
       if (submitter) {
-        ctx.Add(kSubmitterFailed, "SubmitterFailed",
+        ctx.Add(kSubmitterFailed, reasons::kSubmitterFailed,
                 "the submitter pod " + pod_name + " failed (" + ExitText(*exit) +
                     "); see its log (`kubectl logs -n " + Namespace(pod) + " " + pod_name + "`)");
       } else {
-        ctx.Add(kContainerFailed, "ContainerFailed",
+        ctx.Add(kContainerFailed, reasons::kContainerFailed,
                 "container " + name + " of pod " + pod_name + " keeps failing (" + ExitText(*exit) +
                     (wreason == "CrashLoopBackOff" ? ", CrashLoopBackOff" : "") + ")" +
                     (exit->message.empty() ? "" : ": " + exit->message));
@@ -317,14 +318,14 @@ void ScanVolumes(Ctx& ctx, const json& pod, const std::string& scheduler_message
   const std::string pod_name = Name(pod);
   if (Contains(scheduler_message, "persistentvolumeclaim \"") &&
       Contains(scheduler_message, "not found")) {
-    ctx.Add(kVolumeMount, "VolumeMountFailed",
+    ctx.Add(kVolumeMount, reasons::kVolumeMountFailed,
             "pod " + pod_name + " cannot be scheduled: " + scheduler_message +
                 " Create the PVC in namespace " + Namespace(pod) +
                 ", or fix FORGE_K8S_STORAGE_PVC / FORGE_K8S_CORPUS_PVC");
     return;
   }
   if (Contains(scheduler_message, "unbound immediate PersistentVolumeClaims")) {
-    ctx.Add(kVolumeMount, "VolumeMountFailed",
+    ctx.Add(kVolumeMount, reasons::kVolumeMountFailed,
             "pod " + pod_name + " cannot be scheduled: " + scheduler_message +
                 " Check the PVC's status and its StorageClass (kubectl describe pvc -n " +
                 Namespace(pod) + ")");
@@ -341,7 +342,7 @@ void ScanVolumes(Ctx& ctx, const json& pod, const std::string& scheduler_message
   }
   const std::string& msg = specific.empty() ? summary : specific;
   if (!msg.empty()) {
-    ctx.Add(kVolumeMount, "VolumeMountFailed",
+    ctx.Add(kVolumeMount, reasons::kVolumeMountFailed,
             "pod " + pod_name + " cannot mount its volumes: " + msg);
   }
 }
@@ -359,7 +360,7 @@ void ScanPodEvents(Ctx& ctx, const json& pod) {
   if (!pull_in_status) {
     for (const DiagnosisEvent* e : ctx.EventsFor("Pod/" + pod_name, "Failed")) {
       if (StartsWith(e->message, "Failed to pull image ")) {
-        ctx.Add(kImagePull, "ImagePullFailed",
+        ctx.Add(kImagePull, reasons::kImagePullFailed,
                 "pod " + pod_name + ": " + e->message +
                     "; check the image name and tag, and that the cluster may pull it (registry "
                     "access, imagePullSecrets)");
@@ -369,7 +370,7 @@ void ScanPodEvents(Ctx& ctx, const json& pod) {
   }
   auto sandbox = ctx.EventsFor("Pod/" + pod_name, "FailedCreatePodSandBox");
   if (!sandbox.empty()) {
-    ctx.Add(kPodFailed, "PodFailed", "pod " + pod_name + ": " + sandbox.back()->message);
+    ctx.Add(kPodFailed, reasons::kPodFailed, "pod " + pod_name + ": " + sandbox.back()->message);
   }
 }
 
@@ -381,7 +382,7 @@ void ScanPod(Ctx& ctx, const json& pod, bool submitter) {
   ScanPodEvents(ctx, pod);
   const json& status = Field(pod, "status");
   if (Str(status, "phase") == "Failed" && !submitter) {
-    ctx.Add(kPodFailed, "PodFailed",
+    ctx.Add(kPodFailed, reasons::kPodFailed,
             "pod " + Name(pod) + " failed" +
                 (Str(status, "reason").empty() ? "" : ": " + Str(status, "reason")) +
                 (Str(status, "message").empty() ? "" : ": " + Str(status, "message")));
@@ -421,10 +422,10 @@ void ScanCreation(Ctx& ctx) {
       condition = true;
       const std::string msg = Str(c, "message");
       if (Contains(msg, "exceeded quota")) {
-        ctx.Add(kQuota, "QuotaExceeded", QuotaMessage(ns, msg));
+        ctx.Add(kQuota, reasons::kQuotaExceeded, QuotaMessage(ns, msg));
       } else {
         ctx.Add(
-            kCreateFailed, "PodCreationFailed",
+            kCreateFailed, reasons::kPodCreationFailed,
             "RayCluster " + cluster + " cannot create its pods: " + Str(c, "reason") + ": " + msg);
       }
     }
@@ -435,9 +436,9 @@ void ScanCreation(Ctx& ctx) {
         if (events.empty()) continue;
         const std::string& msg = events.back()->message;
         if (Contains(msg, "exceeded quota")) {
-          ctx.Add(kQuota, "QuotaExceeded", QuotaMessage(ns, msg));
+          ctx.Add(kQuota, reasons::kQuotaExceeded, QuotaMessage(ns, msg));
         } else {
-          ctx.Add(kCreateFailed, "PodCreationFailed", "RayCluster " + cluster + ": " + msg);
+          ctx.Add(kCreateFailed, reasons::kPodCreationFailed, "RayCluster " + cluster + ": " + msg);
         }
       }
     }
@@ -446,7 +447,7 @@ void ScanCreation(Ctx& ctx) {
   if (!in.raycluster.is_object()) {
     auto events = ctx.EventsFor(rayjob, "FailedToCreateRayCluster");
     if (!events.empty()) {
-      ctx.Add(kCreateFailed, "ClusterCreationFailed", events.back()->message);
+      ctx.Add(kCreateFailed, reasons::kClusterCreationFailed, events.back()->message);
     }
   }
   if (!in.submitter_job.is_object()) {
@@ -454,9 +455,9 @@ void ScanCreation(Ctx& ctx) {
     if (!events.empty()) {
       const std::string& msg = events.back()->message;
       if (Contains(msg, "exceeded quota")) {
-        ctx.Add(kQuota, "QuotaExceeded", QuotaMessage(ns, msg));
+        ctx.Add(kQuota, reasons::kQuotaExceeded, QuotaMessage(ns, msg));
       } else {
-        ctx.Add(kCreateFailed, "SubmitterCreationFailed", msg);
+        ctx.Add(kCreateFailed, reasons::kSubmitterCreationFailed, msg);
       }
     }
   } else {
@@ -466,9 +467,9 @@ void ScanCreation(Ctx& ctx) {
       if (!events.empty()) {
         const std::string& msg = events.back()->message;
         if (Contains(msg, "exceeded quota")) {
-          ctx.Add(kQuota, "QuotaExceeded", QuotaMessage(ns, msg));
+          ctx.Add(kQuota, reasons::kQuotaExceeded, QuotaMessage(ns, msg));
         } else {
-          ctx.Add(kCreateFailed, "SubmitterCreationFailed",
+          ctx.Add(kCreateFailed, reasons::kSubmitterCreationFailed,
                   "the submitter Job " + job + " cannot create its pod: " + msg);
         }
       }
@@ -476,7 +477,7 @@ void ScanCreation(Ctx& ctx) {
     for (const json& c : Arr(Field(in.submitter_job, "status"), "conditions")) {
       if (Str(c, "type") == "Failed" && Str(c, "status") == "True") {
         ctx.Add(
-            kSubmitterFailed, "SubmitterFailed",
+            kSubmitterFailed, reasons::kSubmitterFailed,
             "the submitter Job " + job + " failed: " + Str(c, "reason") + ": " + Str(c, "message"));
       }
     }
@@ -567,7 +568,7 @@ void ScanUnschedulable(Ctx& ctx, const std::vector<const json*>& pods,
         Contains(msg, "PersistentVolumeClaims")) {
       continue;
     }
-    ctx.Add(kUnschedulable, "Unschedulable",
+    ctx.Add(kUnschedulable, reasons::kUnschedulable,
             "the submitter pod " + Name(*pod) + " cannot be scheduled. Scheduler: " + msg);
   }
   std::string scheduler;
@@ -607,7 +608,7 @@ void ScanUnschedulable(Ctx& ctx, const std::vector<const json*>& pods,
                 (gpus > 0 ? " × " + Plural(gpus, "GPU", "GPUs") : "") + " requested; " +
                 NodeSummary(it == capacity.end() ? nullptr : &*it, pool->gpu_series, gpus);
   }
-  ctx.Add(kUnschedulable, "Unschedulable",
+  ctx.Add(kUnschedulable, reasons::kUnschedulable,
           computed.empty() ? "Scheduler: " + scheduler : computed + ". Scheduler: " + scheduler);
 }
 
@@ -656,53 +657,53 @@ Finding Waiting(const Ctx& ctx, const StatusView& v, const std::vector<const jso
   const std::string rayjob = Name(in.rayjob);
   const std::string queue = Label(in.rayjob, kLabelKueueQueue);
   const bool suspended = Field(Field(in.rayjob, "spec"), "suspend") == json(true) ||
-                         v.job_deployment_status == "Suspended";
+                         v.job_deployment_status == kDeploymentSuspended;
   if (suspended && !in.raycluster.is_object()) {
     if (!queue.empty()) {
-      return {0, "QueuedByKueue",
+      return {0, reasons::kQueuedByKueue,
               "queued by Kueue in LocalQueue " + queue +
                   ": the job starts when Kueue admits it (kubectl get workloads -n " +
                   Namespace(in.rayjob) + ")"};
     }
-    return {0, "Suspended", "RayJob " + rayjob + " is suspended (spec.suspend=true)"};
+    return {0, kDeploymentSuspended, "RayJob " + rayjob + " is suspended (spec.suspend=true)"};
   }
   if (v.job_deployment_status.empty()) {
-    return {0, "WaitingForOperator",
+    return {0, reasons::kWaitingForOperator,
             "waiting for the KubeRay operator to initialise RayJob " + rayjob +
                 "; if this lasts, check that the operator is running and watches namespace " +
                 Namespace(in.rayjob)};
   }
-  if (v.job_deployment_status == "Running") {
+  if (v.job_deployment_status == kDeploymentRunning) {
     const std::string cluster = v.ray_cluster_name;
-    if (v.ray_job_status == "PENDING") {
-      return {0, "WaitingForRuntimeEnv",
+    if (v.ray_job_status == kRayJobPending) {
+      return {0, reasons::kWaitingForRuntimeEnv,
               "RayCluster " + cluster +
                   " is ready and the Ray job is submitted; Ray is setting up its runtime "
                   "environment (downloading and unpacking the capsule)"};
     }
     if (!in.submitter_job.is_object()) {
-      return {0, "Submitting",
+      return {0, reasons::kSubmitting,
               "RayCluster " + cluster + " is ready; waiting for the submitter Job " + rayjob};
     }
     for (const json& pod : in.submitter_pods) {
       if (Str(Field(pod, "status"), "phase") != "Running") {
-        return {0, "Submitting",
+        return {0, reasons::kSubmitting,
                 "RayCluster " + cluster + " is ready; the submitter: " + PodProgress(ctx, pod)};
       }
     }
-    return {0, "Submitting",
+    return {0, reasons::kSubmitting,
             "RayCluster " + cluster + " is ready; the submitter Job " + rayjob +
                 " is submitting the Ray job"};
   }
-  if (v.job_deployment_status != "Initializing") return {0, v.reason, v.message};
+  if (v.job_deployment_status != kDeploymentInitializing) return {0, v.reason, v.message};
   if (!in.raycluster.is_object()) {
-    return {0, "WaitingForCluster",
+    return {0, reasons::kWaitingForCluster,
             "waiting for the KubeRay operator to create RayCluster " +
                 (v.ray_cluster_name.empty() ? std::string("(no name yet)") : v.ray_cluster_name)};
   }
   const std::string cluster = Name(in.raycluster);
   if (pods.empty()) {
-    return {0, "WaitingForCluster", "RayCluster " + cluster + " has no pods yet"};
+    return {0, reasons::kWaitingForCluster, "RayCluster " + cluster + " has no pods yet"};
   }
   int64_t ready = 0;
   const json* first_not_ready = nullptr;
@@ -717,19 +718,19 @@ Finding Waiting(const Ctx& ctx, const StatusView& v, const std::vector<const jso
   }
   const int64_t desired = std::max<int64_t>(DesiredPods(in.raycluster), pods.size());
   if (!any_bound) {
-    return {0, "WaitingForCluster",
+    return {0, reasons::kWaitingForCluster,
             "RayCluster " + cluster + ": waiting for the scheduler to place " +
                 Plural(static_cast<int64_t>(pods.size()), "pod", "pods")};
   }
   if (first_not_ready == nullptr && ready >= desired) {
-    return {0, "Starting",
+    return {0, reasons::kStarting,
             "all " + Plural(desired, "pod", "pods") + " of RayCluster " + cluster +
                 " are ready; waiting for the KubeRay operator to submit the Ray job"};
   }
   std::string msg = std::to_string(ready) + " of " + Plural(desired, "pod", "pods") +
                     " of RayCluster " + cluster + " ready";
   if (first_not_ready != nullptr) msg += "; " + PodProgress(ctx, *first_not_ready);
-  return {0, "Starting", msg};
+  return {0, reasons::kStarting, msg};
 }
 
 std::vector<const json*> SortedByName(const std::vector<json>& objects) {
@@ -814,26 +815,26 @@ Diagnosis Diagnose(const DiagnosisInput& in) {
   Ctx ctx{in, NormalizeEvents(in.events), {}};
   out.events = ctx.events;
   if (!in.rayjob.is_object()) {
-    out.reason = "NotSubmitted";
+    out.reason = reasons::kNotSubmitted;
     out.message = "the RayJob does not exist";
     return out;
   }
   const StatusView v = ReadStatus(in.rayjob);
-  if (v.reason == "ValidationFailed") {
-    out.reason = "ValidationFailed";
+  if (v.reason == kDeploymentValidationFailed) {
+    out.reason = kDeploymentValidationFailed;
     out.message = OneLine(v.message);
     return out;
   }
   if (v.terminal) return out;  // ReadStatus says why it ended
   if (v.state == RayJobState::kRunning) {
-    out.reason = "Running";
+    out.reason = reasons::kRunning;
     return out;
   }
   // Before v1.5 an invalid RayJob only got an event and stayed "".
   for (const char* reason : {"InvalidRayJobSpec", "InvalidRayJobMetadata", "InvalidRayJobStatus"}) {
     auto events = ctx.EventsFor("RayJob/" + Name(in.rayjob), reason);
     if (!events.empty() && v.job_deployment_status.empty()) {
-      out.reason = "ValidationFailed";
+      out.reason = kDeploymentValidationFailed;
       out.message = events.back()->message;
       return out;
     }

@@ -235,9 +235,9 @@ json PodTemplate(const PodContext& ctx, const Pool& pool, bool head) {
   if (head) {
     // Named ports: KubeRay's head service exposes named ports only and finds the dashboard by
     // name; declaring ports without `dashboard` would leave the RayJob Initializing (FACTS §3.2).
-    container["ports"] = {{{"containerPort", kGcsPort}, {"name", "gcs-server"}},
-                          {{"containerPort", kDashboardPort}, {"name", "dashboard"}},
-                          {{"containerPort", kClientPort}, {"name", "client"}}};
+    container["ports"] = {{{"containerPort", kGcsPort}, {"name", kGcsPortName}},
+                          {{"containerPort", kDashboardPort}, {"name", kDashboardPortName}},
+                          {{"containerPort", kClientPort}, {"name", kClientPortName}}};
   }
   if (json r = Resources(pool, ctx.cfg); !r.is_null()) container["resources"] = r;
 
@@ -370,8 +370,8 @@ RenderResult Render(const JobSpec& spec, const std::string& job_id, const Capsul
   }
 
   result.rayjob = {
-      {"apiVersion", "ray.io/v1"},
-      {"kind", "RayJob"},
+      {"apiVersion", kRayApiVersion},
+      {"kind", kRayJobKind},
       {"metadata",
        {{"name", RayJobName(job_id)},
         {"namespace", cfg.k8s_namespace},

@@ -2,7 +2,10 @@
 
 #include <charconv>
 
+#include "starforge/common/reasons.h"
+#include "starforge/kuberay/constants.h"
 #include "starforge/kuberay/json_fields.h"
+
 namespace starforge::kuberay {
 namespace {
 
@@ -61,7 +64,7 @@ std::optional<int> ParseRayExitCode(std::string_view message) {
 StatusView ReadStatus(const json& rayjob) {
   StatusView v;
   if (!rayjob.is_object()) {
-    v.reason = "NotFound";
+    v.reason = reasons::kNotFound;
     v.message = "the RayJob does not exist";
     return v;
   }
@@ -77,21 +80,21 @@ StatusView ReadStatus(const json& rayjob) {
   v.start_time = Str(status, "startTime");
   v.end_time = Str(status, "endTime");
   const std::string op_reason = Str(status, "reason");
-  if (v.ray_job_status == "FAILED") v.exit_code = ParseRayExitCode(v.message);
+  if (v.ray_job_status == kRayJobFailed) v.exit_code = ParseRayExitCode(v.message);
 
   const std::string& ds = v.job_deployment_status;
   const std::string& js = v.ray_job_status;
   if (ds.empty()) {
-    return Pending(v, "WaitingForOperator",
+    return Pending(v, reasons::kWaitingForOperator,
                    "the KubeRay operator has not started the RayJob yet (is it installed and "
                    "running?)");
   }
-  if (ds == "Initializing") {
-    return Pending(v, "Initializing", "the RayCluster for the job is being created");
+  if (ds == kDeploymentInitializing) {
+    return Pending(v, ds, "the RayCluster for the job is being created");
   }
-  if (ds == "Running") {
-    if (js.empty() || js == "PENDING") {
-      return Pending(v, "RayJobPending",
+  if (ds == kDeploymentRunning) {
+    if (js.empty() || js == kRayJobPending) {
+      return Pending(v, reasons::kRayJobPending,
                      "the RayCluster is ready; the Ray job is being submitted or is waiting "
                      "for its runtime environment");
     }
@@ -100,43 +103,50 @@ StatusView ReadStatus(const json& rayjob) {
     v.state = RayJobState::kRunning;
     return v;
   }
-  if (ds == "Complete") {
-    if (js == "SUCCEEDED") return Terminal(v, RayJobState::kSucceeded, "");
-    if (js == "STOPPED") return Terminal(v, RayJobState::kStopped, "Stopped");
-    if (js == "FAILED") return Terminal(v, RayJobState::kFailed, "AppFailed");
-    StatusView f = Terminal(v, RayJobState::kFailed, op_reason.empty() ? "Failed" : op_reason);
+  if (ds == kDeploymentComplete) {
+    if (js == kRayJobSucceeded) return Terminal(v, RayJobState::kSucceeded, "");
+    if (js == kRayJobStopped) return Terminal(v, RayJobState::kStopped, reasons::kStopped);
+    if (js == kRayJobFailed) return Terminal(v, RayJobState::kFailed, reasons::kAppFailed);
+    StatusView f =
+        Terminal(v, RayJobState::kFailed, op_reason.empty() ? reasons::kFailed : op_reason);
     if (f.message.empty()) {
       f.message = "the RayJob is Complete but the Ray job status is \"" + js + "\"";
     }
     return f;
   }
-  if (ds == "Failed") {
-    StatusView f = Terminal(v, RayJobState::kFailed, op_reason.empty() ? "Failed" : op_reason);
+  if (ds == kDeploymentFailed) {
+    StatusView f =
+        Terminal(v, RayJobState::kFailed, op_reason.empty() ? reasons::kFailed : op_reason);
     if (f.message.empty()) f.message = "the KubeRay operator marked the RayJob Failed";
     return f;
   }
-  if (ds == "ValidationFailed") {
-    StatusView f = Terminal(v, RayJobState::kFailed, "ValidationFailed");
+  if (ds == kDeploymentValidationFailed) {
+    StatusView f = Terminal(v, RayJobState::kFailed, ds);
     if (f.message.empty()) f.message = "the KubeRay operator rejected the RayJob";
     return f;
   }
-  if (ds == "Suspending") {
-    return Pending(v, "Suspending", "the RayJob is being suspended (its RayCluster is deleted)");
+  if (ds == kDeploymentSuspending) {
+    return Pending(v, ds, "the RayJob is being suspended (its RayCluster is deleted)");
   }
-  if (ds == "Suspended") {
-    return Pending(v, "Suspended",
-                   "the RayJob is suspended (spec.suspend=true, e.g. queued by Kueue)");
+  if (ds == kDeploymentSuspended) {
+    return Pending(v, ds, "the RayJob is suspended (spec.suspend=true, e.g. queued by Kueue)");
   }
-  if (ds == "Retrying") {
-    return Pending(v, "Retrying", "the RayJob is being retried with a new RayCluster");
+  if (ds == kDeploymentRetrying) {
+    return Pending(v, ds, "the RayJob is being retried with a new RayCluster");
   }
-  if (ds == "Waiting") {
-    return Pending(v, "Waiting", "the RayJob waits for a job id (InteractiveMode)");
+  if (ds == kDeploymentWaiting) {
+    return Pending(v, ds, "the RayJob waits for a job id (InteractiveMode)");
   }
   v.state = RayJobState::kUnknown;
-  v.reason = "UnknownDeploymentStatus";
+  v.reason = reasons::kUnknownDeploymentStatus;
   v.message = "the RayJob has jobDeploymentStatus \"" + ds + "\", which StarForge does not know";
   return v;
+}
+
+std::string JobReason(const StatusView& status) {
+  // The operator refused the RayJob itself: for a user, the same as StarForge refusing the job.
+  if (status.reason == kDeploymentValidationFailed) return reasons::kRejected;
+  return status.reason.empty() ? reasons::kFailed : status.reason;
 }
 
 }  // namespace starforge::kuberay

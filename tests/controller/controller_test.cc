@@ -92,12 +92,12 @@ class FakeFleet : public fleet::Fleet {
     if (!submit_script.empty()) {
       fleet::SubmitResult r = submit_script.front();
       submit_script.pop_front();
-      if (!r.ok) return r;
+      if (!r.status.ok()) return r;
     }
     auto [it, fresh] = state.try_emplace(request.job_id, fleet::State::kPending);
     (void)it;
     (void)fresh;
-    return fleet::SubmitResult{true, "h-" + request.job_id, "", "", false};
+    return fleet::SubmitResult{Status::Ok(), "h-" + request.job_id};
   }
 
   fleet::Observation Observe(const std::string& job_id, const std::string& handle) override {
@@ -126,38 +126,38 @@ class FakeFleet : public fleet::Fleet {
     return o;
   }
 
-  std::string Cancel(const std::string& job_id, const std::string&, int64_t since_ms) override {
+  Status Cancel(const std::string& job_id, const std::string&, int64_t since_ms) override {
     std::lock_guard lock(mu_);
     Log("cancel " + job_id);
     cancels.push_back(since_ms);
-    if (cancels_until_stopped > 0 && --cancels_until_stopped > 0) return "";
+    if (cancels_until_stopped > 0 && --cancels_until_stopped > 0) return Status::Ok();
     auto it = state.find(job_id);
     if (it != state.end()) it->second = fleet::State::kCancelled;
-    return "";
+    return Status::Ok();
   }
 
-  std::string CollectLogs(const std::string& job_id, const std::string&,
-                          const fs::path& logs_dir) override {
+  Status CollectLogs(const std::string& job_id, const std::string&,
+                     const fs::path& logs_dir) override {
     std::lock_guard lock(mu_);
     Log("collect " + job_id);
     calls.push_back("collect");
     if (collect_errors > 0) {
       --collect_errors;
-      return "log store unavailable";
+      return Status::Retryable("LogCollectionFailed", "log store unavailable");
     }
     std::ofstream(logs_dir / "driver.log") << "loss 0.1\n";
-    return "";
+    return Status::Ok();
   }
 
-  std::string Release(const std::string& job_id, const std::string&) override {
+  Status Release(const std::string& job_id, const std::string&) override {
     std::lock_guard lock(mu_);
     Log("release " + job_id);
     calls.push_back("release");
     if (release_errors > 0) {
       --release_errors;
-      return "cannot delete";
+      return Status::Retryable("ReleaseFailed", "cannot delete");
     }
-    return "";
+    return Status::Ok();
   }
 
   nlohmann::json Capacity() override { return {{"fleet", kind_}}; }
@@ -474,7 +474,7 @@ TEST_F(ControllerTest, AJobForAFleetThisServerLacksIsRejected) {
 }
 
 TEST_F(ControllerTest, AFinalSubmitRefusalFailsTheJobWithItsReason) {
-  fleet_.submit_script.push_back({false, "", "Rejected", "no node has 8 GPUs", false});
+  fleet_.submit_script.push_back({Status::Permanent("Rejected", "no node has 8 GPUs"), ""});
   const Job job = Drive(Submit().id);
   EXPECT_EQ(job.phase, Phase::kFailed);
   EXPECT_EQ(job.reason, "Rejected");
@@ -484,7 +484,8 @@ TEST_F(ControllerTest, AFinalSubmitRefusalFailsTheJobWithItsReason) {
 
 TEST_F(ControllerTest, ATransientSubmitFailureIsRetriedWithBackoff) {
   for (int i = 0; i < 2; ++i) {
-    fleet_.submit_script.push_back({false, "", "SubmissionFailed", "API server timeout", true});
+    fleet_.submit_script.push_back(
+        {Status::Retryable("SubmissionFailed", "API server timeout"), ""});
   }
   const Job created = Submit();
   DriveTo(created.id, Phase::kSubmitting);

@@ -85,10 +85,10 @@ TEST_F(AdmitTest, SubmitRejectsWhatAdmitRefuses) {
   LocalFleet fleet(Options(), *store_);
   SubmitRequest r = PyJob("j-big", "print(1)\n", ", machines: 2");
   SubmitResult s = fleet.Submit(r);
-  EXPECT_FALSE(s.ok);
-  EXPECT_EQ(s.reason, "Rejected");
-  EXPECT_FALSE(s.retryable);
-  EXPECT_THAT(s.message, ::testing::HasSubstr("use `fleet: kuberay`"));
+  EXPECT_FALSE(s.status.ok());
+  EXPECT_EQ(s.status.reason(), "Rejected");
+  EXPECT_FALSE(s.status.retryable());
+  EXPECT_THAT(s.status.message(), ::testing::HasSubstr("use `fleet: kuberay`"));
   EXPECT_EQ(fleet.Observe("j-big", "local:j-big").state, State::kUnknown);
 }
 

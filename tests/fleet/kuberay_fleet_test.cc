@@ -207,7 +207,7 @@ class KubeRayFleetTest : public ::testing::Test {
   // Submits and waits until the informer has the RayJob.
   std::string Submitted(const std::string& job_id, const std::string& yaml = kOneMachine) {
     SubmitResult r = fleet_->Submit(Request(job_id, yaml));
-    EXPECT_TRUE(r.ok) << r.message;
+    EXPECT_TRUE(r.status.ok()) << r.status.message();
     return r.handle;
   }
 
@@ -357,7 +357,7 @@ TEST_F(KubeRayFleetTest, SubmitCreatesTheRenderedRayJobOnceAndIsIdempotent) {
   KubeRayFleet& fleet = StartFleet();
   const SubmitRequest req = Request("j-submit1", kTwoPools);
   SubmitResult r = fleet.Submit(req);
-  ASSERT_TRUE(r.ok) << r.message;
+  ASSERT_TRUE(r.status.ok()) << r.status.message();
   EXPECT_EQ(r.handle, kuberay::RayJobName("j-submit1"));
 
   const json stored = api_->Get(res::kRayJobs, ns_, r.handle);
@@ -379,7 +379,7 @@ TEST_F(KubeRayFleetTest, SubmitCreatesTheRenderedRayJobOnceAndIsIdempotent) {
 
   // Again (a crash between create and recording the handle): the same handle, nothing new.
   SubmitResult again = fleet.Submit(req);
-  ASSERT_TRUE(again.ok) << again.message;
+  ASSERT_TRUE(again.status.ok()) << again.status.message();
   EXPECT_EQ(again.handle, r.handle);
   EXPECT_EQ(api_->List(res::kRayJobs, ns_)["items"].size(), 1u);
 
@@ -389,9 +389,10 @@ TEST_F(KubeRayFleetTest, SubmitCreatesTheRenderedRayJobOnceAndIsIdempotent) {
   foreign["metadata"]["labels"][kuberay::kLabelJobId] = "j-someone-else";
   api_->Create(res::kRayJobs, ns_, foreign);
   SubmitResult clash = fleet.Submit(Request("j-other"));
-  EXPECT_FALSE(clash.ok);
-  EXPECT_FALSE(clash.retryable);
-  EXPECT_THAT(clash.message, AllOf(HasSubstr("already exists"), HasSubstr("j-someone-else")));
+  EXPECT_FALSE(clash.status.ok());
+  EXPECT_FALSE(clash.status.retryable());
+  EXPECT_THAT(clash.status.message(),
+              AllOf(HasSubstr("already exists"), HasSubstr("j-someone-else")));
 }
 
 TEST_F(KubeRayFleetTest, SubmitRefusalsAreFinalAndTransientFaultsAreRetryable) {
@@ -399,9 +400,9 @@ TEST_F(KubeRayFleetTest, SubmitRefusalsAreFinalAndTransientFaultsAreRetryable) {
   // The API server refuses the object: final, with its message (and no presigned query).
   Faults({{"rules", {{{"verb", "create"}, {"resource", "rayjobs"}, {"code", 503}, {"count", 2}}}}});
   SubmitResult r = fleet.Submit(Request("j-faulty"));
-  EXPECT_FALSE(r.ok);
-  EXPECT_TRUE(r.retryable) << r.message;
-  ExpectNoSecrets(r.message, "submit error");
+  EXPECT_FALSE(r.status.ok());
+  EXPECT_TRUE(r.status.retryable()) << r.status.message();
+  ExpectNoSecrets(r.status.message(), "submit error");
   // 429 is retried inside the client (Retry-After), so the call itself succeeds.
   Faults({{"rules",
            {{{"verb", "create"}, {"resource", "rayjobs"}, {"code", 429}, {"count", 1}},
@@ -409,8 +410,8 @@ TEST_F(KubeRayFleetTest, SubmitRefusalsAreFinalAndTransientFaultsAreRetryable) {
   SubmitResult ok;
   ASSERT_TRUE(Eventually([&] {
     ok = fleet.Submit(Request("j-faulty"));
-    return ok.ok;
-  })) << ok.message;
+    return ok.status.ok();
+  })) << ok.status.message();
   EXPECT_EQ(ok.handle, kuberay::RayJobName("j-faulty"));
 
   // A namespace that does not exist: final, says what to do.
@@ -418,9 +419,9 @@ TEST_F(KubeRayFleetTest, SubmitRefusalsAreFinalAndTransientFaultsAreRetryable) {
   o.config.k8s_namespace = "no-such-ns";
   KubeRayFleet other(o, s3_);
   SubmitResult missing = other.Submit(Request("j-nons"));
-  EXPECT_FALSE(missing.ok);
-  EXPECT_FALSE(missing.retryable);
-  EXPECT_THAT(missing.message, HasSubstr("FORGE_K8S_NAMESPACE"));
+  EXPECT_FALSE(missing.status.ok());
+  EXPECT_FALSE(missing.status.retryable());
+  EXPECT_THAT(missing.status.message(), HasSubstr("FORGE_K8S_NAMESPACE"));
 }
 
 TEST_F(KubeRayFleetTest, EveryStatusMapsToAPhase) {
@@ -614,8 +615,8 @@ TEST_F(KubeRayFleetTest, CancelEndsCancelledAndReleaseWaitsForTheFinalizer) {
   SetStatus(h, {{"jobDeploymentStatus", "Running"}, {"jobStatus", "RUNNING"}});
   ObserveState(id, h, State::kRunning);
 
-  EXPECT_EQ(fleet.Cancel(id, h, 0), "");
-  EXPECT_EQ(fleet.Cancel(id, h, 100), "") << "idempotent";
+  EXPECT_TRUE(fleet.Cancel(id, h, 0).ok());
+  EXPECT_TRUE(fleet.Cancel(id, h, 100).ok()) << "idempotent";
   Observation o = ObserveState(id, h, State::kCancelled);
   EXPECT_EQ(o.state, State::kCancelled);
   EXPECT_TRUE(RayJobExists(h)) << "the finalizer keeps it";
@@ -626,18 +627,18 @@ TEST_F(KubeRayFleetTest, CancelEndsCancelledAndReleaseWaitsForTheFinalizer) {
   ASSERT_TRUE(restarted.WaitForSync(10s));
   EXPECT_EQ(restarted.Observe(id, h).state, State::kCancelled);
 
-  EXPECT_THAT(fleet.Release(id, h), HasSubstr("is being deleted"));
+  EXPECT_THAT(fleet.Release(id, h).message(), HasSubstr("is being deleted"));
   // Retries while the finalizer works read the informer, not the API server — also before the
   // informer has seen the deletion the server accepted.
   const int64_t before = fleet.ApiStats().requests;
   for (int i = 0; i < 5; ++i)
-    EXPECT_THAT(fleet.Release(id, h), HasSubstr("is being deleted"));
+    EXPECT_THAT(fleet.Release(id, h).message(), HasSubstr("is being deleted"));
   EXPECT_EQ(fleet.ApiStats().requests, before) << "no DELETE per retry";
   // The operator stops the Ray job and lets go.
   api_->MergePatch(res::kRayJobs, ns_, h, {{"metadata", {{"finalizers", nullptr}}}});
   EXPECT_TRUE(Eventually([&] { return !RayJobExists(h); }));
-  EXPECT_EQ(fleet.Release(id, h), "");
-  EXPECT_EQ(fleet.Release(id, h), "") << "idempotent";
+  EXPECT_TRUE(fleet.Release(id, h).ok());
+  EXPECT_TRUE(fleet.Release(id, h).ok()) << "idempotent";
   EXPECT_FALSE(fs::exists(root_ / "control" / "kuberay" / "cancelled" / id));
 }
 
@@ -682,7 +683,7 @@ TEST_F(KubeRayFleetTest, CollectLogsArchivesRaySubmitterEventsAndARedactedRayJob
   fs::create_directories(logs);
   std::ofstream(logs / "driver.log") << "written by the runner\n";
   ASSERT_TRUE(Eventually([&] { return fleet.Observe(id, h).events.size() >= 1; }));
-  EXPECT_EQ(fleet.CollectLogs(id, h, logs), "");
+  EXPECT_TRUE(fleet.CollectLogs(id, h, logs).ok());
   EXPECT_EQ(asked, ray_job_id);
   EXPECT_EQ(ReadFile(logs / "ray-job.log"), "hello from the driver\nstep 1 loss 0.5\n");
   EXPECT_THAT(ReadFile(logs / "submitter.log"), HasSubstr("hello from the driver"));
@@ -703,11 +704,11 @@ TEST_F(KubeRayFleetTest, CollectLogsArchivesRaySubmitterEventsAndARedactedRayJob
   serving.join();
   api_->Delete(res::kServices, ns_, h + "-head-svc");
   // A retry after the cluster went: the earlier attempt saved Ray's log, nothing is missing.
-  EXPECT_EQ(fleet.CollectLogs(id, h, logs), "");
+  EXPECT_TRUE(fleet.CollectLogs(id, h, logs).ok());
   EXPECT_TRUE(fs::exists(logs / "ray-job.log"));
   EXPECT_FALSE(fs::exists(logs / "not-archived.txt")) << "Ray's log was archived earlier";
   fs::remove(logs / "ray-job.log");
-  EXPECT_EQ(fleet.CollectLogs(id, h, logs), "");
+  EXPECT_TRUE(fleet.CollectLogs(id, h, logs).ok());
   EXPECT_FALSE(fs::exists(logs / "ray-job.log"));
   EXPECT_TRUE(fs::exists(logs / "rayjob.json"));
   // …and the archive says why Ray's log is missing (archived after the RayJob's TTL).
@@ -720,9 +721,9 @@ TEST_F(KubeRayFleetTest, CollectLogsArchivesRaySubmitterEventsAndARedactedRayJob
 
   // API errors are errors (the controller retries).
   Faults({{"rules", {{{"verb", "get"}, {"resource", "rayjobs"}, {"code", 403}, {"count", 1}}}}});
-  EXPECT_THAT(fleet.CollectLogs(id, h, logs), HasSubstr("Forbidden"));
+  EXPECT_THAT(fleet.CollectLogs(id, h, logs).message(), HasSubstr("Forbidden"));
 
-  EXPECT_EQ(fleet.Release(id, h), "");
+  EXPECT_TRUE(fleet.Release(id, h).ok());
   EXPECT_FALSE(RayJobExists(h));
 }
 
@@ -817,10 +818,10 @@ TEST_F(KubeRayFleetTest, ConvergesThroughFaultsAndDroppedWatches) {
   ASSERT_TRUE(Eventually(
       [&] {
         r = fleet.Submit(Request(id));
-        return r.ok;
+        return r.status.ok();
       },
       30s))
-      << r.message;
+      << r.status.message();
   auto retrying = [&](auto f) {
     return Eventually(
         [&] {
@@ -854,8 +855,8 @@ TEST_F(KubeRayFleetTest, ConvergesThroughFaultsAndDroppedWatches) {
       30s));
   const fs::path logs = root_ / "logs";
   fs::create_directories(logs);
-  ASSERT_TRUE(Eventually([&] { return fleet.CollectLogs(id, r.handle, logs).empty(); }, 30s));
-  ASSERT_TRUE(Eventually([&] { return fleet.Release(id, r.handle).empty(); }, 30s));
+  ASSERT_TRUE(Eventually([&] { return fleet.CollectLogs(id, r.handle, logs).ok(); }, 30s));
+  ASSERT_TRUE(Eventually([&] { return fleet.Release(id, r.handle).ok(); }, 30s));
   Faults({{"rules", json::array()}});
   EXPECT_FALSE(RayJobExists(r.handle));
 }
@@ -893,8 +894,8 @@ TEST_F(KubeRayFleetTest, WorksWithTheDeployRbacRules) {
 
   const std::string id = "j-rbac";
   SubmitResult r = fleet.Submit(Request(id));
-  ASSERT_TRUE(r.ok) << r.message;
-  EXPECT_TRUE(fleet.Submit(Request(id)).ok) << "409 → GET is allowed";
+  ASSERT_TRUE(r.status.ok()) << r.status.message();
+  EXPECT_TRUE(fleet.Submit(Request(id)).status.ok()) << "409 → GET is allowed";
   api.MergePatchStatus(res::kRayJobs, "starforge", r.handle,
                        {{"status",
                          {{"jobDeploymentStatus", "Running"},
@@ -903,12 +904,12 @@ TEST_F(KubeRayFleetTest, WorksWithTheDeployRbacRules) {
                           {"rayClusterName", r.handle + "-c"}}}});
   ASSERT_TRUE(Eventually([&] { return fleet.Observe(id, r.handle).state == State::kRunning; }));
   EXPECT_TRUE(fleet.SweepOrphans().empty());
-  EXPECT_EQ(fleet.Cancel(id, r.handle, 0), "");
+  EXPECT_TRUE(fleet.Cancel(id, r.handle, 0).ok());
   ASSERT_TRUE(Eventually([&] { return fleet.Observe(id, r.handle).state == State::kCancelled; }));
   const fs::path logs = root_ / "rbac-logs";
   fs::create_directories(logs);
-  EXPECT_EQ(fleet.CollectLogs(id, r.handle, logs), "");
-  EXPECT_EQ(fleet.Release(id, r.handle), "");
+  EXPECT_TRUE(fleet.CollectLogs(id, r.handle, logs).ok());
+  EXPECT_TRUE(fleet.Release(id, r.handle).ok());
 }
 
 // How many API requests one job's life costs the fleet (informers excluded: they are shared by
@@ -935,8 +936,8 @@ TEST_F(KubeRayFleetTest, ApiRequestsPerJobLifecycle) {
   observe(State::kSucceeded);
   const fs::path logs = root_ / "logs";
   fs::create_directories(logs);
-  EXPECT_EQ(fleet.CollectLogs(id, h, logs), "");
-  EXPECT_EQ(fleet.Release(id, h), "");
+  EXPECT_TRUE(fleet.CollectLogs(id, h, logs).ok());
+  EXPECT_TRUE(fleet.Release(id, h).ok());
   const int64_t used = fleet.ApiStats().requests - before;
   std::cout << "kuberay fleet: " << used << " API requests for one job (" << observes
             << " observes answered from the informer cache)\n";

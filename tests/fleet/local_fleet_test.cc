@@ -63,7 +63,7 @@ TEST_F(LocalFleetTest, RunsAJobToSuccessAndReleasesItsWorkDirs) {
   LocalFleet fleet(Options(), *store_);
   SubmitRequest r = PyJob("j-ok", kHello);
   SubmitResult s = fleet.Submit(r);
-  ASSERT_TRUE(s.ok) << s.message;
+  ASSERT_TRUE(s.status.ok()) << s.status.message();
   EXPECT_EQ(s.handle, "local:j-ok");
 
   Observation o = WaitEnded(fleet, "j-ok");
@@ -84,10 +84,10 @@ TEST_F(LocalFleetTest, RunsAJobToSuccessAndReleasesItsWorkDirs) {
   EXPECT_EQ(fleet.Submit(r).handle, "local:j-ok");
   EXPECT_EQ(LaunchPid(JobDir("j-ok")), pid);
 
-  EXPECT_EQ(fleet.CollectLogs("j-ok", s.handle, JobDir("j-ok") / "logs"), "");
+  EXPECT_TRUE(fleet.CollectLogs("j-ok", s.handle, JobDir("j-ok") / "logs").ok());
   EXPECT_TRUE(fs::is_directory(JobDir("j-ok") / "capsule"));
-  EXPECT_EQ(fleet.Release("j-ok", s.handle), "");
-  EXPECT_EQ(fleet.Release("j-ok", s.handle), "");  // idempotent
+  EXPECT_TRUE(fleet.Release("j-ok", s.handle).ok());
+  EXPECT_TRUE(fleet.Release("j-ok", s.handle).ok());  // idempotent
   EXPECT_FALSE(fs::exists(JobDir("j-ok") / "capsule"));
   EXPECT_FALSE(fs::exists(JobDir("j-ok") / "fleet" / "capsule.zip"));
   EXPECT_EQ(DriverLog("j-ok"), "hello from the job\njob id j-ok\ncuda=[]\n");
@@ -101,7 +101,8 @@ TEST_F(LocalFleetTest, RunsAJobToSuccessAndReleasesItsWorkDirs) {
 
 TEST_F(LocalFleetTest, NonZeroExitIsAppFailedWithItsCode) {
   LocalFleet fleet(Options(), *store_);
-  ASSERT_TRUE(fleet.Submit(PyJob("j-three", "import sys\nprint('bad')\nsys.exit(3)\n")).ok);
+  ASSERT_TRUE(
+      fleet.Submit(PyJob("j-three", "import sys\nprint('bad')\nsys.exit(3)\n")).status.ok());
   Observation o = WaitEnded(fleet, "j-three");
   EXPECT_EQ(o.state, State::kFailed);
   EXPECT_EQ(o.reason, "AppFailed");
@@ -117,7 +118,7 @@ TEST_F(LocalFleetTest, MissingEntrypointIsNotRunnable) {
   ASSERT_TRUE(fleet
                   .Submit(Job("j-missing", {{"main.py", "print(1)\n"}},
                               testing::SpecYaml("./no-such-program --flag")))
-                  .ok);
+                  .status.ok());
   Observation o = WaitEnded(fleet, "j-missing");
   EXPECT_EQ(o.state, State::kFailed);
   EXPECT_EQ(o.reason, "EntrypointNotRunnable");
@@ -130,10 +131,10 @@ TEST_F(LocalFleetTest, ACapsuleThatIsNotThereOrNotWhatWasAskedForFailsSubmission
   SubmitRequest r = PyJob("j-gone", "print(1)\n");
   r.capsule_key = "capsules/sha256-0000.zip";
   SubmitResult s = fleet.Submit(r);
-  EXPECT_FALSE(s.ok);
-  EXPECT_EQ(s.reason, "SubmissionFailed");
-  EXPECT_FALSE(s.retryable);
-  EXPECT_THAT(s.message, HasSubstr("capsules/sha256-0000.zip is not in the object store"));
+  EXPECT_FALSE(s.status.ok());
+  EXPECT_EQ(s.status.reason(), "SubmissionFailed");
+  EXPECT_FALSE(s.status.retryable());
+  EXPECT_THAT(s.status.message(), HasSubstr("capsules/sha256-0000.zip is not in the object store"));
   Observation o = fleet.Observe("j-gone", "local:j-gone");
   EXPECT_EQ(o.state, State::kFailed);
   EXPECT_EQ(o.reason, "SubmissionFailed");
@@ -141,8 +142,8 @@ TEST_F(LocalFleetTest, ACapsuleThatIsNotThereOrNotWhatWasAskedForFailsSubmission
   SubmitRequest bad = PyJob("j-bad-digest", "print(2)\n");
   bad.capsule_sha256 = std::string(64, 'a');
   s = fleet.Submit(bad);
-  EXPECT_FALSE(s.ok);
-  EXPECT_THAT(s.message, HasSubstr("not " + std::string(64, 'a')));
+  EXPECT_FALSE(s.status.ok());
+  EXPECT_THAT(s.status.message(), HasSubstr("not " + std::string(64, 'a')));
   EXPECT_FALSE(fs::exists(JobDir("j-bad-digest") / "capsule"));
   EXPECT_EQ(fleet.Capacity()["cpusInUse"], 0);
 }
@@ -159,10 +160,10 @@ print("ready", flush=True)
 while True:
     time.sleep(0.02)
 )"))
-                  .ok);
+                  .status.ok());
   ASSERT_TRUE(WaitForText(JobDir("j-term") / "logs" / "driver.log", "ready\n"));
   EXPECT_EQ(fleet.Observe("j-term", "local:j-term").state, State::kRunning);
-  EXPECT_EQ(fleet.Cancel("j-term", "local:j-term", 0), "");
+  EXPECT_TRUE(fleet.Cancel("j-term", "local:j-term", 0).ok());
   Observation o = WaitEnded(fleet, "j-term");
   EXPECT_EQ(o.state, State::kCancelled) << o.reason << ": " << o.message;
   EXPECT_EQ(o.message, "cancelled: the job exited with code 0 after SIGTERM");
@@ -172,7 +173,7 @@ while True:
     stopping = stopping || e.reason == "Stopping";
   EXPECT_TRUE(stopping);
   // A cancel after the end changes nothing.
-  EXPECT_EQ(fleet.Cancel("j-term", "local:j-term", 10'000), "");
+  EXPECT_TRUE(fleet.Cancel("j-term", "local:j-term", 10'000).ok());
   EXPECT_EQ(fleet.Observe("j-term", "local:j-term").state, State::kCancelled);
 }
 
@@ -187,19 +188,19 @@ print("ready", flush=True)
 while True:
     time.sleep(0.02)
 )"))
-                  .ok);
+                  .status.ok());
   ASSERT_TRUE(WaitForText(JobDir("j-stubborn") / "logs" / "driver.log", "ready\n"));
   const auto status = nlohmann::json::parse(ReadFile(JobDir("j-stubborn") / "status.json"));
   const pid_t entrypoint = status.at("pid").get<pid_t>();
   const pid_t runner = static_cast<pid_t>(LaunchPid(JobDir("j-stubborn")));
 
-  EXPECT_EQ(fleet.Cancel("j-stubborn", "local:j-stubborn", 0), "");
+  EXPECT_TRUE(fleet.Cancel("j-stubborn", "local:j-stubborn", 0).ok());
   ASSERT_TRUE(WaitForText(JobDir("j-stubborn") / "logs" / "driver.log", "received SIGTERM"));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   EXPECT_EQ(fleet.Observe("j-stubborn", "local:j-stubborn").state, State::kRunning);
   EXPECT_FALSE(testing::IsDead(entrypoint));
 
-  EXPECT_EQ(fleet.Cancel("j-stubborn", "local:j-stubborn", 500), "");  // = cancel_grace_ms
+  EXPECT_TRUE(fleet.Cancel("j-stubborn", "local:j-stubborn", 500).ok());  // = cancel_grace_ms
   Observation o = WaitEnded(fleet, "j-stubborn");
   EXPECT_EQ(o.state, State::kCancelled);
   EXPECT_EQ(o.message, "cancelled: the runner was killed with SIGKILL after the grace period");
@@ -242,14 +243,14 @@ TEST_F(LocalFleetTest, CancelNeverSignalsARecycledPid) {
 
   LocalFleet fleet(Options(), *store_);
   write_launch(start + 1);
-  EXPECT_EQ(fleet.Cancel("j-recycled", "local:j-recycled", 0), "");
-  EXPECT_EQ(fleet.Cancel("j-recycled", "local:j-recycled", 60'000), "");
+  EXPECT_TRUE(fleet.Cancel("j-recycled", "local:j-recycled", 0).ok());
+  EXPECT_TRUE(fleet.Cancel("j-recycled", "local:j-recycled", 60'000).ok());
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   int status = 0;
   EXPECT_EQ(::waitpid(stranger, &status, WNOHANG), 0) << "a stranger was signalled";
 
   write_launch(start);  // now it is "our runner"
-  EXPECT_EQ(fleet.Cancel("j-recycled", "local:j-recycled", 0), "");
+  EXPECT_TRUE(fleet.Cancel("j-recycled", "local:j-recycled", 0).ok());
   ASSERT_EQ(::waitpid(stranger, &status, 0), stranger);
   EXPECT_TRUE(WIFSIGNALED(status));
   EXPECT_EQ(WTERMSIG(status), SIGTERM);
@@ -268,12 +269,12 @@ TEST_F(LocalFleetTest, JobsWaitInFifoOrderForCpus) {
   SubmitRequest first = PyJob("j-first", kGated, "", GateYaml("first"), 100);
   SubmitRequest second = PyJob("j-second", kHello, "", "", 200);
   SubmitRequest third = PyJob("j-third", kHello, "", "", 300);
-  ASSERT_TRUE(fleet.Submit(first).ok);
+  ASSERT_TRUE(fleet.Submit(first).status.ok());
   EXPECT_EQ(WaitFor(fleet, "j-first", {State::kRunning}).state, State::kRunning);
   SubmitResult s3 = fleet.Submit(third);
-  ASSERT_TRUE(s3.ok);
+  ASSERT_TRUE(s3.status.ok());
   EXPECT_EQ(s3.handle, "local:j-third");
-  ASSERT_TRUE(fleet.Submit(second).ok);
+  ASSERT_TRUE(fleet.Submit(second).status.ok());
 
   Observation o2 = fleet.Observe("j-second", "local:j-second");
   EXPECT_EQ(o2.state, State::kPending);
@@ -317,14 +318,14 @@ TEST_F(LocalFleetTest, GpusAreHandedOutByIndex) {
   LocalFleet fleet(Options(/*cpus=*/2, /*gpus=*/2), *store_);
   ASSERT_TRUE(
       fleet.Submit(PyJob("j-g0", kGated, ", gpuSeries: h200, gpusPerMachine: 1", GateYaml("g0"), 1))
-          .ok);
+          .status.ok());
   ASSERT_TRUE(
       fleet.Submit(PyJob("j-g1", kGated, ", gpuSeries: h200, gpusPerMachine: 1", GateYaml("g1"), 2))
-          .ok);
+          .status.ok());
   ASSERT_TRUE(WaitForText(JobDir("j-g0") / "logs" / "driver.log", "started cuda=[0]"));
   ASSERT_TRUE(WaitForText(JobDir("j-g1") / "logs" / "driver.log", "started cuda=[1]"));
-  ASSERT_TRUE(
-      fleet.Submit(PyJob("j-g2", kHello, ", gpuSeries: h200, gpusPerMachine: 1", "", 3)).ok);
+  ASSERT_TRUE(fleet.Submit(PyJob("j-g2", kHello, ", gpuSeries: h200, gpusPerMachine: 1", "", 3))
+                  .status.ok());
   EXPECT_EQ(fleet.Observe("j-g2", "local:j-g2").message,
             "waiting for 1 CPU and 1 GPU: 2 of 2 CPUs and 2 of 2 GPUs in use by 2 jobs (j-g0, "
             "j-g1)");
@@ -338,10 +339,10 @@ TEST_F(LocalFleetTest, GpusAreHandedOutByIndex) {
 
 TEST_F(LocalFleetTest, CancelOfAWaitingJobTakesItOutOfTheQueue) {
   LocalFleet fleet(Options(/*cpus=*/1), *store_);
-  ASSERT_TRUE(fleet.Submit(PyJob("j-run", kGated, "", GateYaml("run"), 1)).ok);
-  ASSERT_TRUE(fleet.Submit(PyJob("j-wait", kHello, "", "", 2)).ok);
+  ASSERT_TRUE(fleet.Submit(PyJob("j-run", kGated, "", GateYaml("run"), 1)).status.ok());
+  ASSERT_TRUE(fleet.Submit(PyJob("j-wait", kHello, "", "", 2)).status.ok());
   EXPECT_EQ(fleet.Observe("j-wait", "local:j-wait").state, State::kPending);
-  EXPECT_EQ(fleet.Cancel("j-wait", "local:j-wait", 0), "");
+  EXPECT_TRUE(fleet.Cancel("j-wait", "local:j-wait", 0).ok());
   Observation o = fleet.Observe("j-wait", "local:j-wait");
   EXPECT_EQ(o.state, State::kCancelled);
   EXPECT_EQ(o.message, "cancelled before it started");
@@ -356,8 +357,8 @@ TEST_F(LocalFleetTest, CancelOfAWaitingJobTakesItOutOfTheQueue) {
 
 TEST_F(LocalFleetTest, ANewFleetObjectReadoptsRunningAndWaitingJobs) {
   auto first = std::make_unique<LocalFleet>(Options(/*cpus=*/1), *store_);
-  ASSERT_TRUE(first->Submit(PyJob("j-long", kGated, "", GateYaml("long"), 1)).ok);
-  ASSERT_TRUE(first->Submit(PyJob("j-next", kHello, "", "", 2)).ok);
+  ASSERT_TRUE(first->Submit(PyJob("j-long", kGated, "", GateYaml("long"), 1)).status.ok());
+  ASSERT_TRUE(first->Submit(PyJob("j-next", kHello, "", "", 2)).status.ok());
   ASSERT_TRUE(WaitForText(JobDir("j-long") / "logs" / "driver.log", "started"));
   first.reset();  // `forge serve` restarts
 
@@ -388,7 +389,7 @@ TEST_F(LocalFleetTest, TheRunnerOutlivesTheProcessThatLaunchedIt) {
     ::setpgid(0, 0);
     ::close(ready[0]);
     LocalFleet fleet(Options(), *store_);
-    const char ok = fleet.Submit(r).ok ? 'y' : 'n';
+    const char ok = fleet.Submit(r).status.ok() ? 'y' : 'n';
     if (::write(ready[1], &ok, 1) != 1) ::_exit(2);
     ::pause();
     ::_exit(0);
@@ -427,10 +428,10 @@ TEST_F(LocalFleetTest, AHeldLockWithoutLaunchRecordIsNeverSpawnedAgain) {
   LocalFleet fleet(Options(), *store_);
   SubmitRequest r = PyJob("j-held", kHello);
   SubmitResult s = fleet.Submit(r);
-  ASSERT_TRUE(s.ok) << s.message;
+  ASSERT_TRUE(s.status.ok()) << s.status.message();
   EXPECT_EQ(s.handle, "local:j-held");
   EXPECT_EQ(fleet.Observe("j-held", s.handle).state, State::kRunning);
-  EXPECT_TRUE(fleet.Submit(r).ok);
+  EXPECT_TRUE(fleet.Submit(r).status.ok());
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   EXPECT_FALSE(fs::exists(JobDir("j-held") / "capsule"));
   EXPECT_FALSE(fs::exists(JobDir("j-held") / "logs" / "runner.log"));
@@ -457,7 +458,7 @@ TEST_F(LocalFleetTest, SecretsNeverReachTheJob) {
 for k in sorted(os.environ):
     print(k + "=" + os.environ[k])
 )");
-  ASSERT_TRUE(fleet.Submit(r).ok);
+  ASSERT_TRUE(fleet.Submit(r).status.ok());
   EXPECT_EQ(WaitEnded(fleet, "j-env").state, State::kSucceeded);
   const std::string log = DriverLog("j-env");
   EXPECT_THAT(log, Not(HasSubstr("must-not-leak")));
@@ -475,7 +476,7 @@ for k in sorted(os.environ):
 TEST_F(LocalFleetTest, ARunnerThatDiesIsRunnerLostWithItsLastWords) {
   ScopedEnv runner_grace("FORGE_RUNNER_GRACE_S", "60");
   LocalFleet fleet(Options(), *store_);
-  ASSERT_TRUE(fleet.Submit(PyJob("j-lost", kGated, "", GateYaml("lost"))).ok);
+  ASSERT_TRUE(fleet.Submit(PyJob("j-lost", kGated, "", GateYaml("lost"))).status.ok());
   ASSERT_TRUE(WaitForText(JobDir("j-lost") / "logs" / "driver.log", "started"));
   const pid_t runner = static_cast<pid_t>(LaunchPid(JobDir("j-lost")));
   const auto status = nlohmann::json::parse(ReadFile(JobDir("j-lost") / "status.json"));
@@ -494,7 +495,7 @@ TEST_F(LocalFleetTest, ARunnerThatDiesIsRunnerLostWithItsLastWords) {
       << ReadFile(JobDir("j-lost") / "logs" / "driver.log") << "\nrunner.log:\n"
       << ReadFile(JobDir("j-lost") / "logs" / "runner.log") << "\nstatus.json:\n"
       << ReadFile(JobDir("j-lost") / "status.json");
-  EXPECT_EQ(fleet.Release("j-lost", "local:j-lost"), "");
+  EXPECT_TRUE(fleet.Release("j-lost", "local:j-lost").ok());
   for (int i = 0; i < 100 && !testing::IsDead(entrypoint); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_TRUE(testing::IsDead(entrypoint));
@@ -516,7 +517,7 @@ TEST_F(LocalFleetTest, TwoWorkersDriveManyJobsEachExactlyOnce) {
     while (ended.size() < jobs.size()) {
       for (const SubmitRequest& r : jobs) {
         if (ended.count(r.job_id)) continue;
-        EXPECT_TRUE(fleet.Submit(r).ok);
+        EXPECT_TRUE(fleet.Submit(r).status.ok());
         const State st = fleet.Observe(r.job_id, "local:" + r.job_id).state;
         EXPECT_NE(st, State::kFailed);
         if (st == State::kSucceeded) ended.insert(r.job_id);
@@ -540,8 +541,8 @@ TEST_F(LocalFleetTest, TwoWorkersDriveManyJobsEachExactlyOnce) {
 TEST_F(LocalFleetTest, UnknownJobsAreUnknownAndHarmless) {
   LocalFleet fleet(Options(), *store_);
   EXPECT_EQ(fleet.Observe("j-nobody", "local:j-nobody").state, State::kUnknown);
-  EXPECT_EQ(fleet.Cancel("j-nobody", "local:j-nobody", 0), "");
-  EXPECT_EQ(fleet.Release("j-nobody", "local:j-nobody"), "");
+  EXPECT_TRUE(fleet.Cancel("j-nobody", "local:j-nobody", 0).ok());
+  EXPECT_TRUE(fleet.Release("j-nobody", "local:j-nobody").ok());
   EXPECT_EQ(fleet.Observe("../etc", "local:../etc").state, State::kUnknown);
 }
 

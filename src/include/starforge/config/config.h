@@ -24,6 +24,9 @@ std::string ToString(SubmissionMode mode);  // "K8sJobMode" | "HTTPMode"
 std::string ToString(S3Addressing mode);    // "path" | "virtual"
 std::optional<FleetKind> ParseFleetKind(const std::string& text);
 
+// The node label whose value is a node's GPU series, unless FORGE_K8S_GPU_NODE_LABEL says.
+inline constexpr const char* kDefaultGpuNodeLabel = "starforge/gpu-series";
+
 struct Config {
   // Fleet and recipes.
   FleetKind default_fleet_kind = FleetKind::kLocal;  // FORGE_DEFAULT_FLEET_KIND
@@ -38,9 +41,9 @@ struct Config {
   std::string k8s_context;                    // FORGE_K8S_CONTEXT (kubeconfig context)
 
   // What StarForge creates in the cluster.
-  std::string k8s_namespace = "starforge";                  // FORGE_K8S_NAMESPACE
-  std::string k8s_gpu_node_label = "starforge/gpu-series";  // FORGE_K8S_GPU_NODE_LABEL
-  std::string k8s_shm_size = "64Gi";                        // FORGE_K8S_SHM_SIZE (quantity)
+  std::string k8s_namespace = "starforge";                // FORGE_K8S_NAMESPACE
+  std::string k8s_gpu_node_label = kDefaultGpuNodeLabel;  // FORGE_K8S_GPU_NODE_LABEL
+  std::string k8s_shm_size = "64Gi";                      // FORGE_K8S_SHM_SIZE (quantity)
   std::string k8s_storage_pvc;      // FORGE_K8S_STORAGE_PVC ("" = no storage volume)
   bool k8s_storage_shared = true;   // FORGE_K8S_STORAGE_SHARED
   std::string k8s_corpus_pvc;       // FORGE_K8S_CORPUS_PVC ("" = none)

@@ -7,12 +7,15 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "starforge/common/reasons.h"
+#include "starforge/common/status.h"
 #include "starforge/jobspec/jobspec.h"
 
 namespace starforge::fleet {
@@ -34,11 +37,8 @@ struct SubmitRequest {
 };
 
 struct SubmitResult {
-  bool ok = true;
-  std::string handle;      // the fleet's name for the job; stored and passed back to every call
-  std::string reason;      // when !ok: CamelCase (e.g. "SubmissionFailed")
-  std::string message;     // when !ok: for people
-  bool retryable = false;  // when !ok: a transient fault (retry with backoff) vs final
+  Status status;       // not ok: reason (e.g. reasons::kSubmissionFailed), message, retryable
+  std::string handle;  // when ok: the fleet's name for the job; stored and passed to every call
 };
 
 // What the fleet sees of one job now.
@@ -85,18 +85,18 @@ class Fleet {
 
   // Asks the job to stop. `since_ms` = how long ago the cancel was first requested: the fleet
   // escalates (e.g. SIGTERM, then SIGKILL after its grace period). Idempotent; ok when gone.
-  // Returns "" or an error message.
-  virtual std::string Cancel(const std::string& job_id, const std::string& handle,
-                             int64_t since_ms) = 0;
+  // Not ok: why, and whether the controller should try again.
+  virtual Status Cancel(const std::string& job_id, const std::string& handle, int64_t since_ms) = 0;
 
   // Copies whatever logs the fleet has that are not yet under `logs_dir`
-  // (<storage root>/jobs/<id>/logs). Returns "" or an error message (the controller retries).
-  virtual std::string CollectLogs(const std::string& job_id, const std::string& handle,
-                                  const std::filesystem::path& logs_dir) = 0;
+  // (<storage root>/jobs/<id>/logs). Not ok: retryable (the controller tries again) or not
+  // (it records why and stops archiving).
+  virtual Status CollectLogs(const std::string& job_id, const std::string& handle,
+                             const std::filesystem::path& logs_dir) = 0;
 
   // Frees everything the job holds (processes, work dirs, cluster objects). Idempotent.
-  // Returns "" or an error message (the controller retries).
-  virtual std::string Release(const std::string& job_id, const std::string& handle) = 0;
+  // Not ok: retryable (the controller tries again) or not (it records why and gives up).
+  virtual Status Release(const std::string& job_id, const std::string& handle) = 0;
 
   // What the fleet has and uses, as JSON for GET /api/v1/capacity: {"fleet": Kind(), …}.
   virtual nlohmann::json Capacity() = 0;
@@ -104,18 +104,30 @@ class Fleet {
   // Called (from any thread) when the fleet notices a change for a job, so the controller can
   // reconcile it at once instead of at its next resync.
   void SetNotify(std::function<void(const std::string& job_id)> notify) {
+    std::lock_guard<std::mutex> lock(notify_mu_);
     notify_ = std::move(notify);
   }
 
  protected:
+  // Safe from any thread, also while SetNotify runs (informer threads call it at any time).
   void Notify(const std::string& job_id) {
-    if (notify_) notify_(job_id);
+    std::function<void(const std::string&)> notify;
+    {
+      std::lock_guard<std::mutex> lock(notify_mu_);
+      notify = notify_;
+    }
+    if (notify) notify(job_id);
   }
 
  private:
+  std::mutex notify_mu_;
   std::function<void(const std::string&)> notify_;
 };
 
 std::string_view ToString(State state);  // "Pending", …, "Unknown"
+
+// "" → ok; otherwise a retryable fault with `reason` (the fleets' helpers report errors as text,
+// and every such fault may clear by itself).
+Status RetryableUnlessEmpty(const char* reason, std::string error);
 
 }  // namespace starforge::fleet

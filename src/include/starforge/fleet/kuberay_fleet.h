@@ -91,14 +91,13 @@ class KubeRayFleet : public Fleet {
   SubmitResult Submit(const SubmitRequest& request) override;
   Observation Observe(const std::string& job_id, const std::string& handle) override;
   // Marks the job cancelled by us, then deletes the RayJob (the operator stops the Ray job).
-  std::string Cancel(const std::string& job_id, const std::string& handle,
-                     int64_t since_ms) override;
+  Status Cancel(const std::string& job_id, const std::string& handle, int64_t since_ms) override;
   // ray-job.log (Ray's Jobs API through the service proxy), submitter.log, events.json and
   // rayjob.json (presigned URLs redacted). driver.log is already there (the runner writes it).
-  std::string CollectLogs(const std::string& job_id, const std::string& handle,
-                          const std::filesystem::path& logs_dir) override;
-  // Deletes the RayJob; done ("") once it is gone.
-  std::string Release(const std::string& job_id, const std::string& handle) override;
+  Status CollectLogs(const std::string& job_id, const std::string& handle,
+                     const std::filesystem::path& logs_dir) override;
+  // Deletes the RayJob; ok once it is gone.
+  Status Release(const std::string& job_id, const std::string& handle) override;
   nlohmann::json Capacity() override;
 
   // Requests sent by the fleet's client (informers included), for tests and the closing note.
@@ -120,7 +119,7 @@ class UnavailableFleet : public Fleet {
   std::string Kind() const override { return kind_; }
   Admission Admit(const jobspec::JobSpec&) override { return {false, message_, "fleet"}; }
   SubmitResult Submit(const SubmitRequest&) override {
-    return {false, "", "Rejected", message_, false};
+    return {Status::Permanent(reasons::kRejected, message_), ""};
   }
   // A job from before a restart with other settings waits (retryable) instead of failing.
   Observation Observe(const std::string&, const std::string&) override {
@@ -129,12 +128,17 @@ class UnavailableFleet : public Fleet {
     o.message = message_;
     return o;
   }
-  std::string Cancel(const std::string&, const std::string&, int64_t) override { return message_; }
-  std::string CollectLogs(const std::string&, const std::string&,
-                          const std::filesystem::path&) override {
-    return message_;
+  // Retryable like Observe: the server may be restarted with the fleet configured.
+  Status Cancel(const std::string&, const std::string&, int64_t) override {
+    return Status::Retryable(reasons::kCancelFailed, message_);
   }
-  std::string Release(const std::string&, const std::string&) override { return message_; }
+  Status CollectLogs(const std::string&, const std::string&,
+                     const std::filesystem::path&) override {
+    return Status::Retryable(reasons::kLogCollectionFailed, message_);
+  }
+  Status Release(const std::string&, const std::string&) override {
+    return Status::Retryable(reasons::kReleaseFailed, message_);
+  }
   // Short (it is a row of `forge capacity`); the message comes with every refused job.
   nlohmann::json Capacity() override { return {{"fleet", kind_}, {"available", false}}; }
 

@@ -54,11 +54,10 @@ class LocalFleet : public Fleet {
   // otherwise returns ok with the job waiting (Observe says Pending / WaitingForResources).
   SubmitResult Submit(const SubmitRequest& request) override;
   Observation Observe(const std::string& job_id, const std::string& handle) override;
-  std::string Cancel(const std::string& job_id, const std::string& handle,
-                     int64_t since_ms) override;
-  std::string CollectLogs(const std::string& job_id, const std::string& handle,
-                          const std::filesystem::path& logs_dir) override;
-  std::string Release(const std::string& job_id, const std::string& handle) override;
+  Status Cancel(const std::string& job_id, const std::string& handle, int64_t since_ms) override;
+  Status CollectLogs(const std::string& job_id, const std::string& handle,
+                     const std::filesystem::path& logs_dir) override;
+  Status Release(const std::string& job_id, const std::string& handle) override;
   nlohmann::json Capacity() override;
 
  private:

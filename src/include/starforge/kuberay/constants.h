@@ -60,7 +60,32 @@ inline constexpr const char* kEnvNemoRlDir = "FORGE_NEMO_RL_DIR";
 inline constexpr const char* kEnvRayJobStopWait = "RAY_JOB_STOP_WAIT_TIME_S";
 inline constexpr const char* kRayJobStopWaitSeconds = "45";
 
-// Labels and names set by others that StarForge reads (FACTS §3).
+// The RayJob and RayCluster kinds (KubeRay's ray.io/v1 API).
+inline constexpr const char* kRayApiGroup = "ray.io";
+inline constexpr const char* kRayApiVersion = "ray.io/v1";  // apiVersion: group/version
+inline constexpr const char* kRayVersion = "v1";
+inline constexpr const char* kRayJobKind = "RayJob";
+inline constexpr const char* kRayClusterKind = "RayCluster";
+
+// RayJob status.jobDeploymentStatus values (KubeRay's JobDeploymentStatus;
+// docs/upstream-facts.md §2). Pending ones pass through as the job's reason.
+inline constexpr const char* kDeploymentInitializing = "Initializing";
+inline constexpr const char* kDeploymentRunning = "Running";
+inline constexpr const char* kDeploymentComplete = "Complete";
+inline constexpr const char* kDeploymentFailed = "Failed";
+inline constexpr const char* kDeploymentValidationFailed = "ValidationFailed";
+inline constexpr const char* kDeploymentSuspending = "Suspending";
+inline constexpr const char* kDeploymentSuspended = "Suspended";
+inline constexpr const char* kDeploymentRetrying = "Retrying";
+inline constexpr const char* kDeploymentWaiting = "Waiting";
+// RayJob status.jobStatus values (Ray's JobStatus).
+inline constexpr const char* kRayJobPending = "PENDING";
+inline constexpr const char* kRayJobRunning = "RUNNING";
+inline constexpr const char* kRayJobSucceeded = "SUCCEEDED";
+inline constexpr const char* kRayJobFailed = "FAILED";
+inline constexpr const char* kRayJobStopped = "STOPPED";
+
+// Labels and names set by others that StarForge reads (docs/upstream-facts.md §3).
 inline constexpr const char* kLabelRayCluster = "ray.io/cluster";     // on the cluster's pods
 inline constexpr const char* kLabelRayNodeType = "ray.io/node-type";  // head | worker
 inline constexpr const char* kLabelRayGroup = "ray.io/group";         // headgroup | <pool>
@@ -68,6 +93,15 @@ inline constexpr const char* kLabelJobNameBatch = "batch.kubernetes.io/job-name"
 inline constexpr const char* kLabelJobNameLegacy = "job-name";  // submitter pods (older clusters)
 inline constexpr const char* kSubmitterContainerName = "ray-job-submitter";
 inline constexpr const char* kRayJobFinalizer = "ray.io/rayjob-finalizer";
+// On the submitter Job (K8sJobMode): the RayJob it was created for.
+inline constexpr const char* kLabelOriginatedFrom = "ray.io/originated-from-cr-name";
+// The head's Service: "<RayJob or RayCluster name>" + this suffix.
+inline constexpr const char* kHeadServiceSuffix = "-head-svc";
+// The head container's port names; KubeRay finds the dashboard (and the Service exposes ports)
+// by name (docs/upstream-facts.md §3).
+inline constexpr const char* kGcsPortName = "gcs-server";
+inline constexpr const char* kDashboardPortName = "dashboard";
+inline constexpr const char* kClientPortName = "client";
 
 // Node taints the GPU pods StarForge renders tolerate (render.cc: nvidia.com/gpu Exists
 // NoSchedule), so they do not count as blocking a GPU node.

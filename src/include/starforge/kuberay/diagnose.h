@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "starforge/config/config.h"
 #include "starforge/jobspec/jobspec.h"
 
 namespace starforge::kuberay {
@@ -28,8 +29,8 @@ struct DiagnosisInput {
   // Every non-terminal pod bound to a node, any namespace (the capacity view's pods), so the
   // Unschedulable message can say how many GPUs are free. May be empty.
   std::vector<nlohmann::json> node_pods;
-  std::string gpu_label = "starforge/gpu-series";  // FORGE_K8S_GPU_NODE_LABEL
-  std::vector<jobspec::Pool> pools;                // the job's pools
+  std::string gpu_label = config::kDefaultGpuNodeLabel;  // FORGE_K8S_GPU_NODE_LABEL
+  std::vector<jobspec::Pool> pools;                      // the job's pools
 };
 
 // One event as users see it (GET /api/v1/jobs/{id}/events, `forge describe`).

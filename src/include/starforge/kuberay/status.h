@@ -49,4 +49,8 @@ StatusView ReadStatus(const nlohmann::json& rayjob);
 // available logs …" or "… exit code N. Last available logs …"); nullopt when absent.
 std::optional<int> ParseRayExitCode(std::string_view message);
 
+// The job's reason for a Failed RayJob: Rejected when the operator refused it
+// (ValidationFailed), the operator's reason otherwise, "Failed" when it gave none.
+std::string JobReason(const StatusView& status);
+
 }  // namespace starforge::kuberay

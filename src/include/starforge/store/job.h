@@ -1,11 +1,14 @@
 // A job as the control plane records it: its phase, why it is there, and its cleanup state.
-// Phase names and reasons are API surface (JSON, CLI, metrics): they are spelled once, here.
+// Phase names are API surface (JSON, CLI, metrics): they are spelled once, here; reasons are in
+// common/reasons.h.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+
+#include "starforge/common/reasons.h"
 
 namespace starforge::store {
 
@@ -26,22 +29,8 @@ std::string_view ToString(Phase phase);  // "Queued", …, "Cancelled"
 std::optional<Phase> ParsePhase(std::string_view text);
 bool IsTerminal(Phase phase);  // Succeeded, Failed, Cancelled
 
-// Machine-readable reasons (the `reason` of a job). Fleets may add their own CamelCase reasons;
-// these are the ones the control plane itself sets.
-namespace reasons {
-inline constexpr const char* kRejected = "Rejected";  // can never run on its fleet
-inline constexpr const char* kPackagingFailed =
-    "PackagingFailed";                                          // the capsule could not be built
-inline constexpr const char* kStorageFailed = "StorageFailed";  // object store refused the capsule
-inline constexpr const char* kSubmissionFailed = "SubmissionFailed";
-inline constexpr const char* kWaitingForResources = "WaitingForResources";  // Pending, local fleet
-inline constexpr const char* kAppFailed = "AppFailed";  // the entrypoint exited ≠ 0
-inline constexpr const char* kCompleted = "Completed";  // Succeeded
-inline constexpr const char* kCancelledByUser = "CancelledByUser";
-inline constexpr const char* kRunnerLost = "RunnerLost";  // the runner died without a status
-inline constexpr const char* kPreRunningDeadlineExceeded = "PreRunningDeadlineExceeded";
-inline constexpr const char* kDeadlineExceeded = "DeadlineExceeded";
-}  // namespace reasons
+// Machine-readable reasons (the `reason` of a job): common/reasons.h, shared with the fleets.
+namespace reasons = ::starforge::reasons;
 
 // Times are Unix milliseconds (UTC); 0 = not yet.
 struct Job {
