@@ -338,7 +338,11 @@ class Reconciler {
   }
 
   Outcome Observing(const Job& job) {
-    const fleet::Observation obs = fleet_->Observe(job.id, job.fleet_handle);
+    // Parsed once per reconcile; the fleet, Resubmit and the deadlines all use this one.
+    std::string spec_error;
+    const std::optional<jobspec::JobSpec> spec = Spec(job, &spec_error);
+    const fleet::Observation obs =
+        fleet_->Observe(job.id, job.fleet_handle, spec ? *spec : jobspec::JobSpec{});
     if (obs.retryable_error) {
       ++metrics_.fleet_errors;
       return Retry("observe: " + obs.message);
@@ -392,21 +396,20 @@ class Reconciler {
                             ? "the fleet lost the running job (no record of it any more)"
                             : obs.message);
         }
-        return Resubmit(job);
+        return Resubmit(job, spec, spec_error);
       case fleet::State::kPending:
-        return Pending(job, obs, now);
+        return Pending(job, spec, obs, now);
       case fleet::State::kRunning:
-        return Running(job, now);
+        return Running(job, spec, now);
     }
     return After(options_.resync);
   }
 
   // Pending, but the fleet has no record (e.g. its queue was in memory and it restarted):
   // submit again; the same job id yields the same handle.
-  Outcome Resubmit(const Job& job) {
-    std::string error;
-    auto spec = Spec(job, &error);
-    if (!spec) return Retry("the stored JobSpec is not valid: " + error);
+  Outcome Resubmit(const Job& job, const std::optional<jobspec::JobSpec>& spec,
+                   const std::string& spec_error) {
+    if (!spec) return Retry("the stored JobSpec is not valid: " + spec_error);
     const fleet::SubmitResult r = fleet_->Submit(Request(job, *spec));
     if (!r.status.ok()) {
       ++metrics_.fleet_errors;
@@ -424,10 +427,9 @@ class Reconciler {
     return After(options_.resync);
   }
 
-  Outcome Pending(const Job& job, const fleet::Observation& obs, int64_t now) {
+  Outcome Pending(const Job& job, const std::optional<jobspec::JobSpec>& spec,
+                  const fleet::Observation& obs, int64_t now) {
     if (job.phase != Phase::kPending) return After(options_.resync);  // never back from Running
-    std::string error;
-    auto spec = Spec(job, &error);
     if (spec && spec->pre_running_seconds > 0 &&
         now - PendingSince(job) > spec->pre_running_seconds * 1000) {
       Outcome o = CancelOnFleet(job, 0);
@@ -453,14 +455,12 @@ class Reconciler {
     return After(options_.resync);
   }
 
-  Outcome Running(const Job& job, int64_t now) {
+  Outcome Running(const Job& job, const std::optional<jobspec::JobSpec>& spec, int64_t now) {
     if (job.phase == Phase::kPending) {
       Move(job, Phase::kRunning, "", "");
       Failpoint("running-observed");
       return Now();  // deadlines count from the stored started_at
     }
-    std::string error;
-    auto spec = Spec(job, &error);
     if (spec && spec->running_seconds > 0 && job.started_at > 0 &&
         now - job.started_at > spec->running_seconds * 1000) {
       Outcome o = CancelOnFleet(job, 0);

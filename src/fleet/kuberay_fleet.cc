@@ -154,49 +154,6 @@ std::string RedactUrlQueries(std::string text) {
   return text;
 }
 
-// The job's pools as rendered into its RayJob (render.cc): the head is machine zero of the
-// primary pool, whose other machines form the worker group of the same name; every other pool
-// is one worker group. Needed by the diagnosis, which Observe runs without the JobSpec.
-std::vector<jobspec::Pool> PoolsFromRayJob(const json& rayjob, const std::string& gpu_label) {
-  std::vector<jobspec::Pool> pools;
-  const json& cluster = Field(Field(rayjob, "spec"), "rayClusterSpec");
-  auto pool_of = [&](const json& group, const std::string& name, int64_t machines) {
-    jobspec::Pool p;
-    p.name = name;
-    p.machines = machines;
-    const json& tmpl = Field(group, "template");
-    p.gpu_series = Str(Field(Field(tmpl, "spec"), "nodeSelector"), gpu_label.c_str());
-    const std::string gpus = Str(Field(group, "rayStartParams"), "num-gpus");
-    try {
-      p.gpus_per_machine = gpus.empty() ? 0 : std::stoll(gpus);
-    } catch (const std::exception&) {
-      p.gpus_per_machine = 0;
-    }
-    return p;
-  };
-  const json& head = Field(cluster, "headGroupSpec");
-  if (head.is_object()) {
-    std::string name = Label(Field(head, "template"), kuberay::kLabelPool);
-    pools.push_back(pool_of(head, name.empty() ? "head" : name, 1));
-  }
-  const json& workers = Field(cluster, "workerGroupSpecs");
-  if (workers.is_array()) {
-    for (const auto& g : workers) {
-      const std::string name = Str(g, "groupName");
-      int64_t replicas =
-          Field(g, "replicas").is_number_integer()      ? Field(g, "replicas").get<int64_t>()
-          : Field(g, "minReplicas").is_number_integer() ? Field(g, "minReplicas").get<int64_t>()
-                                                        : 0;
-      if (!pools.empty() && pools.front().name == name) {
-        pools.front().machines += replicas;
-      } else {
-        pools.push_back(pool_of(g, name, replicas));
-      }
-    }
-  }
-  return pools;
-}
-
 // ----------------------------------------------------------------------------------------------
 
 KubeRaySetup DetectKubeRay(const config::Config& cfg, const kube::ConfigSources& sources) {
@@ -482,7 +439,8 @@ struct KubeRayFleet::Impl {
     return out;
   }
 
-  kuberay::Diagnosis DiagnoseJob(const std::string& job_id, const JobObjects& j) {
+  kuberay::Diagnosis DiagnoseJob(const std::string& job_id, const JobObjects& j,
+                                 const jobspec::JobSpec& spec) {
     kuberay::DiagnosisInput in;
     in.rayjob = j.rayjob;
     in.raycluster = j.raycluster;
@@ -499,7 +457,7 @@ struct KubeRayFleet::Impl {
       in.node_pods = Values(all_pods->Snapshot());
     }
     in.gpu_label = o.config.k8s_gpu_node_label;
-    in.pools = PoolsFromRayJob(j.rayjob, o.config.k8s_gpu_node_label);
+    in.pools = spec.pools;  // what render laid out: read from the JobSpec, not from the RayJob
     return kuberay::Diagnose(in);
   }
 
@@ -618,7 +576,8 @@ struct KubeRayFleet::Impl {
     }
   }
 
-  Observation Observe(const std::string& job_id, const std::string& handle) {
+  Observation Observe(const std::string& job_id, const std::string& handle,
+                      const jobspec::JobSpec& spec) {
     const std::string name = handle.empty() ? kuberay::RayJobName(job_id) : handle;
     Observation obs;
     std::optional<json> rj;
@@ -651,7 +610,7 @@ struct KubeRayFleet::Impl {
     switch (sv.state) {
       case RayJobState::kPending:
       case RayJobState::kUnknown: {
-        const kuberay::Diagnosis d = DiagnoseJob(job_id, objs);
+        const kuberay::Diagnosis d = DiagnoseJob(job_id, objs, spec);
         obs.events = ToFleetEvents(d.events);
         obs.state = State::kPending;
         obs.reason = !d.reason.empty() ? d.reason : sv.reason;
@@ -1022,8 +981,9 @@ SubmitResult KubeRayFleet::Submit(const SubmitRequest& request) {
   return impl_->Submit(request);
 }
 
-Observation KubeRayFleet::Observe(const std::string& job_id, const std::string& handle) {
-  return impl_->Observe(job_id, handle);
+Observation KubeRayFleet::Observe(const std::string& job_id, const std::string& handle,
+                                  const jobspec::JobSpec& spec) {
+  return impl_->Observe(job_id, handle, spec);
 }
 
 Status KubeRayFleet::Cancel(const std::string& job_id, const std::string& handle,

@@ -802,7 +802,8 @@ SubmitResult LocalFleet::Submit(const SubmitRequest& request) {
   return result;  // started, or waiting for resources
 }
 
-Observation LocalFleet::Observe(const std::string& job_id, const std::string& /*handle*/) {
+Observation LocalFleet::Observe(const std::string& job_id, const std::string& /*handle*/,
+                                const jobspec::JobSpec& /*spec*/) {
   if (!SafeJobId(job_id)) return {};
   if (auto queued = impl_->ObserveQueued(job_id)) return *queued;
   Observation o = impl_->ObserveFiles(job_id);

@@ -100,7 +100,8 @@ class FakeFleet : public fleet::Fleet {
     return fleet::SubmitResult{Status::Ok(), "h-" + request.job_id};
   }
 
-  fleet::Observation Observe(const std::string& job_id, const std::string& handle) override {
+  fleet::Observation Observe(const std::string& job_id, const std::string& handle,
+                             const jobspec::JobSpec&) override {
     std::lock_guard lock(mu_);
     ++observes;
     if (!handle.empty()) handles_seen.insert(handle);

@@ -89,7 +89,7 @@ TEST_F(AdmitTest, SubmitRejectsWhatAdmitRefuses) {
   EXPECT_EQ(s.status.reason(), "Rejected");
   EXPECT_FALSE(s.status.retryable());
   EXPECT_THAT(s.status.message(), ::testing::HasSubstr("use `fleet: kuberay`"));
-  EXPECT_EQ(fleet.Observe("j-big", "local:j-big").state, State::kUnknown);
+  EXPECT_EQ(fleet.Observe("j-big", "local:j-big", {}).state, State::kUnknown);
 }
 
 TEST(StateTest, Names) {

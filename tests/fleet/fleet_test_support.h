@@ -167,7 +167,7 @@ class FleetFixture : public ::testing::Test {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     Observation o;
     while (true) {
-      o = fleet.Observe(id, "local:" + id);
+      o = fleet.Observe(id, "local:" + id, {});
       if (states.count(o.state) || std::chrono::steady_clock::now() > deadline) return o;
       std::this_thread::sleep_for(std::chrono::milliseconds(30));
     }

@@ -199,6 +199,7 @@ class KubeRayFleetTest : public ::testing::Test {
     SubmitRequest r;
     r.job_id = job_id;
     r.spec = Spec(yaml);
+    specs_[job_id] = r.spec;  // what the controller would pass to Observe
     r.capsule_sha256 = kSha;
     r.capsule_key = capsule::ObjectKey(kSha);
     return r;
@@ -215,12 +216,19 @@ class KubeRayFleetTest : public ::testing::Test {
     api_->MergePatchStatus(res::kRayJobs, ns_, rayjob, {{"status", status}});
   }
 
+  // The JobSpec Request made for `job_id` (a default one for objects made by hand).
+  jobspec::JobSpec SpecOf(const std::string& job_id) const {
+    auto it = specs_.find(job_id);
+    return it == specs_.end() ? jobspec::JobSpec{} : it->second;
+  }
+  std::map<std::string, jobspec::JobSpec> specs_;
+
   // Observes until `pred` holds (the informer applies the change asynchronously).
   template <typename Pred>
   Observation ObserveUntil(const std::string& job_id, const std::string& handle, Pred pred) {
     Observation obs;
     Eventually([&] {
-      obs = fleet_->Observe(job_id, handle);
+      obs = fleet_->Observe(job_id, handle, SpecOf(job_id));
       return pred(obs);
     });
     return obs;
@@ -312,23 +320,6 @@ TEST(RedactUrlQueries, DropsEveryUrlsQueryAndKeepsTheRest) {
             "no url? here, httpx and https://h/p");
   EXPECT_EQ(RedactUrlQueries("a https://x/?1 b http://y/?2"),
             "a https://x/?REDACTED b http://y/?REDACTED");
-}
-
-TEST(PoolsFromRayJob, ReadsBackThePoolsRenderLaidOut) {
-  config::Config cfg;
-  const jobspec::JobSpec spec = Spec(kTwoPools);
-  kuberay::RenderResult r =
-      kuberay::Render(spec, "j-pools", {"https://h/capsules/x.zip", kSha}, cfg);
-  ASSERT_TRUE(r.ok()) << JoinErrors(r.errors);
-  std::vector<jobspec::Pool> pools = PoolsFromRayJob(r.rayjob, cfg.k8s_gpu_node_label);
-  ASSERT_EQ(pools.size(), 2u);
-  EXPECT_EQ(pools[0].name, "main");
-  EXPECT_EQ(pools[0].machines, 2);
-  EXPECT_EQ(pools[0].gpus_per_machine, 8);
-  EXPECT_EQ(pools[0].gpu_series, "h200");
-  EXPECT_EQ(pools[1].name, "rollout");
-  EXPECT_EQ(pools[1].machines, 1);
-  EXPECT_EQ(pools[1].gpu_series, "h100");
 }
 
 TEST(DetectKubeRay, SaysWhatToConfigure) {
@@ -524,7 +515,7 @@ TEST_F(KubeRayFleetTest, PendingSaysWhyUnschedulable) {
         "0/3 nodes are available: 1 node(s) were unschedulable, 2 node(s) didn't match Pod's "
         "node affinity/selector.",
         "default-scheduler");
-  Observation o = fleet.Observe(id, h);
+  Observation o = fleet.Observe(id, h, SpecOf(id));
   o = ObserveUntil(id, h, [](const Observation& x) { return x.reason == "Unschedulable"; });
   EXPECT_EQ(o.state, State::kPending);
   EXPECT_EQ(o.reason, "Unschedulable");
@@ -625,7 +616,7 @@ TEST_F(KubeRayFleetTest, CancelEndsCancelledAndReleaseWaitsForTheFinalizer) {
   KubeRayFleet restarted(Options(), s3_);
   restarted.Start();
   ASSERT_TRUE(restarted.WaitForSync(10s));
-  EXPECT_EQ(restarted.Observe(id, h).state, State::kCancelled);
+  EXPECT_EQ(restarted.Observe(id, h, SpecOf(id)).state, State::kCancelled);
 
   EXPECT_THAT(fleet.Release(id, h).message(), HasSubstr("is being deleted"));
   // Retries while the finalizer works read the informer, not the API server — also before the
@@ -682,7 +673,7 @@ TEST_F(KubeRayFleetTest, CollectLogsArchivesRaySubmitterEventsAndARedactedRayJob
   const fs::path logs = root_ / "jobs" / id / "logs";
   fs::create_directories(logs);
   std::ofstream(logs / "driver.log") << "written by the runner\n";
-  ASSERT_TRUE(Eventually([&] { return fleet.Observe(id, h).events.size() >= 1; }));
+  ASSERT_TRUE(Eventually([&] { return fleet.Observe(id, h, SpecOf(id)).events.size() >= 1; }));
   EXPECT_TRUE(fleet.CollectLogs(id, h, logs).ok());
   EXPECT_EQ(asked, ray_job_id);
   EXPECT_EQ(ReadFile(logs / "ray-job.log"), "hello from the driver\nstep 1 loss 0.5\n");
@@ -796,7 +787,8 @@ TEST_F(KubeRayFleetTest, OrphansAreDeletedAfterTheGracePeriod) {
   KubeRayFleet& fleet = StartFleet(o);
   Submitted("j-known");
   Submitted("j-orphan");
-  ASSERT_TRUE(Eventually([&] { return fleet.Observe("j-orphan", "").state == State::kPending; }));
+  ASSERT_TRUE(Eventually(
+      [&] { return fleet.Observe("j-orphan", "", SpecOf("j-orphan")).state == State::kPending; }));
   EXPECT_TRUE(fleet.SweepOrphans().empty()) << "too young";
 
   o.orphan_grace = 0s;
@@ -840,7 +832,7 @@ TEST_F(KubeRayFleetTest, ConvergesThroughFaultsAndDroppedWatches) {
   Observation o;
   ASSERT_TRUE(Eventually(
       [&] {
-        o = fleet.Observe(id, r.handle);
+        o = fleet.Observe(id, r.handle, SpecOf(id));
         return o.state == State::kRunning;
       },
       30s));
@@ -849,7 +841,7 @@ TEST_F(KubeRayFleetTest, ConvergesThroughFaultsAndDroppedWatches) {
   }));
   ASSERT_TRUE(Eventually(
       [&] {
-        o = fleet.Observe(id, r.handle);
+        o = fleet.Observe(id, r.handle, SpecOf(id));
         return o.state == State::kSucceeded;
       },
       30s));
@@ -902,10 +894,12 @@ TEST_F(KubeRayFleetTest, WorksWithTheDeployRbacRules) {
                           {"jobStatus", "RUNNING"},
                           {"jobId", r.handle + "-x"},
                           {"rayClusterName", r.handle + "-c"}}}});
-  ASSERT_TRUE(Eventually([&] { return fleet.Observe(id, r.handle).state == State::kRunning; }));
+  ASSERT_TRUE(
+      Eventually([&] { return fleet.Observe(id, r.handle, SpecOf(id)).state == State::kRunning; }));
   EXPECT_TRUE(fleet.SweepOrphans().empty());
   EXPECT_TRUE(fleet.Cancel(id, r.handle, 0).ok());
-  ASSERT_TRUE(Eventually([&] { return fleet.Observe(id, r.handle).state == State::kCancelled; }));
+  ASSERT_TRUE(Eventually(
+      [&] { return fleet.Observe(id, r.handle, SpecOf(id)).state == State::kCancelled; }));
   const fs::path logs = root_ / "rbac-logs";
   fs::create_directories(logs);
   EXPECT_TRUE(fleet.CollectLogs(id, r.handle, logs).ok());
@@ -925,7 +919,7 @@ TEST_F(KubeRayFleetTest, ApiRequestsPerJobLifecycle) {
     Observation o;
     EXPECT_TRUE(Eventually([&] {
       ++observes;
-      o = fleet.Observe(id, h);
+      o = fleet.Observe(id, h, SpecOf(id));
       return o.state == s;
     }));
   };

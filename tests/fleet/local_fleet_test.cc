@@ -77,7 +77,7 @@ TEST_F(LocalFleetTest, RunsAJobToSuccessAndReleasesItsWorkDirs) {
   EXPECT_THAT(o.events[0].message, HasSubstr("runner pid " + std::to_string(pid) + " started on "));
   EXPECT_EQ(o.events[0].source, "fleet:local");
   // The same answer (and events) every time.
-  Observation again = fleet.Observe("j-ok", s.handle);
+  Observation again = fleet.Observe("j-ok", s.handle, {});
   EXPECT_EQ(again.state, State::kSucceeded);
   EXPECT_EQ(again.events.size(), o.events.size());
   // Submitting again starts nothing.
@@ -93,7 +93,7 @@ TEST_F(LocalFleetTest, RunsAJobToSuccessAndReleasesItsWorkDirs) {
   EXPECT_EQ(DriverLog("j-ok"), "hello from the job\njob id j-ok\ncuda=[]\n");
   EXPECT_EQ(ReadFile(JobDir("j-ok") / "checkpoint.txt"), "step 10\n");
   EXPECT_TRUE(fs::exists(JobDir("j-ok") / "status.json"));
-  EXPECT_EQ(fleet.Observe("j-ok", s.handle).state, State::kSucceeded);
+  EXPECT_EQ(fleet.Observe("j-ok", s.handle, {}).state, State::kSucceeded);
 
   // The runner was never our child; the launcher's intermediate child was reaped.
   EXPECT_THAT(testing::OurZombies(), ::testing::IsEmpty());
@@ -135,7 +135,7 @@ TEST_F(LocalFleetTest, ACapsuleThatIsNotThereOrNotWhatWasAskedForFailsSubmission
   EXPECT_EQ(s.status.reason(), "SubmissionFailed");
   EXPECT_FALSE(s.status.retryable());
   EXPECT_THAT(s.status.message(), HasSubstr("capsules/sha256-0000.zip is not in the object store"));
-  Observation o = fleet.Observe("j-gone", "local:j-gone");
+  Observation o = fleet.Observe("j-gone", "local:j-gone", {});
   EXPECT_EQ(o.state, State::kFailed);
   EXPECT_EQ(o.reason, "SubmissionFailed");
 
@@ -162,7 +162,7 @@ while True:
 )"))
                   .status.ok());
   ASSERT_TRUE(WaitForText(JobDir("j-term") / "logs" / "driver.log", "ready\n"));
-  EXPECT_EQ(fleet.Observe("j-term", "local:j-term").state, State::kRunning);
+  EXPECT_EQ(fleet.Observe("j-term", "local:j-term", {}).state, State::kRunning);
   EXPECT_TRUE(fleet.Cancel("j-term", "local:j-term", 0).ok());
   Observation o = WaitEnded(fleet, "j-term");
   EXPECT_EQ(o.state, State::kCancelled) << o.reason << ": " << o.message;
@@ -174,7 +174,7 @@ while True:
   EXPECT_TRUE(stopping);
   // A cancel after the end changes nothing.
   EXPECT_TRUE(fleet.Cancel("j-term", "local:j-term", 10'000).ok());
-  EXPECT_EQ(fleet.Observe("j-term", "local:j-term").state, State::kCancelled);
+  EXPECT_EQ(fleet.Observe("j-term", "local:j-term", {}).state, State::kCancelled);
 }
 
 TEST_F(LocalFleetTest, CancelEscalatesToSigkillAfterTheGracePeriod) {
@@ -197,7 +197,7 @@ while True:
   EXPECT_TRUE(fleet.Cancel("j-stubborn", "local:j-stubborn", 0).ok());
   ASSERT_TRUE(WaitForText(JobDir("j-stubborn") / "logs" / "driver.log", "received SIGTERM"));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  EXPECT_EQ(fleet.Observe("j-stubborn", "local:j-stubborn").state, State::kRunning);
+  EXPECT_EQ(fleet.Observe("j-stubborn", "local:j-stubborn", {}).state, State::kRunning);
   EXPECT_FALSE(testing::IsDead(entrypoint));
 
   EXPECT_TRUE(fleet.Cancel("j-stubborn", "local:j-stubborn", 500).ok());  // = cancel_grace_ms
@@ -276,11 +276,11 @@ TEST_F(LocalFleetTest, JobsWaitInFifoOrderForCpus) {
   EXPECT_EQ(s3.handle, "local:j-third");
   ASSERT_TRUE(fleet.Submit(second).status.ok());
 
-  Observation o2 = fleet.Observe("j-second", "local:j-second");
+  Observation o2 = fleet.Observe("j-second", "local:j-second", {});
   EXPECT_EQ(o2.state, State::kPending);
   EXPECT_EQ(o2.reason, "WaitingForResources");
   EXPECT_EQ(o2.message, "waiting for 1 CPU: 1 of 1 in use by 1 job (j-first)");
-  Observation o3 = fleet.Observe("j-third", "local:j-third");
+  Observation o3 = fleet.Observe("j-third", "local:j-third", {});
   EXPECT_EQ(o3.message, "waiting for 1 CPU: 1 of 1 in use by 1 job (j-first); 1 job ahead of it");
   EXPECT_FALSE(fs::exists(JobDir("j-second") / "capsule"));
 
@@ -326,7 +326,7 @@ TEST_F(LocalFleetTest, GpusAreHandedOutByIndex) {
   ASSERT_TRUE(WaitForText(JobDir("j-g1") / "logs" / "driver.log", "started cuda=[1]"));
   ASSERT_TRUE(fleet.Submit(PyJob("j-g2", kHello, ", gpuSeries: h200, gpusPerMachine: 1", "", 3))
                   .status.ok());
-  EXPECT_EQ(fleet.Observe("j-g2", "local:j-g2").message,
+  EXPECT_EQ(fleet.Observe("j-g2", "local:j-g2", {}).message,
             "waiting for 1 CPU and 1 GPU: 2 of 2 CPUs and 2 of 2 GPUs in use by 2 jobs (j-g0, "
             "j-g1)");
   EXPECT_EQ(fleet.Capacity()["gpusInUse"], 2);
@@ -341,9 +341,9 @@ TEST_F(LocalFleetTest, CancelOfAWaitingJobTakesItOutOfTheQueue) {
   LocalFleet fleet(Options(/*cpus=*/1), *store_);
   ASSERT_TRUE(fleet.Submit(PyJob("j-run", kGated, "", GateYaml("run"), 1)).status.ok());
   ASSERT_TRUE(fleet.Submit(PyJob("j-wait", kHello, "", "", 2)).status.ok());
-  EXPECT_EQ(fleet.Observe("j-wait", "local:j-wait").state, State::kPending);
+  EXPECT_EQ(fleet.Observe("j-wait", "local:j-wait", {}).state, State::kPending);
   EXPECT_TRUE(fleet.Cancel("j-wait", "local:j-wait", 0).ok());
-  Observation o = fleet.Observe("j-wait", "local:j-wait");
+  Observation o = fleet.Observe("j-wait", "local:j-wait", {});
   EXPECT_EQ(o.state, State::kCancelled);
   EXPECT_EQ(o.message, "cancelled before it started");
   EXPECT_EQ(fleet.Capacity()["waiting"], 0);
@@ -351,7 +351,7 @@ TEST_F(LocalFleetTest, CancelOfAWaitingJobTakesItOutOfTheQueue) {
   EXPECT_EQ(WaitEnded(fleet, "j-run").state, State::kSucceeded);
   // A new fleet object does not bring it back either.
   LocalFleet after(Options(/*cpus=*/1), *store_);
-  EXPECT_EQ(after.Observe("j-wait", "local:j-wait").state, State::kCancelled);
+  EXPECT_EQ(after.Observe("j-wait", "local:j-wait", {}).state, State::kCancelled);
   EXPECT_FALSE(fs::exists(JobDir("j-wait") / "status.json"));
 }
 
@@ -367,9 +367,9 @@ TEST_F(LocalFleetTest, ANewFleetObjectReadoptsRunningAndWaitingJobs) {
   EXPECT_EQ(cap["cpusInUse"], 1);
   EXPECT_EQ(cap["running"], 1);
   EXPECT_EQ(cap["waiting"], 1);
-  Observation o = second.Observe("j-long", "local:j-long");
+  Observation o = second.Observe("j-long", "local:j-long", {});
   EXPECT_EQ(o.state, State::kRunning) << o.message;
-  EXPECT_EQ(second.Observe("j-next", "local:j-next").message,
+  EXPECT_EQ(second.Observe("j-next", "local:j-next", {}).message,
             "waiting for 1 CPU: 1 of 1 in use by 1 job (j-long)");
   Open("long");
   o = WaitEnded(second, "j-long");
@@ -409,7 +409,7 @@ TEST_F(LocalFleetTest, TheRunnerOutlivesTheProcessThatLaunchedIt) {
   EXPECT_NE(::getsid(runner), ::getsid(0));  // a session of its own
   EXPECT_EQ(::getpgid(runner), runner);      // and group
   LocalFleet fleet(Options(), *store_);
-  EXPECT_EQ(fleet.Observe("j-orphan", "local:j-orphan").state, State::kRunning);
+  EXPECT_EQ(fleet.Observe("j-orphan", "local:j-orphan", {}).state, State::kRunning);
   ASSERT_TRUE(WaitForText(JobDir("j-orphan") / "logs" / "driver.log", "started"));
   Open("orphan");
   Observation o = WaitEnded(fleet, "j-orphan");
@@ -430,7 +430,7 @@ TEST_F(LocalFleetTest, AHeldLockWithoutLaunchRecordIsNeverSpawnedAgain) {
   SubmitResult s = fleet.Submit(r);
   ASSERT_TRUE(s.status.ok()) << s.status.message();
   EXPECT_EQ(s.handle, "local:j-held");
-  EXPECT_EQ(fleet.Observe("j-held", s.handle).state, State::kRunning);
+  EXPECT_EQ(fleet.Observe("j-held", s.handle, {}).state, State::kRunning);
   EXPECT_TRUE(fleet.Submit(r).status.ok());
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   EXPECT_FALSE(fs::exists(JobDir("j-held") / "capsule"));
@@ -438,7 +438,7 @@ TEST_F(LocalFleetTest, AHeldLockWithoutLaunchRecordIsNeverSpawnedAgain) {
   EXPECT_EQ(fleet.Capacity()["cpusInUse"], 1);
   LocalFleet adopted(Options(), *store_);  // after a restart too
   EXPECT_EQ(adopted.Capacity()["cpusInUse"], 1);
-  EXPECT_EQ(adopted.Observe("j-held", s.handle).state, State::kRunning);
+  EXPECT_EQ(adopted.Observe("j-held", s.handle, {}).state, State::kRunning);
 
   // That process lets go without having run anything: the job is started, once.
   ::close(fd);
@@ -518,7 +518,7 @@ TEST_F(LocalFleetTest, TwoWorkersDriveManyJobsEachExactlyOnce) {
       for (const SubmitRequest& r : jobs) {
         if (ended.count(r.job_id)) continue;
         EXPECT_TRUE(fleet.Submit(r).status.ok());
-        const State st = fleet.Observe(r.job_id, "local:" + r.job_id).state;
+        const State st = fleet.Observe(r.job_id, "local:" + r.job_id, {}).state;
         EXPECT_NE(st, State::kFailed);
         if (st == State::kSucceeded) ended.insert(r.job_id);
         const int in_use = fleet.Capacity()["cpusInUse"].get<int>();
@@ -540,10 +540,10 @@ TEST_F(LocalFleetTest, TwoWorkersDriveManyJobsEachExactlyOnce) {
 
 TEST_F(LocalFleetTest, UnknownJobsAreUnknownAndHarmless) {
   LocalFleet fleet(Options(), *store_);
-  EXPECT_EQ(fleet.Observe("j-nobody", "local:j-nobody").state, State::kUnknown);
+  EXPECT_EQ(fleet.Observe("j-nobody", "local:j-nobody", {}).state, State::kUnknown);
   EXPECT_TRUE(fleet.Cancel("j-nobody", "local:j-nobody", 0).ok());
   EXPECT_TRUE(fleet.Release("j-nobody", "local:j-nobody").ok());
-  EXPECT_EQ(fleet.Observe("../etc", "local:../etc").state, State::kUnknown);
+  EXPECT_EQ(fleet.Observe("../etc", "local:../etc", {}).state, State::kUnknown);
 }
 
 }  // namespace

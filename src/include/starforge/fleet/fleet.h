@@ -80,8 +80,10 @@ class Fleet {
   // Starts the job, or finds it already started (same job id → same handle, nothing twice).
   virtual SubmitResult Submit(const SubmitRequest& request) = 0;
 
-  // The job's state now.
-  virtual Observation Observe(const std::string& job_id, const std::string& handle) = 0;
+  // The job's state now. `spec` is the job's JobSpec as submitted (the kuberay fleet's diagnosis
+  // names its pools from it); a default JobSpec when the caller has none.
+  virtual Observation Observe(const std::string& job_id, const std::string& handle,
+                              const jobspec::JobSpec& spec) = 0;
 
   // Asks the job to stop. `since_ms` = how long ago the cancel was first requested: the fleet
   // escalates (e.g. SIGTERM, then SIGKILL after its grace period). Idempotent; ok when gone.

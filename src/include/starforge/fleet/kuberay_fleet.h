@@ -57,12 +57,6 @@ struct KubeRaySetup {
 };
 KubeRaySetup DetectKubeRay(const config::Config& config, const kube::ConfigSources& sources);
 
-// The job's pools as render.cc laid them out in `rayjob` (head = machine zero of the primary
-// pool, whose other machines are the worker group of the same name): the diagnosis needs them,
-// and Observe has only the RayJob. Pure.
-std::vector<jobspec::Pool> PoolsFromRayJob(const nlohmann::json& rayjob,
-                                           const std::string& gpu_label);
-
 // `text` with the query string of every http(s):// URL replaced by "?REDACTED": a presigned
 // URL's query is its credential (signature, access key id). Pure.
 std::string RedactUrlQueries(std::string text);
@@ -89,7 +83,8 @@ class KubeRayFleet : public Fleet {
   // Presigns the capsule, renders and creates the RayJob (name = handle = RayJobName(job id)).
   // 409 with our job-id label = already submitted.
   SubmitResult Submit(const SubmitRequest& request) override;
-  Observation Observe(const std::string& job_id, const std::string& handle) override;
+  Observation Observe(const std::string& job_id, const std::string& handle,
+                      const jobspec::JobSpec& spec) override;
   // Marks the job cancelled by us, then deletes the RayJob (the operator stops the Ray job).
   Status Cancel(const std::string& job_id, const std::string& handle, int64_t since_ms) override;
   // ray-job.log (Ray's Jobs API through the service proxy), submitter.log, events.json and
@@ -122,7 +117,7 @@ class UnavailableFleet : public Fleet {
     return {Status::Permanent(reasons::kRejected, message_), ""};
   }
   // A job from before a restart with other settings waits (retryable) instead of failing.
-  Observation Observe(const std::string&, const std::string&) override {
+  Observation Observe(const std::string&, const std::string&, const jobspec::JobSpec&) override {
     Observation o;
     o.retryable_error = true;
     o.message = message_;

@@ -53,7 +53,8 @@ class LocalFleet : public Fleet {
   // Starts the runner if the job's resources are free now and no earlier-queued job waits;
   // otherwise returns ok with the job waiting (Observe says Pending / WaitingForResources).
   SubmitResult Submit(const SubmitRequest& request) override;
-  Observation Observe(const std::string& job_id, const std::string& handle) override;
+  Observation Observe(const std::string& job_id, const std::string& handle,
+                      const jobspec::JobSpec& spec) override;
   Status Cancel(const std::string& job_id, const std::string& handle, int64_t since_ms) override;
   Status CollectLogs(const std::string& job_id, const std::string& handle,
                      const std::filesystem::path& logs_dir) override;
