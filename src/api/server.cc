@@ -20,6 +20,7 @@
 #include "starforge/api/routes.h"
 #include "starforge/capsule/capsule.h"
 #include "starforge/capsule/extract.h"
+#include "starforge/common/format.h"
 #include "starforge/common/reasons.h"
 #include "starforge/common/yaml_json.h"
 #include "starforge/jobspec/parse.h"
@@ -43,12 +44,6 @@ constexpr int kMaxListLimit = 500;
 constexpr int64_t kArchiveWaitMs = 30'000;
 
 const char* const kJson = "application/json";
-
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 // A request that ends with an error response; thrown from handlers, answered by Run().
 struct ApiError {
@@ -502,11 +497,7 @@ struct Server::Impl {
     } catch (const SyntaxError& e) {
       throw BadRequest(std::string("the JobSpec is not valid YAML or JSON: ") + e.what(), "spec");
     }
-    jobspec::Defaults defaults;
-    defaults.fleet = config::ToString(options.config.default_fleet_kind);
-    defaults.nemo_rl_image = options.config.image_nemo_rl;
-    defaults.pre_running_seconds = options.config.kuberay_prerunning_deadline_s;
-    jobspec::ParseResult parsed = jobspec::FromJson(doc, defaults);
+    jobspec::ParseResult parsed = jobspec::FromJson(doc, config::JobDefaults(options.config));
     if (!parsed.ok()) {
       const std::string first = parsed.errors.front().ToString();
       throw ApiError{422, "Invalid",

@@ -11,6 +11,7 @@
 #include "starforge/capsule/collect.h"
 #include "starforge/capsule/inspect.h"
 #include "starforge/cli/forge.h"
+#include "starforge/common/format.h"
 #include "starforge/jobspec/parse.h"
 
 namespace starforge::cli {
@@ -26,8 +27,9 @@ std::string Column(uint64_t bytes) {
   return buf;
 }
 
-std::string Plural(size_t n, const char* word) {
-  return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
+// "1 file", "2 files" (common/format.h's Plural with the regular plural).
+std::string Plural(size_t n, const std::string& word) {
+  return starforge::Plural(static_cast<int64_t>(n), word, word + "s");
 }
 
 int Build(Context& c, const std::string& dir, const std::string& job_file,

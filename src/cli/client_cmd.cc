@@ -318,11 +318,7 @@ int Submit(Context& c, const std::string& server, const SubmitOptions& o) {
   std::string spec_text;
   if (!ReadInput(c, o.job_file, &spec_text)) return kExitInvalid;
   // Fail fast, before zipping anything: the same checks (and defaults) as `forge validate`.
-  jobspec::Defaults defaults;
-  defaults.fleet = config::ToString(cfg.default_fleet_kind);
-  defaults.nemo_rl_image = cfg.image_nemo_rl;
-  defaults.pre_running_seconds = cfg.kuberay_prerunning_deadline_s;
-  const jobspec::ParseResult parsed = jobspec::Parse(spec_text, defaults);
+  const jobspec::ParseResult parsed = jobspec::Parse(spec_text, config::JobDefaults(cfg));
   const std::string source = o.job_file == "-" ? "<stdin>" : o.job_file;
   if (!parsed.ok()) {
     PrintErrors(c, source, parsed.errors);

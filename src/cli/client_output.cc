@@ -7,6 +7,7 @@
 #include <map>
 
 #include "starforge/capsule/capsule.h"
+#include "starforge/common/json_read.h"
 
 namespace starforge::cli {
 
@@ -17,17 +18,6 @@ using nlohmann::json;
 constexpr const char* kNone = "<none>";
 constexpr std::string_view kReset = "\033[0m";
 
-bool Digits(std::string_view s, size_t at, size_t n, int* out) {
-  if (at + n > s.size()) return false;
-  int v = 0;
-  for (size_t i = at; i < at + n; ++i) {
-    if (s[i] < '0' || s[i] > '9') return false;
-    v = v * 10 + (s[i] - '0');
-  }
-  *out = v;
-  return true;
-}
-
 // One line: a message with newlines or tabs would break the table's columns.
 std::string OneLine(std::string text) {
   for (char& ch : text) {
@@ -36,11 +26,7 @@ std::string OneLine(std::string text) {
   return text;
 }
 
-std::string Str(const json& object, const char* key) {
-  const auto it = object.find(key);
-  if (it == object.end() || !it->is_string()) return "";
-  return it->get<std::string>();
-}
+using json_read::Str;
 
 std::string OrNone(const std::string& text) {
   return text.empty() ? kNone : OneLine(text);
@@ -65,7 +51,7 @@ std::string DisplayWord(const std::string& word) {
 std::string TimeAndAge(const json& object, const char* key, int64_t now_ms) {
   const std::string text = Str(object, key);
   if (text.empty()) return kNone;
-  const auto t = ParseTime(text);
+  const auto t = ParseRfc3339(text);
   return t ? text + " (" + FormatAge(now_ms - *t) + " ago)" : text;
 }
 
@@ -111,54 +97,6 @@ std::string Indent(const std::string& block, size_t n) {
 
 }  // namespace
 
-std::optional<int64_t> ParseTime(std::string_view s) {
-  std::tm tm{};
-  int year, mon, day, hour, min, sec;
-  if (!Digits(s, 0, 4, &year) || s.size() < 19 || s[4] != '-' || !Digits(s, 5, 2, &mon) ||
-      s[7] != '-' || !Digits(s, 8, 2, &day) || (s[10] != 'T' && s[10] != 't' && s[10] != ' ') ||
-      !Digits(s, 11, 2, &hour) || s[13] != ':' || !Digits(s, 14, 2, &min) || s[16] != ':' ||
-      !Digits(s, 17, 2, &sec))
-    return std::nullopt;
-  if (mon < 1 || mon > 12 || day < 1 || day > 31 || hour > 23 || min > 59 || sec > 60)
-    return std::nullopt;
-  size_t at = 19;
-  int64_t millis = 0;
-  if (at < s.size() && s[at] == '.') {
-    ++at;
-    int digits = 0;
-    while (at < s.size() && s[at] >= '0' && s[at] <= '9') {
-      if (digits < 3) millis = millis * 10 + (s[at] - '0');
-      ++digits;
-      ++at;
-    }
-    if (digits == 0) return std::nullopt;
-    for (int i = digits; i < 3; ++i)
-      millis *= 10;
-  }
-  int64_t offset_s = 0;
-  if (at < s.size() && (s[at] == 'Z' || s[at] == 'z')) {
-    ++at;
-  } else if (at < s.size() && (s[at] == '+' || s[at] == '-')) {
-    int oh, om;
-    if (!Digits(s, at + 1, 2, &oh) || at + 3 >= s.size() || s[at + 3] != ':' ||
-        !Digits(s, at + 4, 2, &om))
-      return std::nullopt;
-    offset_s = (s[at] == '+' ? 1 : -1) * (oh * 3600 + om * 60);
-    at += 6;
-  } else {
-    return std::nullopt;
-  }
-  if (at != s.size()) return std::nullopt;
-  tm.tm_year = year - 1900;
-  tm.tm_mon = mon - 1;
-  tm.tm_mday = day;
-  tm.tm_hour = hour;
-  tm.tm_min = min;
-  tm.tm_sec = sec;
-  const time_t t = ::timegm(&tm);
-  return (static_cast<int64_t>(t) - offset_s) * 1000 + millis;
-}
-
 std::string FormatAge(int64_t ms) {
   // k8s.io/apimachinery/pkg/util/duration.HumanDuration, so the columns read as in kubectl.
   const int64_t seconds = std::max<int64_t>(ms, 0) / 1000;
@@ -179,7 +117,7 @@ std::string FormatAge(int64_t ms) {
 }
 
 std::string AgeOf(const json& object, const char* field, int64_t now_ms) {
-  const auto t = ParseTime(Str(object, field));
+  const auto t = ParseRfc3339(Str(object, field));
   return t ? FormatAge(now_ms - *t) : "<unknown>";
 }
 
@@ -455,12 +393,6 @@ size_t TailStart(std::string_view text, int64_t n) {
     pos = nl;
   }
   return pos + 1;
-}
-
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
 }
 
 }  // namespace starforge::cli

@@ -71,11 +71,7 @@ std::optional<jobspec::JobSpec> LoadJob(Context& ctx, const std::string& path,
                                         const config::Config& cfg) {
   std::string text;
   if (!ReadInput(ctx, path, &text)) return std::nullopt;
-  jobspec::Defaults defaults;
-  defaults.fleet = config::ToString(cfg.default_fleet_kind);
-  defaults.nemo_rl_image = cfg.image_nemo_rl;
-  defaults.pre_running_seconds = cfg.kuberay_prerunning_deadline_s;
-  jobspec::ParseResult parsed = jobspec::Parse(text, defaults);
+  jobspec::ParseResult parsed = jobspec::Parse(text, config::JobDefaults(cfg));
   if (!parsed.ok()) {
     PrintErrors(ctx, path == "-" ? "<stdin>" : path, parsed.errors);
     return std::nullopt;

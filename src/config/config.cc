@@ -843,4 +843,12 @@ nlohmann::json Dump(const Config& config) {
   return out;
 }
 
+jobspec::Defaults JobDefaults(const Config& config) {
+  jobspec::Defaults defaults;
+  defaults.fleet = ToString(config.default_fleet_kind);
+  defaults.nemo_rl_image = config.image_nemo_rl;
+  defaults.pre_running_seconds = config.kuberay_prerunning_deadline_s;
+  return defaults;
+}
+
 }  // namespace starforge::config

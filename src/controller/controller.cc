@@ -13,6 +13,7 @@
 
 #include "starforge/capsule/capsule.h"
 #include "starforge/capsule/extract.h"
+#include "starforge/common/format.h"
 #include "starforge/jobspec/parse.h"
 
 namespace starforge::controller {
@@ -28,12 +29,6 @@ namespace reasons = store::reasons;
 
 constexpr const char* kCause = "controller";
 constexpr const char* kSource = "controller";
-
-int64_t NowMs() {
-  return std::chrono::duration_cast<milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 std::string Join(const std::vector<std::string>& lines) {
   std::string out;
@@ -609,13 +604,7 @@ std::optional<milliseconds> Controller::Reconcile(const std::string& job_id) {
   std::fprintf(stderr, "controller: job %s: %s (will retry)\n", job_id.c_str(),
                outcome.error.c_str());
   // The queue owns the per-job backoff; the delay returned is the one it applies.
-  queue_.AddRateLimited(job_id);
-  const int failures = queue_.Failures(job_id);
-  milliseconds delay = options_.backoff_max;
-  if (failures <= 30) {
-    delay = std::min(options_.backoff_max, options_.backoff_base * (int64_t{1} << (failures - 1)));
-  }
-  return delay;
+  return queue_.AddRateLimited(job_id);
 }
 
 void Controller::Worker() {

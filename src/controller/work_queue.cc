@@ -48,7 +48,7 @@ void WorkQueue::AddAfter(const std::string& key, std::chrono::milliseconds delay
   cv_.notify_all();  // a waiting Get may now have to wake earlier
 }
 
-void WorkQueue::AddRateLimited(const std::string& key) {
+std::chrono::milliseconds WorkQueue::AddRateLimited(const std::string& key) {
   std::chrono::milliseconds delay;
   {
     std::lock_guard lock(mu_);
@@ -57,6 +57,7 @@ void WorkQueue::AddRateLimited(const std::string& key) {
     delay = n >= 30 ? max_ : std::min(max_, base_ * (int64_t{1} << n));
   }
   AddAfter(key, delay);
+  return delay;
 }
 
 void WorkQueue::Forget(const std::string& key) {

@@ -18,11 +18,12 @@
 #include <thread>
 
 #include "starforge/common/atomic_file.h"
+#include "starforge/common/format.h"
+#include "starforge/common/json_read.h"
 #include "starforge/kube/informer.h"
 #include "starforge/kuberay/capacity.h"
 #include "starforge/kuberay/constants.h"
 #include "starforge/kuberay/diagnose.h"
-#include "starforge/kuberay/json_fields.h"
 #include "starforge/kuberay/render.h"
 #include "starforge/kuberay/status.h"
 
@@ -31,11 +32,11 @@ namespace {
 
 namespace fs = std::filesystem;
 namespace res = kube::resources;
+using json_read::Field;
+using json_read::Label;
+using json_read::Name;
+using json_read::Str;
 using kuberay::RayJobState;
-using kuberay::json_fields::Field;
-using kuberay::json_fields::Label;
-using kuberay::json_fields::Name;
-using kuberay::json_fields::Str;
 using nlohmann::json;
 
 constexpr const char* kFieldManager = "starforge";
@@ -45,23 +46,6 @@ constexpr int kMaxCollectAttempts = 5;
 
 bool Deleting(const json& obj) {
   return !Field(Field(obj, "metadata"), "deletionTimestamp").is_null();
-}
-
-// RFC 3339 "2026-01-02T03:04:05Z" (fractions and offsets tolerated) → Unix seconds; 0 if bad.
-int64_t ParseTime(const std::string& text) {
-  std::tm tm{};
-  const char* end = ::strptime(text.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
-  if (end == nullptr) return 0;
-  return static_cast<int64_t>(::timegm(&tm));
-}
-
-// RFC 3339 in UTC, as Kubernetes writes timestamps.
-std::string FormatRfc3339(std::time_t t) {
-  std::tm tm{};
-  ::gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 std::vector<json> Values(const std::map<std::string, json>& m) {
@@ -206,7 +190,7 @@ struct KubeRayFleet::Impl {
     };
     const std::string ours = std::string(kuberay::kLabelManagedBy) + "=" + kuberay::kManagedByValue;
     rayjobs = informer(res::kRayJobs, ns, ours, true);
-    // RayClusters inherit the RayJob's labels (FACTS §3.1).
+    // RayClusters inherit the RayJob's labels (upstream-facts §3.1).
     rayclusters = informer(res::kRayClusters, ns, ours, true);
     jobs = informer(res::kJobs, ns, std::string(kuberay::kLabelOriginatedFrom), true);
     pods = informer(res::kPods, ns, "", true);
@@ -226,8 +210,8 @@ struct KubeRayFleet::Impl {
   // The StarForge job an object belongs to, or "".
   std::string JobIdOf(const json& obj) {
     if (std::string id = Label(obj, kuberay::kLabelJobId); !id.empty()) return id;
-    for (const char* key :
-         {kuberay::kLabelJobNameBatch, kuberay::kLabelJobNameLegacy, kLabelOriginatedFrom}) {
+    for (const char* key : {kuberay::kLabelJobNameBatch, kuberay::kLabelJobNameLegacy,
+                            kuberay::kLabelOriginatedFrom}) {
       if (std::string rj = Label(obj, key); !rj.empty()) return JobIdOfRayJob(rj);
     }
     const json& involved = Field(obj, "involvedObject");
@@ -342,7 +326,7 @@ struct KubeRayFleet::Impl {
     std::vector<json> events;
   };
 
-  // Everything of one job the caches hold (FACTS §5's chain).
+  // Everything of one job the caches hold (upstream-facts §5's chain).
   JobObjects Gather(const json& rayjob, const std::string& name) {
     JobObjects j;
     j.rayjob = rayjob;
@@ -350,7 +334,7 @@ struct KubeRayFleet::Impl {
     if (!cluster.empty()) {
       if (auto c = rayclusters->Get(Key(cluster))) j.raycluster = *c;
     }
-    if (auto sj = jobs->Get(Key(name)); sj && Label(*sj, kLabelOriginatedFrom) == name) {
+    if (auto sj = jobs->Get(Key(name)); sj && Label(*sj, kuberay::kLabelOriginatedFrom) == name) {
       j.submitter_job = *sj;
     }
     // Observe runs this for every job on every resync: copy only this job's objects.
@@ -860,7 +844,8 @@ struct KubeRayFleet::Impl {
         spdlog::warn("kuberay fleet: cannot tell whether job {} exists: {}", job_id, e.what());
       }
       if (exists) continue;
-      const int64_t created = ParseTime(Str(Field(rj, "metadata"), "creationTimestamp"));
+      const int64_t created =
+          ParseRfc3339(Str(rj, {"metadata", "creationTimestamp"})).value_or(0) / 1000;
       const int64_t age = created > 0 ? now - created : 0;
       if (created == 0 || age < o.orphan_grace.count()) continue;
       kube::DeleteOptions d;

@@ -3,6 +3,7 @@
 // are the truth; memory only holds the queue and who holds which resources, and both are
 // rebuilt from the files when a new LocalFleet starts over the same storage root.
 #include "starforge/fleet/local_fleet.h"
+#include "starforge/common/format.h"
 
 #include <signal.h>
 #include <unistd.h>
@@ -39,20 +40,10 @@ namespace fs = std::filesystem;
 constexpr const char* kSource = "fleet:local";
 constexpr const char* kUseKuberay = "use `fleet: kuberay`";
 
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 std::string HostName() {
   char buf[256] = {};
   if (::gethostname(buf, sizeof buf - 1) != 0) return "localhost";
   return buf;
-}
-
-std::string Plural(int64_t n, const std::string& one, const std::string& many) {
-  return std::to_string(n) + " " + (n == 1 ? one : many);
 }
 
 // Job ids become directory names: refuse anything that could leave jobs/.
@@ -96,13 +87,6 @@ std::string JsonString(const nlohmann::json& doc, const char* key) {
 int64_t JsonInt(const nlohmann::json& doc, const char* key, int64_t fallback = 0) {
   auto it = doc.find(key);
   return it != doc.end() && it->is_number_integer() ? it->get<int64_t>() : fallback;
-}
-
-// "2025-06-01T12:00:15Z" → Unix ms; 0 when malformed.
-int64_t ParseRfc3339(const std::string& text) {
-  std::tm tm{};
-  if (::strptime(text.c_str(), "%Y-%m-%dT%H:%M:%SZ", &tm) == nullptr) return 0;
-  return static_cast<int64_t>(::timegm(&tm)) * 1000;
 }
 
 std::string Seconds(int64_t ms) {
@@ -527,7 +511,7 @@ struct LocalFleet::Impl {
         o.message = lock_error;
         return o;
       }
-      const int64_t beat = ParseRfc3339(JsonString(*status, "heartbeatAt"));
+      const int64_t beat = ParseRfc3339(JsonString(*status, "heartbeatAt")).value_or(0);
       alive = state == "running" && NowMs() - beat < options.heartbeat_stale_ms;
     }
     if (alive) {

@@ -1,17 +1,18 @@
 #include "starforge/kuberay/capacity.h"
+#include "starforge/common/format.h"
 
 #include <algorithm>
 #include <map>
 
+#include "starforge/common/json_read.h"
 #include "starforge/common/quantity.h"
 #include "starforge/kuberay/constants.h"
-#include "starforge/kuberay/json_fields.h"
 
 namespace starforge::kuberay {
 namespace {
 
-using json_fields::Field;
-using json_fields::Str;
+using json_read::Field;
+using json_read::Str;
 using nlohmann::json;
 
 // A resource amount in whole units (rounded up, like Quantity.Value()); 0 when absent or invalid.
@@ -35,10 +36,6 @@ int64_t ContainerGpus(const json& container) {
 bool Terminated(const json& pod) {
   const std::string phase = Str(Field(pod, "status"), "phase");
   return phase == "Succeeded" || phase == "Failed";
-}
-
-std::string Plural(int64_t n, const char* one, const char* many) {
-  return std::to_string(n) + " " + (n == 1 ? one : many);
 }
 
 std::vector<std::string> BlockedReasons(const json& node) {

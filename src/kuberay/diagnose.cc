@@ -1,4 +1,5 @@
 #include "starforge/kuberay/diagnose.h"
+#include "starforge/common/format.h"
 
 #include <algorithm>
 #include <cctype>
@@ -7,27 +8,23 @@
 #include <set>
 #include <tuple>
 
+#include "starforge/common/json_read.h"
 #include "starforge/common/reasons.h"
 #include "starforge/kuberay/capacity.h"
 #include "starforge/kuberay/constants.h"
-#include "starforge/kuberay/json_fields.h"
 #include "starforge/kuberay/status.h"
 
 namespace starforge::kuberay {
 namespace {
 
-using json_fields::Arr;
-using json_fields::Field;
-using json_fields::Int;
-using json_fields::Label;
-using json_fields::Name;
-using json_fields::Namespace;
-using json_fields::Str;
+using json_read::Arr;
+using json_read::Field;
+using json_read::Int;
+using json_read::Label;
+using json_read::Name;
+using json_read::Namespace;
+using json_read::Str;
 using nlohmann::json;
-
-std::string Plural(int64_t n, const char* one, const char* many) {
-  return std::to_string(n) + " " + (n == 1 ? one : many);
-}
 
 // One line: newlines and tabs become spaces, runs of spaces collapse, ends trimmed.
 std::string OneLine(std::string_view text) {

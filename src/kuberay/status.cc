@@ -2,14 +2,14 @@
 
 #include <charconv>
 
+#include "starforge/common/json_read.h"
 #include "starforge/common/reasons.h"
 #include "starforge/kuberay/constants.h"
-#include "starforge/kuberay/json_fields.h"
 
 namespace starforge::kuberay {
 namespace {
 
-using json_fields::Str;
+using json_read::Str;
 using nlohmann::json;
 
 StatusView Pending(StatusView v, std::string reason, std::string message) {

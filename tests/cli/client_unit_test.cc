@@ -156,12 +156,12 @@ TEST(Ages, LikeKubectl) {
 }
 
 TEST(Times, Rfc3339) {
-  EXPECT_EQ(ParseTime("1970-01-01T00:00:00Z"), 0);
-  EXPECT_EQ(ParseTime("2026-11-29T12:00:00.123Z"), 1795953600123);
-  EXPECT_EQ(ParseTime("2026-11-29T13:00:00.1+01:00"), 1795953600100);
-  EXPECT_EQ(ParseTime("2026-11-29T12:00:00"), std::nullopt) << "no zone";
-  EXPECT_EQ(ParseTime("yesterday"), std::nullopt);
-  EXPECT_EQ(ParseTime(""), std::nullopt);
+  EXPECT_EQ(ParseRfc3339("1970-01-01T00:00:00Z"), 0);
+  EXPECT_EQ(ParseRfc3339("2026-11-29T12:00:00.123Z"), 1795953600123);
+  EXPECT_EQ(ParseRfc3339("2026-11-29T13:00:00.1+01:00"), 1795953600100);
+  EXPECT_EQ(ParseRfc3339("2026-11-29T12:00:00"), std::nullopt) << "no zone";
+  EXPECT_EQ(ParseRfc3339("yesterday"), std::nullopt);
+  EXPECT_EQ(ParseRfc3339(""), std::nullopt);
   const json job = {{"createdAt", "2026-11-29T12:00:00.000Z"}};
   EXPECT_EQ(AgeOf(job, "createdAt", 1795953600000 + 90'000), "90s");
   EXPECT_EQ(AgeOf(job, "startedAt", 0), "<unknown>");
@@ -204,7 +204,7 @@ json SampleJob() {
 
 TEST(JobTable, RowsAndWideRows) {
   const json job = SampleJob();
-  const int64_t now = *ParseTime("2026-11-29T12:05:00.000Z");
+  const int64_t now = *ParseRfc3339("2026-11-29T12:05:00.000Z");
   EXPECT_THAT(JobRow(job, false, now),
               ElementsAre("j-k3v9x0a1b2", "tiny-train", "Failed", "AppFailed", "5m"));
   EXPECT_THAT(JobRow(job, true, now),
@@ -223,7 +223,7 @@ TEST(Describe, EverySectionOfAJob) {
        "count": 1, "firstAt": "2026-11-29T12:00:01.000Z", "lastAt": "2026-11-29T12:00:01.000Z"},
       {"type": "Warning", "reason": "Slow", "message": "took long", "source": "controller",
        "count": 3, "firstAt": "2026-11-29T12:00:01.000Z", "lastAt": "2026-11-29T12:00:03.000Z"}]})");
-  const std::string d = DescribeJob(SampleJob(), events, *ParseTime("2026-11-29T12:05:00.000Z"));
+  const std::string d = DescribeJob(SampleJob(), events, *ParseRfc3339("2026-11-29T12:05:00.000Z"));
   EXPECT_THAT(d, HasSubstr("Name:         tiny-train\n"));
   EXPECT_THAT(d, HasSubstr("ID:           j-k3v9x0a1b2\n"));
   EXPECT_THAT(d, HasSubstr("Phase:        Failed\n"));

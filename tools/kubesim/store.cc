@@ -10,15 +10,6 @@ namespace kubesim {
 
 using nlohmann::json;
 
-std::string NowRfc3339() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 std::string NewUid() {
   static std::mt19937_64 rng{std::random_device{}()};
   static std::mutex m;

@@ -16,6 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "starforge/common/format.h"
+
 namespace kubesim {
 
 struct WatchEvent {
@@ -28,7 +30,7 @@ struct WatchEvent {
 
 enum class Propagation { kBackground, kForeground, kOrphan };
 
-std::string NowRfc3339();
+using starforge::NowRfc3339;  // common/format.h
 std::string NewUid();
 
 class Store {

@@ -11,12 +11,16 @@
 #include <set>
 
 #include "event_fields.h"
-#include "json_path.h"
+#include "starforge/common/format.h"
+#include "starforge/common/json_read.h"
 #include "status.h"
 
 namespace kubesim::table {
 
 using nlohmann::json;
+using starforge::FormatRfc3339;
+using starforge::json_read::At;
+using starforge::json_read::Str;
 
 namespace {
 
@@ -74,15 +78,6 @@ std::string Join(const std::vector<std::string>& v, const std::string& sep) {
   for (size_t i = 0; i < v.size(); ++i)
     out += (i ? sep : "") + v[i];
   return out;
-}
-
-std::string FormatRfc3339(int64_t unix) {
-  std::time_t t = static_cast<std::time_t>(unix);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 // labels.FormatLabels: sorted k=v pairs, "<none>" when empty.

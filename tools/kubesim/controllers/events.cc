@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <ctime>
 
+#include "starforge/common/format.h"
+
 namespace kubesim::controllers {
 
 using nlohmann::json;
@@ -28,12 +30,7 @@ EventRecorder::EventRecorder(kube::Client& client, EventSource source)
     : client_(client), source_(std::move(source)) {}
 
 std::string EventRecorder::NowSeconds() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
+  return starforge::NowRfc3339();
 }
 
 std::string EventRecorder::NowMicro() {

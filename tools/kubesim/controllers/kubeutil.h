@@ -8,7 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "json_path.h"
+#include "starforge/common/format.h"
+#include "starforge/common/json_read.h"
 
 namespace kubesim::controllers {
 
@@ -20,8 +21,10 @@ std::string Rand5();
 // Times: RFC 3339 UTC with seconds ("2006-01-02T15:04:05Z"), as metav1.Time serializes.
 int64_t NowUnix();
 int64_t NowUnixMillis();
-std::string Rfc3339(int64_t unix_seconds);
-std::string NowRfc3339();
+inline std::string Rfc3339(int64_t unix_seconds) {  // common/format.h
+  return starforge::FormatRfc3339(unix_seconds);
+}
+using starforge::NowRfc3339;
 // Seconds since the epoch, or -1 when unparsable. Fractions and offsets are accepted.
 int64_t ParseRfc3339(const std::string& text);
 // What Go's fmt %v prints for a metav1.Time read from the API in a UTC process:
@@ -35,9 +38,9 @@ json ControllerRef(const json& owner);
 // Whether `obj` has a controller ownerReference with this uid.
 bool IsControlledBy(const json& obj, const std::string& owner_uid);
 
-// Path reads (json_path.h): obj[a][b]... as a string, or the sub-object (null when absent).
-using ::kubesim::At;
-using ::kubesim::Str;
+// Path reads (common/json_read.h): obj[a][b]... as a string, or the sub-object (null when absent).
+using starforge::json_read::At;
+using starforge::json_read::Str;
 
 // Pod helpers.
 bool PodReadyTrue(const json& pod);        // condition Ready=True

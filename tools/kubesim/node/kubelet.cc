@@ -24,6 +24,9 @@
 #include <httplib.h>
 
 #include "node/sandbox.h"
+#include "starforge/common/atomic_file.h"
+#include "starforge/common/format.h"
+#include "starforge/common/json_read.h"
 #include "starforge/common/quantity.h"
 
 extern char** environ;
@@ -42,34 +45,13 @@ using std::chrono::milliseconds;
 
 namespace {
 
-const json& Obj(const json& obj, const char* key) {
-  static const json kNull;
-  if (!obj.is_object()) return kNull;
-  auto it = obj.find(key);
-  return it == obj.end() ? kNull : *it;
-}
-
-std::string Str(const json& obj, const char* key) {
-  const json& v = Obj(obj, key);
-  return v.is_string() ? v.get<std::string>() : std::string();
-}
-
-int64_t Int(const json& obj, const char* key, int64_t fallback) {
-  const json& v = Obj(obj, key);
-  return v.is_number_integer() ? v.get<int64_t>() : fallback;
-}
-
-std::string Rfc3339(std::chrono::system_clock::time_point t) {
-  const std::time_t tt = std::chrono::system_clock::to_time_t(t);
-  std::tm tm{};
-  gmtime_r(&tt, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
+// Never-throwing reads (common/json_read.h); Obj is this file's name for Field.
+constexpr auto& Obj = starforge::json_read::Field;
+using starforge::json_read::Int;
+using starforge::json_read::Str;
 
 std::string Now() {
-  return Rfc3339(std::chrono::system_clock::now());
+  return starforge::NowRfc3339();
 }
 
 // Go's time.Duration.String() for whole milliseconds: "0s", "500ms", "10s", "1m20s", "5m0s".
@@ -109,16 +91,6 @@ std::string RandomHex(size_t n) {
   for (size_t i = 0; i < n; ++i)
     out += hex[rng() % 16];
   return out;
-}
-
-void WriteFileAtomic(const std::string& path, const std::string& text, mode_t mode = 0644) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc | std::ios::binary);
-    out << text;
-  }
-  chmod(tmp.c_str(), mode);
-  fs::rename(tmp, path);
 }
 
 // Rewrites a file in place (same inode): it is bind-mounted into running containers.
@@ -907,6 +879,11 @@ bool Kubelet::EnsureVolumes(Pod& p, const json& pod) {
       fs::remove_all(dir);
       fs::create_directories(dir);
       const mode_t def_mode = static_cast<mode_t>(Int(src, "defaultMode", 0644));
+      // A file that cannot be written fails the mount, as the kubelet's would.
+      auto write = [&](const fs::path& path, const std::string& text, mode_t mode) {
+        if (std::string err = starforge::WriteFileAtomic(path, text, mode); !err.empty())
+          errors.push_back("MountVolume.SetUp failed for volume \"" + name + "\" : " + err);
+      };
       const json& items = Obj(src, "items");
       bool missing_key = false;
       if (items.is_array() && !items.empty()) {
@@ -923,12 +900,11 @@ bool Kubelet::EnsureVolumes(Pod& p, const json& pod) {
           }
           const fs::path target = fs::path(dir) / Str(it, "path");
           fs::create_directories(target.parent_path());
-          WriteFileAtomic(target.string(), d->second,
-                          static_cast<mode_t>(Int(it, "mode", def_mode)));
+          write(target, d->second, static_cast<mode_t>(Int(it, "mode", def_mode)));
         }
       } else {
         for (const auto& [k, val] : data)
-          WriteFileAtomic(dir + "/" + k, val, def_mode);
+          write(fs::path(dir) / k, val, def_mode);
       }
       if (missing_key) continue;
       dirs[name] = dir;
@@ -1270,7 +1246,13 @@ bool Kubelet::StartContainer(Pod& p, const json& pod, Container& c) {
   fs::create_directories(c.run_dir);
   fs::create_directories(p.dir + "/logs/" + c.name);
   c.spec_file = c.run_dir + "/spec.json";
-  WriteFileAtomic(c.spec_file, s.ToJson().dump(2), 0600);
+  if (std::string err = starforge::WriteFileAtomic(c.spec_file, s.ToJson().dump(2), 0600);
+      !err.empty()) {
+    Event(p, pod, &c, "Warning", "Failed", "Error: " + err);
+    waiting("CreateContainerError", err);
+    queue_.AddAfter(p.key, opts_.sync);
+    return false;
+  }
   c.log_file = p.dir + "/logs/" + c.name + "/" + std::to_string(instance) + ".log";
   { std::ofstream touch(c.log_file, std::ios::app); }
   // pods/log reads the file named by this annotation (logs.cc).

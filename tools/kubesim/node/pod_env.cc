@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "starforge/common/json_read.h"
 #include "starforge/common/quantity.h"
 
 namespace kubesim::node {
@@ -12,18 +13,9 @@ using nlohmann::json;
 
 namespace {
 
-std::string Str(const json& obj, const char* key) {
-  if (!obj.is_object()) return "";
-  auto it = obj.find(key);
-  return it != obj.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-
-const json& Obj(const json& obj, const char* key) {
-  static const json kNull;
-  if (!obj.is_object()) return kNull;
-  auto it = obj.find(key);
-  return it == obj.end() ? kNull : *it;
-}
+// Never-throwing reads (common/json_read.h); Obj is this file's name for Field.
+constexpr auto& Obj = starforge::json_read::Field;
+using starforge::json_read::Str;
 
 bool Optional(const json& ref) {
   return Obj(ref, "optional") == json(true);

@@ -13,24 +13,17 @@
 #include <stdexcept>
 #include <tuple>
 
+#include "starforge/common/json_read.h"
+
 namespace kubesim::node {
 
 using nlohmann::json;
 
 namespace {
 
-std::string Str(const json& obj, const char* key) {
-  if (!obj.is_object()) return "";
-  auto it = obj.find(key);
-  return it != obj.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-
-const json& Obj(const json& obj, const char* key) {
-  static const json kNull;
-  if (!obj.is_object()) return kNull;
-  auto it = obj.find(key);
-  return it == obj.end() ? kNull : *it;
-}
+// Never-throwing reads (common/json_read.h); Obj is this file's name for Field.
+constexpr auto& Obj = starforge::json_read::Field;
+using starforge::json_read::Str;
 
 }  // namespace
 

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "node/scheduling.h"
+#include "starforge/common/json_read.h"
 
 namespace kubesim::node {
 
@@ -12,17 +13,9 @@ using std::chrono::milliseconds;
 
 namespace {
 
-const json& Obj(const json& obj, const char* key) {
-  static const json kNull;
-  if (!obj.is_object()) return kNull;
-  auto it = obj.find(key);
-  return it == obj.end() ? kNull : *it;
-}
-
-std::string Str(const json& obj, const char* key) {
-  const json& v = Obj(obj, key);
-  return v.is_string() ? v.get<std::string>() : std::string();
-}
+// Never-throwing reads (common/json_read.h); Obj is this file's name for Field.
+constexpr auto& Obj = starforge::json_read::Field;
+using starforge::json_read::Str;
 
 bool Terminal(const json& pod) {
   const std::string phase = Str(Obj(pod, "status"), "phase");

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "starforge/common/json_read.h"
 #include "starforge/common/quantity.h"
 
 namespace kubesim::node {
@@ -10,17 +11,8 @@ using nlohmann::json;
 
 namespace {
 
-const json& Field(const json& obj, const char* key) {
-  static const json kNull;
-  if (!obj.is_object()) return kNull;
-  auto it = obj.find(key);
-  return it == obj.end() ? kNull : *it;
-}
-
-std::string Str(const json& obj, const char* key) {
-  const json& v = Field(obj, key);
-  return v.is_string() ? v.get<std::string>() : std::string();
-}
+using starforge::json_read::Field;  // never-throwing reads (common/json_read.h)
+using starforge::json_read::Str;
 
 int64_t Milli(const json& v) {
   if (v.is_number_integer()) return v.get<int64_t>() * 1000;

@@ -10,11 +10,9 @@
 
 #include <nlohmann/json.hpp>
 
-namespace starforge::cli {
+#include "starforge/common/format.h"  // NowMs, ParseRfc3339 (used with these functions)
 
-// RFC 3339 time ("2026-11-29T12:00:00.123Z", also with an offset or without fraction) as Unix
-// milliseconds; nullopt when it is not one.
-std::optional<int64_t> ParseTime(std::string_view text);
+namespace starforge::cli {
 
 // kubectl's short durations (HumanDuration): "0s", "119s", "5m12s" (< 10 min), "42m" (< 3 h),
 // "5h3m" (< 8 h), "20h", "3d4h" (< 8 days), "45d", "2y30d" (< 8 years), "9y". Negative (clock
@@ -53,8 +51,5 @@ std::string Cell(const nlohmann::json& value);
 // Where the last `n` lines of `text` start (a final newline ends the last line, it does not
 // start an empty one); text.size() for n ≤ 0.
 size_t TailStart(std::string_view text, int64_t n);
-
-// Unix milliseconds now.
-int64_t NowMs();
 
 }  // namespace starforge::cli

@@ -12,6 +12,7 @@
 
 #include "starforge/common/field_error.h"
 #include "starforge/config/secret.h"
+#include "starforge/jobspec/parse.h"
 
 namespace starforge::config {
 
@@ -116,5 +117,9 @@ std::map<std::string, std::string> ProcessEnvironment();
 
 // The effective configuration as JSON keyed by setting name; secrets appear as "***".
 nlohmann::json Dump(const Config& config);
+
+// The JobSpec defaults these settings supply (FORGE_DEFAULT_FLEET_KIND, FORGE_IMAGE_NEMO_RL,
+// FORGE_KUBERAY_PRERUNNING_DEADLINE_S): what `forge validate`, `forge submit` and the API use.
+jobspec::Defaults JobDefaults(const Config& config);
 
 }  // namespace starforge::config

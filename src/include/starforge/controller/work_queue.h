@@ -23,8 +23,9 @@ class WorkQueue {
 
   void Add(const std::string& key);  // now (no-op if already queued)
   void AddAfter(const std::string& key, std::chrono::milliseconds delay);
-  void AddRateLimited(const std::string& key);  // after base * 2^failures (capped at max)
-  void Forget(const std::string& key);          // reset the key's failure count
+  // After base * 2^failures (capped at max); returns that delay.
+  std::chrono::milliseconds AddRateLimited(const std::string& key);
+  void Forget(const std::string& key);  // reset the key's failure count
   int Failures(const std::string& key);
 
   // Blocks until a key is ready or ShutDown; nullopt after ShutDown. Call Done(key) after.
