@@ -1,6 +1,6 @@
 // The RayJob controller's validation (KubeRay controllers/ray/utils/validation.go), reproduced so
 // that a job the operator would reject fails at submit time with the same words, instead of
-// later as `ValidationFailed` in the cluster. Order and wording follow FACTS §1.2.
+// later as `ValidationFailed` in the cluster. Order and wording follow upstream-facts §1.2.
 #include <string>
 
 #include "starforge/common/names.h"
@@ -97,7 +97,7 @@ void CheckHeadPorts(const json& head, FieldErrors* errors) {
     if (const json* name = Find(p, "name"); name != nullptr && *name == kDashboardPortName) return;
   }
   // Not a validation error in the operator: the RayJob silently never leaves Initializing
-  // ("dashboard port is not found", FACTS §3.2), which is worse.
+  // ("dashboard port is not found", upstream-facts §3.2), which is worse.
   errors->push_back({"spec.rayClusterSpec.headGroupSpec.template.spec.containers[0].ports",
                      "the head container declares ports but none is named \"dashboard\"; "
                      "KubeRay would never find the dashboard and the job would never start"});
@@ -185,7 +185,8 @@ FieldErrors CheckRayJob(const json& rayjob) {
     errors.push_back({"spec.backoffLimit",
                       std::string(kSpecInvalid) + "backoffLimit must be a positive integer"});
   }
-  // The CRD has no enum here: an unknown mode is accepted and then waits forever (FACTS §1).
+  // The CRD has no enum here: an unknown mode is accepted and then waits forever (upstream-facts
+  // §1).
   if (const json* mode = Find(spec, "submissionMode"); mode != nullptr) {
     static const char* kModes[] = {"K8sJobMode", "HTTPMode", "InteractiveMode", "SidecarMode"};
     bool known = false;

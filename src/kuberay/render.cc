@@ -1,6 +1,6 @@
-// JobSpec -> RayJob. Every shape decision cites its reason; the facts are in
-// ../shared/kuberay/FACTS.md (§1 spec, §3 objects, §4 rayStartParams) and the spec
-// (../shared/seeds/000_*.txt, "RayJob 形态" and "Job Capsule 分发").
+// JobSpec -> RayJob. Every shape decision cites its reason; the operator's behaviour it relies on
+// is in docs/upstream-facts.md (§1 spec, §3 objects, §4 rayStartParams), the RayJob StarForge
+// renders in docs/kuberay-fleet.md.
 #include "starforge/kuberay/render.h"
 
 #include <algorithm>
@@ -29,7 +29,7 @@ bool IsLowerHex(std::string_view s) {
 
 // Characters that KubeRay's K8sJobMode submitter would interpret: it pastes the runtime env as
 // `--runtime-env-json "<strconv.Quote(json)>"` into `bash -ce`, and inside double quotes bash
-// still expands `$…` and backquotes (FACTS §3.1).
+// still expands `$…` and backquotes (upstream-facts §3.1).
 bool HasBashDoubleQuoteExpansion(std::string_view s) {
   return s.find('$') != std::string_view::npos || s.find('`') != std::string_view::npos;
 }
@@ -147,7 +147,7 @@ json Resources(const Pool& pool, const config::Config& cfg) {
 // num-gpus is always explicit: with FORGE_K8S_GPU_PASSTHROUGH=0 there is no nvidia.com/gpu limit
 // for KubeRay to derive it from, and Ray must still see the pool's logical GPUs. The pool's
 // custom resource (`pool_<name>`: max(gpus, 1) per machine) lets Ray work be pinned to a pool;
-// KubeRay passes `--resources=<value>` through bash, hence the single quotes (FACTS §4).
+// KubeRay passes `--resources=<value>` through bash, hence the single quotes (upstream-facts §4).
 json RayStartParams(const Pool& pool) {
   const int64_t units = std::max<int64_t>(pool.gpus_per_machine, 1);
   return json{
@@ -234,7 +234,8 @@ json PodTemplate(const PodContext& ctx, const Pool& pool, bool head) {
   };
   if (head) {
     // Named ports: KubeRay's head service exposes named ports only and finds the dashboard by
-    // name; declaring ports without `dashboard` would leave the RayJob Initializing (FACTS §3.2).
+    // name; declaring ports without `dashboard` would leave the RayJob Initializing (upstream-facts
+    // §3.2).
     container["ports"] = {{{"containerPort", kGcsPort}, {"name", kGcsPortName}},
                           {{"containerPort", kDashboardPort}, {"name", kDashboardPortName}},
                           {{"containerPort", kClientPort}, {"name", kClientPortName}}};
@@ -252,7 +253,8 @@ json PodTemplate(const PodContext& ctx, const Pool& pool, bool head) {
   }
   if (ctx.fetch_capsule) pod_spec["initContainers"] = json::array({FetchInitContainer(ctx)});
 
-  // Pods do not inherit the RayJob's labels (FACTS §3.2): label them for diagnosis and capacity.
+  // Pods do not inherit the RayJob's labels (upstream-facts §3.2): label them for diagnosis and
+  // capacity.
   json labels = {
       {kLabelJobId, ctx.job_id}, {kLabelPool, pool.name}, {kLabelManagedBy, kManagedByValue}};
   return json{{"metadata", {{"labels", labels}}}, {"spec", pod_spec}};
@@ -364,8 +366,9 @@ RenderResult Render(const JobSpec& spec, const std::string& job_id, const Capsul
       {"rayClusterSpec", cluster_spec},
   };
   if (spec.running_seconds > 0) {
-    // The operator's clock starts when the RayJob is initialised, not when it runs (FACTS §1), so
-    // the pre-running allowance is added; StarForge enforces both deadlines precisely itself.
+    // The operator's clock starts when the RayJob is initialised, not when it runs (upstream-facts
+    // §1), so the pre-running allowance is added; StarForge enforces both deadlines precisely
+    // itself.
     rayjob_spec["activeDeadlineSeconds"] = spec.pre_running_seconds + spec.running_seconds;
   }
 

@@ -1,5 +1,5 @@
 // Event recording for kubesim's controllers, in the two shapes real components use
-// (../shared/reference/kubernetes-api.md §5.1):
+// (client-go tools/record and tools/events; see docs/kubesim.md):
 //  - legacy core/v1 (client-go tools/record): source{component, host}, firstTimestamp /
 //    lastTimestamp / count, reportingComponent = source.component, reportingInstance = host;
 //    a repeat of the same (object, type, reason, message) PATCHes count and lastTimestamp;

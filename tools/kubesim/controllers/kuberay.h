@@ -1,7 +1,7 @@
 // Shared pieces of kubesim's KubeRay operator (rayjob.cc, raycluster.cc): the behaviour switches
 // of --operator-version, label/annotation keys, and the head Service both controllers build
 // (KubeRay common/service.go BuildServiceForHeadPod). See docs/kubesim.md and
-// ../shared/kuberay/FACTS.md §3.
+// docs/upstream-facts.md §3.
 #pragma once
 
 #include <map>
@@ -16,7 +16,7 @@ namespace kubesim::controllers {
 
 using nlohmann::json;
 
-// What differs between the operator versions kubesim can play (FACTS §6 version table).
+// What differs between the operator versions kubesim can play (upstream-facts §6 version table).
 struct OperatorFeatures {
   std::string kuberay_version = "v1.7.0";
   bool events_api = true;             // v1.7: events.k8s.io/v1 (reportingController, action)

@@ -3,7 +3,7 @@
 // Service, the head pod and the worker pods (generateName, the §3.2 labels, injected env, the
 // generated `ray start` command, the wait-gcs-ready init container, /dev/shm), replica
 // reconciliation, and the status (state, conditions, head info, endpoints, replica counts,
-// desired resources) written only when it changes. FACTS §3.2, §4, §9.4-9.6.
+// desired resources) written only when it changes. upstream-facts §3.2, §4, §9.4-9.6.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>

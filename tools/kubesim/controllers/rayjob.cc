@@ -3,7 +3,8 @@
 // validation, the finalizer, the state machine New → Initializing → Running → Complete/Failed
 // (and Suspending/Suspended/Retrying/Waiting), the RayCluster, the submitter Job (K8sJobMode) or
 // the operator's own submission (HTTPMode), <rayjob>-head-svc, job status from the head's Ray
-// Jobs API, deadlines, TTL cleanup and deletion rules, events. FACTS §1.2, §2, §3.1, §5, §6, §9.
+// Jobs API, deadlines, TTL cleanup and deletion rules, events. upstream-facts §1.2, §2, §3.1, §5,
+// §6, §9.
 #include <algorithm>
 #include <cstdio>
 
@@ -314,7 +315,7 @@ class RayJobController : public Controller, public Reconciler {
     } else if (jds == "Complete" || jds == "Failed") {
       return HandleFinished(rj);
     } else if (jds == "ValidationFailed") {
-      // Effectively terminal: fixing the spec lands in the default branch (FACTS §1.1).
+      // Effectively terminal: fixing the spec lands in the default branch (upstream-facts §1.1).
       return resync_;
     } else {
       return resync_;

@@ -133,7 +133,7 @@ struct AccessReviewResult {
   std::string reason{};
 };
 
-// Counts per client, for tests and `forge doctor`.
+// Counts per client, for tests (KubeRayFleet::ApiStats).
 struct ClientStats {
   int64_t requests = 0;  // HTTP requests sent, retries included
   int64_t retries = 0;

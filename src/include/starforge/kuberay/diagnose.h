@@ -1,5 +1,5 @@
-// Why is a RayJob not running? Follows FACTS §5's chain (RayJob → RayCluster → its pods → the
-// submitter Job and its pods) over objects the caller already has. Pure: no I/O, no clock.
+// Why is a RayJob not running? Follows upstream-facts §5's chain (RayJob → RayCluster → its pods →
+// the submitter Job and its pods) over objects the caller already has. Pure: no I/O, no clock.
 #pragma once
 
 #include <cstdint>

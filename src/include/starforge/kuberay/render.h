@@ -40,9 +40,9 @@ std::string CheckJobId(const std::string& job_id);
 RenderResult Render(const jobspec::JobSpec& spec, const std::string& job_id,
                     const CapsuleRef& capsule, const config::Config& config);
 
-// The RayJob controller's own validation (KubeRay utils/validation.go, FACTS §1.2) applied to a
-// RayJob object, with the operator's wording; the RayJob fields StarForge may render are covered.
-// Empty = the operator would accept it.
+// The RayJob controller's own validation (KubeRay utils/validation.go, upstream-facts §1.2) applied
+// to a RayJob object, with the operator's wording; the RayJob fields StarForge may render are
+// covered. Empty = the operator would accept it.
 FieldErrors CheckRayJob(const nlohmann::json& rayjob);
 
 }  // namespace starforge::kuberay

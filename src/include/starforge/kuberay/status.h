@@ -1,4 +1,4 @@
-// Reading a RayJob's status (FACTS §2) as StarForge's phases. Pure: no I/O, no clock.
+// Reading a RayJob's status (upstream-facts §2) as StarForge's phases. Pure: no I/O, no clock.
 #pragma once
 
 #include <optional>

@@ -1,4 +1,4 @@
-"""KubeRay's K8sJobMode submitter script (FACTS §3.1, job.go BuildJobSubmitCommand) run verbatim
+"""KubeRay's K8sJobMode submitter script (upstream-facts §3.1, job.go BuildJobSubmitCommand) run verbatim
 with `/bin/bash -ce --` and the emulator's bin/ on PATH."""
 
 import json
