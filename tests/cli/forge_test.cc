@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "starforge/kube/crd_schema.h"
+#include "apiserver/crd_schema.h"
 #include "support/files.h"
 #include "support/forge.h"
 
@@ -84,7 +84,7 @@ TEST(ForgeCli, RenderTwoPoolExample) {
   EXPECT_EQ(rayjob["kind"], "RayJob");
   // The acceptance check: the example's RayJob is valid for the oldest and newest operator.
   for (const char* version : {"v1.4.0", "v1.7.0"}) {
-    auto validator = starforge::kube::CrdValidator::FromFile(
+    auto validator = kubesim::CrdValidator::FromFile(
         std::string(STARFORGE_CRD_DIR) + "/" + version + "/ray.io_rayjobs.yaml", "v1");
     EXPECT_EQ(starforge::JoinErrors(validator->Validate(rayjob)), "") << version;
   }

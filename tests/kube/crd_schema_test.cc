@@ -1,4 +1,4 @@
-#include "starforge/kube/crd_schema.h"
+#include "apiserver/crd_schema.h"
 
 #include <gtest/gtest.h>
 
@@ -18,6 +18,8 @@ namespace starforge::kube {
 namespace {
 
 using json = nlohmann::json;
+using kubesim::CrdValidator;  // tools/kubesim/apiserver/crd_schema.h
+using kubesim::TranslateOpenApiV3;
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

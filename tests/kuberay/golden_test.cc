@@ -8,9 +8,9 @@
 #include <filesystem>
 #include <sstream>
 
+#include "apiserver/crd_schema.h"
 #include "starforge/cli/forge.h"
 #include "starforge/common/yaml_json.h"
-#include "starforge/kube/crd_schema.h"
 #include "test_support.h"
 
 namespace starforge {
@@ -90,10 +90,10 @@ TEST_P(GoldenRayJob, ValidatesAgainstKubeRayCrds) {
   const fs::path dir = kGoldenDir / GetParam();
   const nlohmann::json rayjob = ParseYaml(ReadFile(dir / "expected.yaml"));
   for (const char* version : {"v1.4.0", "v1.7.0"}) {
-    static std::map<std::string, std::unique_ptr<kube::CrdValidator>> validators;
+    static std::map<std::string, std::unique_ptr<kubesim::CrdValidator>> validators;
     auto& v = validators[version];
     if (!v) {
-      v = kube::CrdValidator::FromFile(
+      v = kubesim::CrdValidator::FromFile(
           std::string(STARFORGE_CRD_DIR) + "/" + version + "/ray.io_rayjobs.yaml", "v1");
     }
     EXPECT_EQ(JoinErrors(v->Validate(rayjob)), "") << "against KubeRay " << version;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# kubectl v1.32's default output against kubesim's server-side Tables (tools/kubesim/table.h):
+# kubectl v1.32's default output against kubesim's server-side Tables (tools/kubesim/apiserver/table.h):
 # `get rayjobs` shows the CRD's printer columns with values, `get pods` READY/STATUS, a cordoned
 # node `Ready,SchedulingDisabled`, `-o wide` the priority-1 columns, `get -w` one row per change;
 # and -o json / yaml / name / custom-columns / jsonpath still get plain objects, not Tables.

@@ -1,8 +1,8 @@
-// kubesim's server-side printers (tools/kubesim/table.h): the cells kube-apiserver 1.32 fills for
-// the kinds kubesim serves, the CRD columns, Accept negotiation and the Table envelope.
-#include "table.h"
+// kubesim's server-side printers (tools/kubesim/apiserver/table.h): the cells kube-apiserver 1.32
+// fills for the kinds kubesim serves, the CRD columns, Accept negotiation and the Table envelope.
+#include "apiserver/table.h"
 
-#include "status.h"
+#include "apiserver/status.h"
 
 #include <string>
 

@@ -14,8 +14,8 @@
 #include <string>
 #include <thread>
 
+#include "apiserver/server.h"
 #include "controllers/controller.h"
-#include "server.h"
 
 #ifndef KUBESIM_DEFAULT_CRD_ROOT
 #define KUBESIM_DEFAULT_CRD_ROOT "third_party/kuberay/crds"

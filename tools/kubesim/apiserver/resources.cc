@@ -44,7 +44,7 @@ std::shared_ptr<CrdSchema> LoadCrd(const std::string& path) {
     if (v.value("name", "") == "v1") schema->openapi = v["schema"]["openAPIV3Schema"];
   }
   if (schema->openapi.is_null()) throw std::runtime_error("CRD " + path + " has no v1 schema");
-  schema->validator = starforge::kube::CrdValidator::FromCrd(schema->crd, "v1");
+  schema->validator = CrdValidator::FromCrd(schema->crd, "v1");
   return schema;
 }
 

@@ -8,14 +8,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "starforge/kube/crd_schema.h"
+#include "apiserver/crd_schema.h"
 
 namespace kubesim {
 
 struct CrdSchema {
   nlohmann::json crd;      // the whole CustomResourceDefinition
   nlohmann::json openapi;  // spec.versions[v1].schema.openAPIV3Schema
-  std::unique_ptr<starforge::kube::CrdValidator> validator;
+  std::unique_ptr<CrdValidator> validator;
 };
 
 struct ResourceInfo {

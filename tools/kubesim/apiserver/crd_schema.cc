@@ -14,7 +14,7 @@
 #define VALIJSON_USE_EXCEPTIONS 1
 #endif
 
-#include "starforge/kube/crd_schema.h"
+#include "apiserver/crd_schema.h"
 
 #include <algorithm>
 #include <cmath>
@@ -47,7 +47,12 @@
 #include "starforge/common/did_you_mean.h"
 #include "starforge/common/yaml_json.h"
 
-namespace starforge::kube {
+namespace kubesim {
+
+using starforge::DidYouMeanSuffix;
+using starforge::FieldError;
+using starforge::FieldErrors;
+using starforge::ParseYaml;
 
 namespace {
 
@@ -1097,4 +1102,4 @@ FieldErrors CrdValidator::Validate(const nlohmann::json& object) const {
   return out;
 }
 
-}  // namespace starforge::kube
+}  // namespace kubesim

@@ -1,6 +1,7 @@
 // Validating objects against a CustomResourceDefinition's structural OpenAPI v3 schema with a
 // JSON Schema validator (valijson). The OpenAPI v3 dialect of CRDs is translated to JSON Schema
 // draft 4 first; the translation rules are documented in crd_schema.cc and docs/crd-validation.md.
+// Used by kubesim's API server and by the tests that check rendered RayJobs against the CRDs.
 #pragma once
 
 #include <memory>
@@ -11,7 +12,7 @@
 
 #include "starforge/common/field_error.h"
 
-namespace starforge::kube {
+namespace kubesim {
 
 // Translates one `openAPIV3Schema` node (recursively) to JSON Schema draft 4:
 //  - `nullable: true` adds "null" to `type`;
@@ -36,7 +37,7 @@ class CrdValidator {
 
   // Every schema violation in `object`, each with a JSON path like `spec.rayClusterSpec.
   // headGroupSpec.template.spec.containers[0].name` and a message. Empty = valid.
-  FieldErrors Validate(const nlohmann::json& object) const;
+  starforge::FieldErrors Validate(const nlohmann::json& object) const;
 
   const std::string& Kind() const { return kind_; }
 
@@ -47,4 +48,4 @@ class CrdValidator {
   std::string kind_;
 };
 
-}  // namespace starforge::kube
+}  // namespace kubesim
