@@ -39,7 +39,6 @@ std::string NowRfc3339() {
 }
 
 std::optional<int64_t> ParseRfc3339(std::string_view s) {
-  std::tm tm{};
   int year, mon, day, hour, min, sec;
   if (!Digits(s, 0, 4, &year) || s.size() < 19 || s[4] != '-' || !Digits(s, 5, 2, &mon) ||
       s[7] != '-' || !Digits(s, 8, 2, &day) || (s[10] != 'T' && s[10] != 't' && s[10] != ' ') ||
@@ -76,14 +75,18 @@ std::optional<int64_t> ParseRfc3339(std::string_view s) {
     return std::nullopt;
   }
   if (at != s.size()) return std::nullopt;
+  return (UnixSeconds(year, mon, day, hour, min, sec) - offset_s) * 1000 + millis;
+}
+
+int64_t UnixSeconds(int year, int month, int day, int hour, int minute, int second) {
+  std::tm tm{};
   tm.tm_year = year - 1900;
-  tm.tm_mon = mon - 1;
+  tm.tm_mon = month - 1;
   tm.tm_mday = day;
   tm.tm_hour = hour;
-  tm.tm_min = min;
-  tm.tm_sec = sec;
-  const time_t t = ::timegm(&tm);
-  return (static_cast<int64_t>(t) - offset_s) * 1000 + millis;
+  tm.tm_min = minute;
+  tm.tm_sec = second;
+  return static_cast<int64_t>(::timegm(&tm));
 }
 
 std::string Plural(int64_t n, std::string_view one, std::string_view many) {

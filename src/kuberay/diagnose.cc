@@ -301,8 +301,9 @@ std::string SchedulerMessage(const Ctx& ctx, const json& pod) {
   if (!Str(Field(pod, "spec"), "nodeName").empty()) return "";
   std::string msg;
   for (const json& c : Arr(Field(pod, "status"), "conditions")) {
+    // StarForge's reason is the scheduler's own word for the condition.
     if (Str(c, "type") == "PodScheduled" && Str(c, "status") == "False" &&
-        Str(c, "reason") == "Unschedulable") {
+        Str(c, "reason") == reasons::kUnschedulable) {
       msg = Str(c, "message");
     }
   }

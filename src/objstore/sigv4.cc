@@ -3,6 +3,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#include "starforge/common/format.h"
 #include "starforge/common/sha256.h"
 
 #include <algorithm>
@@ -126,20 +127,13 @@ std::optional<std::time_t> ParseAmzDate(std::string_view text) {
     }
     return v;
   };
-  std::tm tm{};
   const int year = num(0, 4), month = num(4, 2), day = num(6, 2);
   const int hour = num(9, 2), minute = num(11, 2), second = num(13, 2);
   if (year < 1970 || month < 1 || month > 12 || day < 1 || hour < 0 || hour > 23 || minute < 0 ||
       minute > 59 || second < 0 || second > 59) {
     return std::nullopt;
   }
-  tm.tm_year = year - 1900;
-  tm.tm_mon = month - 1;
-  tm.tm_mday = day;
-  tm.tm_hour = hour;
-  tm.tm_min = minute;
-  tm.tm_sec = second;
-  const std::time_t t = timegm(&tm);
+  const auto t = static_cast<std::time_t>(UnixSeconds(year, month, day, hour, minute, second));
   // timegm normalises 31 February into March: a round trip catches impossible dates.
   if (FormatAmzDate(t) != text) return std::nullopt;
   return t;

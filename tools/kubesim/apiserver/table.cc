@@ -772,33 +772,9 @@ std::string HumanDuration(int64_t seconds) {
 }
 
 std::optional<int64_t> ParseRfc3339(const std::string& text) {
-  std::tm tm{};
-  int consumed = 0;
-  if (std::sscanf(text.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &consumed) != 6 ||
-      consumed != 19) {
-    return std::nullopt;
-  }
-  tm.tm_year -= 1900;
-  tm.tm_mon -= 1;
-  size_t pos = 19;
-  if (pos < text.size() && text[pos] == '.') {
-    ++pos;
-    while (pos < text.size() && std::isdigit(static_cast<unsigned char>(text[pos])))
-      ++pos;
-  }
-  int64_t offset = 0;
-  if (pos < text.size() && (text[pos] == 'Z' || text[pos] == 'z') && pos + 1 == text.size()) {
-    offset = 0;
-  } else if (pos + 6 == text.size() && (text[pos] == '+' || text[pos] == '-') &&
-             text[pos + 3] == ':') {
-    int oh = 0, om = 0;
-    if (std::sscanf(text.c_str() + pos + 1, "%2d:%2d", &oh, &om) != 2) return std::nullopt;
-    offset = (oh * 3600 + om * 60) * (text[pos] == '+' ? 1 : -1);
-  } else {
-    return std::nullopt;
-  }
-  return static_cast<int64_t>(timegm(&tm)) - offset;
+  const std::optional<int64_t> ms = starforge::ParseRfc3339(text);  // common/format.h
+  if (!ms) return std::nullopt;
+  return *ms / 1000;
 }
 
 }  // namespace kubesim::table

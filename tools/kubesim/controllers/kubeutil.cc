@@ -35,32 +35,8 @@ int64_t NowUnixMillis() {
 }
 
 int64_t ParseRfc3339(const std::string& text) {
-  int y = 0, mo = 0, d = 0, h = 0, mi = 0, s = 0;
-  if (std::sscanf(text.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d", &y, &mo, &d, &h, &mi, &s) != 6) {
-    return -1;
-  }
-  std::tm tm{};
-  tm.tm_year = y - 1900;
-  tm.tm_mon = mo - 1;
-  tm.tm_mday = d;
-  tm.tm_hour = h;
-  tm.tm_min = mi;
-  tm.tm_sec = s;
-  int64_t t = static_cast<int64_t>(timegm(&tm));
-  // An offset other than Z: "+hh:mm" / "-hh:mm" after the seconds (and fraction).
-  size_t pos = 19;
-  while (pos < text.size() &&
-         (text[pos] == '.' || std::isdigit(static_cast<unsigned char>(text[pos])))) {
-    ++pos;
-  }
-  if (pos < text.size() && (text[pos] == '+' || text[pos] == '-')) {
-    int oh = 0, om = 0;
-    if (std::sscanf(text.c_str() + pos + 1, "%2d:%2d", &oh, &om) == 2) {
-      const int64_t off = oh * 3600 + om * 60;
-      t += text[pos] == '+' ? -off : off;
-    }
-  }
-  return t;
+  const std::optional<int64_t> ms = starforge::ParseRfc3339(text);  // common/format.h
+  return ms ? *ms / 1000 : -1;
 }
 
 std::string GoTimeString(int64_t unix_seconds) {

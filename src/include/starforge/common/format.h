@@ -20,6 +20,10 @@ std::string NowRfc3339();  // FormatRfc3339 of now
 // for 'T') → Unix milliseconds; nullopt unless the whole text is one timestamp.
 std::optional<int64_t> ParseRfc3339(std::string_view text);
 
+// Unix seconds of a calendar time in UTC (timegm: out-of-range fields roll over, so callers that
+// must refuse 31 February check a round trip).
+int64_t UnixSeconds(int year, int month, int day, int hour, int minute, int second);
+
 // "1 GPU", "2 GPUs": `n` and the word that goes with it.
 std::string Plural(int64_t n, std::string_view one, std::string_view many);
 
