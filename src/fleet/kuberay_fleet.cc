@@ -644,82 +644,78 @@ struct KubeRayFleet::Impl {
     return "";
   }
 
-  std::string CollectLogs(const std::string& job_id, const std::string& handle,
-                          const fs::path& dir) {
-    const std::string name = handle.empty() ? kuberay::RayJobName(job_id) : handle;
-    std::vector<std::string> problems;
-    // Writes one file of the archive; a failure is one more problem.
-    auto save = [&](const std::string& file, const std::string& text) {
-      if (std::string error = WriteFileAtomic(dir / file, text); !error.empty())
-        problems.push_back(error);
-    };
-    std::optional<json> rj;
-    try {
-      rj = client.Get(res::kRayJobs, ns, name);  // fresh: the final status goes into rayjob.json
-    } catch (const kube::ApiError& e) {
-      if (!kube::IsNotFound(e)) return "reading RayJob " + ns + "/" + name + ": " + Describe(e);
-    }
-    const kuberay::StatusView sv = kuberay::ReadStatus(rj ? *rj : json());
+  // Writes one file of the archive; a failure is one more problem.
+  static void SaveFile(const fs::path& dir, const std::string& file, const std::string& text,
+                       std::vector<std::string>* problems) {
+    if (std::string error = WriteFileAtomic(dir / file, text); !error.empty())
+      problems->push_back(error);
+  }
 
-    // Ray's own record of the job, through the API server's service proxy while the head
-    // exists: the RayJob's service first (it follows the current cluster), then the cluster's.
-    if (rj && !sv.job_id.empty()) {
-      std::vector<std::string> services = {name + kuberay::kHeadServiceSuffix};
-      if (!sv.ray_cluster_name.empty())
-        services.push_back(sv.ray_cluster_name + kuberay::kHeadServiceSuffix);
-      const size_t problems_before = problems.size();
-      bool saved = false;
-      for (const auto& svc : services) {
-        kube::ProxyRequest pr;
-        pr.ns = ns;
-        pr.service = svc;
-        pr.port = kuberay::kDashboardPortName;
-        pr.path = "api/jobs/" + sv.job_id + "/logs";
+  // Saves ray-job.log: Ray's own record of the job, through the API server's service proxy while
+  // the head exists (the RayJob's service first: it follows the current cluster; then the
+  // cluster's). Says in not-archived.txt why it is missing when no head answers.
+  void SaveRayJobLog(const std::string& job_id, const std::string& name,
+                     const kuberay::StatusView& sv, const fs::path& dir,
+                     std::vector<std::string>* problems) {
+    std::vector<std::string> services = {name + kuberay::kHeadServiceSuffix};
+    if (!sv.ray_cluster_name.empty())
+      services.push_back(sv.ray_cluster_name + kuberay::kHeadServiceSuffix);
+    const size_t problems_before = problems->size();
+    bool saved = false;
+    for (const auto& svc : services) {
+      kube::ProxyRequest pr;
+      pr.ns = ns;
+      pr.service = svc;
+      pr.port = kuberay::kDashboardPortName;
+      pr.path = "api/jobs/" + sv.job_id + "/logs";
+      try {
+        const kube::ProxyResponse resp = client.ServiceProxy(pr);
+        if (resp.status != 200) continue;  // e.g. 404: this head does not know the job
+        std::string text = resp.body;
         try {
-          const kube::ProxyResponse resp = client.ServiceProxy(pr);
-          if (resp.status != 200) continue;  // e.g. 404: this head does not know the job
-          std::string text = resp.body;
-          try {
-            const json body = json::parse(resp.body);
-            if (body.is_object() && body.contains("logs") && body["logs"].is_string())
-              text = body["logs"].get<std::string>();
-          } catch (const json::exception&) {
-          }
-          save("ray-job.log", RedactUrlQueries(text));
-          saved = true;
-          break;
-        } catch (const kube::ApiError& e) {
-          // No service, no endpoints or a head that no longer answers: the cluster is gone.
-          const bool gone = kube::IsNotFound(e) ||
-                            (e.reason() == kube::Reason::kServiceUnavailable &&
-                             (e.message().find("no endpoints") != std::string::npos ||
-                              e.message().find("error trying to reach") != std::string::npos ||
-                              e.message().find("no service port") != std::string::npos));
-          if (!gone) problems.push_back("Ray job logs via " + svc + ": " + Describe(e));
+          const json body = json::parse(resp.body);
+          if (body.is_object() && body.contains("logs") && body["logs"].is_string())
+            text = body["logs"].get<std::string>();
+        } catch (const json::exception&) {
         }
-      }
-      // (An earlier attempt may have saved it before the cluster went: then nothing is missing.)
-      if (saved) {
-        std::error_code ec;
-        fs::remove(dir / "not-archived.txt", ec);
-      } else if (problems.size() == problems_before && !fs::exists(dir / "ray-job.log")) {
-        // Not an error to retry (nothing left to read), but not silent either: the archive says
-        // why Ray's log is missing, typically archiving that came after the RayJob's TTL.
-        const std::string why =
-            "ray-job.log: Ray's job log could not be read: no head of RayJob " + ns + "/" + name +
-            " answers (services " + services.front() +
-            (services.size() > 1 ? " and " + services.back() : std::string()) +
-            "); the operator deletes the RayCluster FORGE_KUBERAY_TTL_SECONDS (" +
-            std::to_string(o.config.kuberay_ttl_seconds) + " s) after the job ends (it ended at " +
-            (sv.end_time.empty() ? std::string("an unknown time") : sv.end_time) +
-            "; archived at " + FormatRfc3339(std::time(nullptr)) +
-            "). driver.log and submitter.log hold the job's output.\n";
-        save("not-archived.txt", why);
-        spdlog::warn("kuberay fleet: job {}: {}", job_id, why.substr(0, why.size() - 1));
+        SaveFile(dir, "ray-job.log", RedactUrlQueries(text), problems);
+        saved = true;
+        break;
+      } catch (const kube::ApiError& e) {
+        // No service, no endpoints or a head that no longer answers: the cluster is gone.
+        const bool gone = kube::IsNotFound(e) ||
+                          (e.reason() == kube::Reason::kServiceUnavailable &&
+                           (e.message().find("no endpoints") != std::string::npos ||
+                            e.message().find("error trying to reach") != std::string::npos ||
+                            e.message().find("no service port") != std::string::npos));
+        if (!gone) problems->push_back("Ray job logs via " + svc + ": " + Describe(e));
       }
     }
+    // (An earlier attempt may have saved it before the cluster went: then nothing is missing.)
+    if (saved) {
+      std::error_code ec;
+      fs::remove(dir / "not-archived.txt", ec);
+    } else if (problems->size() == problems_before && !fs::exists(dir / "ray-job.log")) {
+      // Not an error to retry (nothing left to read), but not silent either: the archive says
+      // why Ray's log is missing, typically archiving that came after the RayJob's TTL.
+      const std::string why = "ray-job.log: Ray's job log could not be read: no head of RayJob " +
+                              ns + "/" + name + " answers (services " + services.front() +
+                              (services.size() > 1 ? " and " + services.back() : std::string()) +
+                              "); the operator deletes the RayCluster FORGE_KUBERAY_TTL_SECONDS (" +
+                              std::to_string(o.config.kuberay_ttl_seconds) +
+                              " s) after the job ends (it ended at " +
+                              (sv.end_time.empty() ? std::string("an unknown time") : sv.end_time) +
+                              "; archived at " + FormatRfc3339(std::time(nullptr)) +
+                              "). driver.log and submitter.log hold the job's output.\n";
+      SaveFile(dir, "not-archived.txt", why, problems);
+      spdlog::warn("kuberay fleet: job {}: {}", job_id, why.substr(0, why.size() - 1));
+    }
+  }
 
-    // The submitter's log: `ray job logs --follow` = the driver's output as Ray saw it.
+  // Saves submitter.log: `ray job logs --follow` in the submitter pods = the driver's output as Ray
+  // saw it.
+  void SaveSubmitterLog(const std::string& name, const fs::path& dir,
+                        std::vector<std::string>* problems) {
     try {
       std::vector<json> submitters = PodsWhere(
           [&](const json& p) {
@@ -743,23 +739,41 @@ struct KubeRayFleet::Impl {
         } catch (const kube::ApiError& e) {
           // Gone, or never started (400 "waiting to start"): nothing to archive.
           if (!kube::IsNotFound(e) && e.reason() != kube::Reason::kBadRequest)
-            problems.push_back("submitter log of pod " + Name(p) + ": " + Describe(e));
+            problems->push_back("submitter log of pod " + Name(p) + ": " + Describe(e));
         }
       }
-      if (!text.empty()) save("submitter.log", RedactUrlQueries(text));
+      if (!text.empty()) SaveFile(dir, "submitter.log", RedactUrlQueries(text), problems);
     } catch (const kube::ApiError& e) {
-      problems.push_back("listing the submitter's pods: " + Describe(e));
+      problems->push_back("listing the submitter's pods: " + Describe(e));
     }
+  }
 
-    // What Kubernetes said about the job, and its final RayJob.
-    if (rj) {
-      const JobObjects objs = Gather(*rj, name);
-      json events_json = json::array();
-      for (const auto& e : kuberay::NormalizeEvents(objs.events))
-        events_json.push_back(kuberay::ToJson(e));
-      save("events.json", Redacted(events_json).dump(2) + "\n");
-      save("rayjob.json", Redacted(*rj).dump(2) + "\n");
+  // Saves events.json (what Kubernetes said about the job) and rayjob.json (its final RayJob).
+  void SaveEventsAndRayJob(const json& rj, const std::string& name, const fs::path& dir,
+                           std::vector<std::string>* problems) {
+    const JobObjects objs = Gather(rj, name);
+    json events_json = json::array();
+    for (const auto& e : kuberay::NormalizeEvents(objs.events))
+      events_json.push_back(kuberay::ToJson(e));
+    SaveFile(dir, "events.json", Redacted(events_json).dump(2) + "\n", problems);
+    SaveFile(dir, "rayjob.json", Redacted(rj).dump(2) + "\n", problems);
+  }
+
+  std::string CollectLogs(const std::string& job_id, const std::string& handle,
+                          const fs::path& dir) {
+    const std::string name = handle.empty() ? kuberay::RayJobName(job_id) : handle;
+    std::vector<std::string> problems;
+    std::optional<json> rj;
+    try {
+      rj = client.Get(res::kRayJobs, ns, name);  // fresh: the final status goes into rayjob.json
+    } catch (const kube::ApiError& e) {
+      if (!kube::IsNotFound(e)) return "reading RayJob " + ns + "/" + name + ": " + Describe(e);
     }
+    const kuberay::StatusView sv = kuberay::ReadStatus(rj ? *rj : json());
+
+    if (rj && !sv.job_id.empty()) SaveRayJobLog(job_id, name, sv, dir, &problems);
+    SaveSubmitterLog(name, dir, &problems);
+    if (rj) SaveEventsAndRayJob(*rj, name, dir, &problems);
 
     if (problems.empty()) return "";
     std::string joined;
