@@ -107,7 +107,7 @@ with open(os.path.join(os.environ["FORGE_JOB_DIR"], "probe.json"), "w") as f:
 print("probed")
 )";
   LocalFleet fleet(SandboxedOptions(), *store_);
-  ASSERT_TRUE(fleet.Submit(PyJob("j-evil", script)).ok);
+  ASSERT_TRUE(fleet.Submit(PyJob("j-evil", script)).status.ok());
   Observation o = WaitEnded(fleet, "j-evil");
   ASSERT_EQ(o.state, State::kSucceeded) << o.reason << ": " << o.message << "\n"
                                         << ReadFile(JobDir("j-evil") / "logs" / "runner.log");
@@ -148,7 +148,7 @@ with open(os.path.join(os.environ["FORGE_JOB_DIR"], "checkpoint.txt"), "w") as f
 with open("/tmp/scratch", "w") as f:
     f.write("private")
 )"))
-                  .ok);
+                  .status.ok());
   Observation o = WaitEnded(fleet, "j-fine");
   EXPECT_EQ(o.state, State::kSucceeded) << o.reason << ": " << o.message;
   EXPECT_EQ(o.exit_code, 0);
@@ -157,7 +157,7 @@ with open("/tmp/scratch", "w") as f:
   const auto status = nlohmann::json::parse(ReadFile(JobDir("j-fine") / "status.json"));
   EXPECT_EQ(status.at("state"), "succeeded");
   EXPECT_FALSE(fs::exists("/tmp/scratch"));  // its /tmp was its own
-  EXPECT_EQ(fleet.Release("j-fine", "local:j-fine"), "");
+  EXPECT_TRUE(fleet.Release("j-fine", "local:j-fine").ok());
   EXPECT_FALSE(fs::exists(JobDir("j-fine") / "capsule"));
 }
 
@@ -174,9 +174,9 @@ print("ready", flush=True)
 while True:
     time.sleep(0.02)
 )"))
-                  .ok);
+                  .status.ok());
   ASSERT_TRUE(WaitForText(JobDir("j-term") / "logs" / "driver.log", "ready\n"));
-  EXPECT_EQ(fleet.Cancel("j-term", "local:j-term", 0), "");
+  EXPECT_TRUE(fleet.Cancel("j-term", "local:j-term", 0).ok());
   Observation o = WaitEnded(fleet, "j-term");
   EXPECT_EQ(o.state, State::kCancelled) << o.reason << ": " << o.message;
   EXPECT_THAT(DriverLog("j-term"), HasSubstr("got SIGTERM\n"));
@@ -188,12 +188,12 @@ print("ready", flush=True)
 while True:
     time.sleep(0.02)
 )"))
-                  .ok);
+                  .status.ok());
   ASSERT_TRUE(WaitForText(JobDir("j-stubborn") / "logs" / "driver.log", "ready\n"));
-  EXPECT_EQ(fleet.Cancel("j-stubborn", "local:j-stubborn", 0), "");
+  EXPECT_TRUE(fleet.Cancel("j-stubborn", "local:j-stubborn", 0).ok());
   ASSERT_TRUE(WaitForText(JobDir("j-stubborn") / "logs" / "driver.log", "received SIGTERM"));
-  EXPECT_EQ(fleet.Observe("j-stubborn", "local:j-stubborn").state, State::kRunning);
-  EXPECT_EQ(fleet.Cancel("j-stubborn", "local:j-stubborn", 500), "");  // = cancel_grace_ms
+  EXPECT_EQ(fleet.Observe("j-stubborn", "local:j-stubborn", {}).state, State::kRunning);
+  EXPECT_TRUE(fleet.Cancel("j-stubborn", "local:j-stubborn", 500).ok());  // = cancel_grace_ms
   o = WaitEnded(fleet, "j-stubborn");
   EXPECT_EQ(o.state, State::kCancelled) << o.reason << ": " << o.message;
   std::vector<pid_t> left = JobProcesses("j-stubborn");

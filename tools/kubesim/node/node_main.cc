@@ -34,7 +34,7 @@
 #include "starforge/kube/client_config.h"
 #include "starforge/kube/errors.h"
 #include "starforge/kube/resource.h"
-#include "tls.h"
+#include "apiserver/tls.h"
 
 namespace {
 
