@@ -207,7 +207,7 @@ struct Server::Impl {
   int listen_fd = -1;
   std::mutex follow_mu;
   std::map<std::string, int> follows;  // open log-follow streams per user
-  LoginCodes login_codes;  // forge console --login
+  LoginCodes login_codes;              // forge console --login
 
   struct Route {
     RouteInfo info;

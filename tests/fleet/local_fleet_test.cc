@@ -324,8 +324,8 @@ TEST_F(LocalFleetTest, GpusAreHandedOutByIndex) {
           .status.ok());
   ASSERT_TRUE(WaitForText(JobDir("j-g0") / "logs" / "driver.log", "started cuda=[0]"));
   ASSERT_TRUE(WaitForText(JobDir("j-g1") / "logs" / "driver.log", "started cuda=[1]"));
-  ASSERT_TRUE(
-      fleet.Submit(PyJob("j-g2", kHello, ", gpuSeries: h200, gpusPerMachine: 1", "", 3)).status.ok());
+  ASSERT_TRUE(fleet.Submit(PyJob("j-g2", kHello, ", gpuSeries: h200, gpusPerMachine: 1", "", 3))
+                  .status.ok());
   EXPECT_EQ(fleet.Observe("j-g2", "local:j-g2", {}).message,
             "waiting for 1 CPU and 1 GPU: 2 of 2 CPUs and 2 of 2 GPUs in use by 2 jobs");
   EXPECT_EQ(fleet.Capacity()["gpusInUse"], 2);

@@ -26,6 +26,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "apiserver/tls.h"
 #include "controllers/controller.h"
 #include "controllers/kubeutil.h"
 #include "node/kubelet.h"
@@ -34,7 +35,6 @@
 #include "starforge/kube/client_config.h"
 #include "starforge/kube/errors.h"
 #include "starforge/kube/resource.h"
-#include "apiserver/tls.h"
 
 namespace {
 
