@@ -516,6 +516,25 @@ TEST(Kubesim, WatchBookmarksAndExpiry) {
   EXPECT_EQ(Body(r)["reason"], "Expired");
 }
 
+// kube-apiserver reads `watch` as apimachinery converts a query string to bool: every value but
+// "0" and "false" (any case) is true. The official Python client sends `watch=True`.
+TEST(Kubesim, WatchParameterReadAsKubeApiserverReadsIt) {
+  Kubesim k;
+  auto c = k.Client();
+  Post(c, kRj, RayJob("b1"));
+  for (const std::string v : {"True", "TRUE", "yes", "", "1"}) {
+    auto events = ReadWatch(c, kRj + "?timeoutSeconds=1&watch=" + v,
+                            [](const std::vector<json>& ev) { return !ev.empty(); });
+    ASSERT_EQ(events.size(), 1u) << "watch=" << v;
+    EXPECT_EQ(events[0]["type"], "ADDED") << "watch=" << v;
+  }
+  for (const std::string v : {"false", "False", "0"}) {
+    auto r = c.Get(kRj + "?watch=" + v);
+    ASSERT_EQ(r->status, 200) << "watch=" << v;
+    EXPECT_EQ(Body(r)["kind"], "RayJobList") << "watch=" << v;
+  }
+}
+
 TEST(Kubesim, WatchSelectorTransitions) {
   Kubesim k;
   auto c = k.Client();

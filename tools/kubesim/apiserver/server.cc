@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -48,6 +49,14 @@ bool IsTrue(const std::string& v) {
 }
 
 }  // namespace
+
+bool BoolParam(const httplib::Request& req, const char* name) {
+  if (!req.has_param(name)) return false;
+  std::string v = req.get_param_value(name);
+  std::transform(v.begin(), v.end(), v.begin(),
+                 [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+  return v != "0" && v != "false";
+}
 
 Server::Server(Options opts, Registry reg)
     : opts_(std::move(opts)), reg_(std::move(reg)), store_(opts_.history) {
@@ -258,9 +267,8 @@ void Server::Dispatch(const httplib::Request& req, httplib::Response& res) {
         WriteError(res, ApiError(401, "Unauthorized", "Unauthorized"));
         return;
       }
-      const RequestAttrs attrs =
-          ParseRequestAttrs(req.method, path, IsTrue(req.get_param_value("watch")),
-                            req.get_param_value("fieldSelector"));
+      const RequestAttrs attrs = ParseRequestAttrs(req.method, path, BoolParam(req, "watch"),
+                                                   req.get_param_value("fieldSelector"));
       if (!rbac_->Authorize(who, attrs).allowed) {
         if (attrs.resource_request) {
           faults_.Count(attrs.verb, attrs.subresource.empty()
@@ -319,7 +327,7 @@ void Server::Dispatch(const httplib::Request& req, httplib::Response& res) {
     const std::string& m = req.method;
     if (m == "GET" || m == "HEAD") {
       if (t.name.empty()) {
-        t.verb = IsTrue(req.get_param_value("watch")) ? "watch" : "list";
+        t.verb = BoolParam(req, "watch") ? "watch" : "list";
       } else {
         t.verb = "get";
       }

@@ -137,6 +137,11 @@ std::optional<table::Options> TableRequested(const httplib::Request& req, const 
 // additionalPrinterColumns for the served version.
 table::Printer PrinterFor(const ResourceInfo& r);
 
+// A boolean query parameter as kube-apiserver reads one (apimachinery's conversion of a query
+// string to bool): absent is false; present, it is true unless its value is "0" or "false" in any
+// case — so `watch=True` (what the official Python client sends) and a bare `watch=` are watches.
+bool BoolParam(const httplib::Request& req, const char* name);
+
 void WriteJson(httplib::Response& res, int code, const nlohmann::json& body);
 // A Table body, with kube-apiserver's Content-Type for it.
 void WriteTable(httplib::Response& res, const nlohmann::json& table);

@@ -55,9 +55,7 @@ void Server::Watch(const httplib::Request& req, httplib::Response& res, const Ta
       req.has_param("fieldSelector") ? req.get_param_value("fieldSelector") : "", *r));
   const std::string rv_text =
       req.has_param("resourceVersion") ? req.get_param_value("resourceVersion") : "";
-  const bool bookmarks = req.has_param("allowWatchBookmarks") &&
-                         (req.get_param_value("allowWatchBookmarks") == "true" ||
-                          req.get_param_value("allowWatchBookmarks") == "1");
+  const bool bookmarks = BoolParam(req, "allowWatchBookmarks");
   int64_t timeout_s = 1800;
   if (req.has_param("timeoutSeconds")) {
     try {
