@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "starforge/api/convert.h"
+#include "starforge/common/regular_file.h"
 
 namespace starforge::api {
 
@@ -57,13 +58,7 @@ int OpenJobLog(const std::filesystem::path& file) {
   const int fd =
       ::openat(dir, file.filename().c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   ::close(dir);
-  if (fd < 0) return -1;
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
+  return KeepIfRegular(fd);
 }
 
 int64_t TailOffset(const std::filesystem::path& file, int64_t n) {

@@ -42,10 +42,6 @@ JobPaths PathsFor(const fs::path& storage_root, const std::string& job_id);
 // JSON object.
 std::optional<nlohmann::json> ReadJson(const fs::path& path);
 
-// A read-only descriptor of `path` when it is a regular file and not a symlink, never blocking
-// (O_NOFOLLOW | O_NONBLOCK); -1 otherwise.
-int OpenRegularNoFollow(const fs::path& path);
-
 // The last `max_lines` non-empty lines of a text file (reads at most its last 16 KiB; the same
 // rules as ReadJson for what is read).
 std::vector<std::string> TailLines(const fs::path& path, size_t max_lines);

@@ -17,6 +17,7 @@
 
 #include "local_internal.h"
 #include "starforge/common/atomic_file.h"
+#include "starforge/common/regular_file.h"
 #include "starforge/config/config.h"
 
 extern char** environ;
@@ -44,17 +45,6 @@ JobPaths PathsFor(const fs::path& storage_root, const std::string& job_id) {
   p.runner_log = p.logs_dir / "runner.log";
   p.status = p.job_dir / "status.json";
   return p;
-}
-
-int OpenRegularNoFollow(const fs::path& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-  if (fd < 0) return -1;
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
 }
 
 namespace {
