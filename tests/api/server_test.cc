@@ -1050,10 +1050,17 @@ TEST_F(Api, SlowClientsAndLogFollowsLeaveTheServerAnswering) {
   auto c = Post("/api/v1/jobs/" + id + "/cancel", admin_);
   ASSERT_TRUE(c);
   EXPECT_EQ(WaitForEnd(admin_, id)["phase"], "Cancelled");
-  // The streams' slots came back.
-  r = Get("/api/v1/jobs/" + id + "/logs?follow=1", admin_);
-  ASSERT_TRUE(r);
-  EXPECT_EQ(r->status, 200);
+  // The streams' slots come back: each stream notices its closed client at its next poll (or
+  // ends with the job), on its own thread, so this is awaited rather than expected at once.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  do {
+    r = Get("/api/v1/jobs/" + id + "/logs?follow=1", admin_);
+    ASSERT_TRUE(r);
+    if (r->status == 200) break;
+    EXPECT_EQ(r->status, 429) << r->body;
+    std::this_thread::sleep_for(milliseconds(100));
+  } while (std::chrono::steady_clock::now() < deadline);
+  EXPECT_EQ(r->status, 200) << "the closed streams' slots never came back: " << r->body;
 }
 
 // `curl -X POST …/cancel` sends neither Content-Length nor a body: such a request has none
