@@ -4,10 +4,12 @@
 #include <set>
 
 #include "node_fixture.h"
+#include "support/shell.h"
 
 namespace {
 
 using namespace node_test;
+using starforge::support::Shell;
 
 const char* kOneNode = R"(
 - metadata: {name: node-1}
@@ -613,6 +615,62 @@ TEST(Kubelet, KubesimsOnOneHostGiveTheirPodsDifferentAddresses) {
     EXPECT_EQ(r->body, std::string("from-") + (k == &a ? "a" : "b") + "\n");
     EXPECT_EQ(k->Logs("web").find("Address already in use"), std::string::npos) << k->Logs("web");
   }
+}
+
+// --pod-network netns: each pod in a network namespace of its own (lo and an eth0 on a host
+// bridge, an address from --pod-cidr), reached from the host (the service proxy) and from
+// another pod by service name, sees no host interface, and nothing is left behind.
+TEST(Kubelet, NetnsPodsGetPrivateAddressesOnABridgeAndLeaveNothingBehind) {
+  std::string pid;
+  {
+    Cluster k(kOneNode, {"--pod-network", "netns", "--pod-cidr", "10.251.0.0/16"});
+    pid = std::to_string(k.pid());
+    json server = ShPod("web",
+                        "mkdir -p /srv && echo hello > /srv/index.html && cd /srv && "
+                        "exec python3 -m http.server --bind 0.0.0.0 8080",
+                        "Always");
+    server["metadata"]["labels"] = {{"app", "web"}};
+    server["spec"]["containers"][0]["readinessProbe"] = {{"tcpSocket", {{"port", 8080}}},
+                                                         {"periodSeconds", 1}};
+    k.Post(kPods, server);
+    k.Post(
+        "/api/v1/namespaces/default/services",
+        {{"apiVersion", "v1"},
+         {"kind", "Service"},
+         {"metadata", {{"name", "web"}}},
+         {"spec", {{"selector", {{"app", "web"}}}, {"ports", json::array({{{"port", 8080}}})}}}});
+    ASSERT_TRUE(WaitFor([&] {
+      return Condition(k.Pod("web"), "Ready").value("status", "") == "True";
+    })) << k.Log()
+        << k.Logs("web");
+    const std::string ip = k.Pod("web")["status"].value("podIP", "");
+    EXPECT_EQ(ip.rfind("10.251.", 0), 0u) << ip;
+    EXPECT_EQ(k.Pod("web")["status"].value("hostIP", ""), "127.0.0.1");  // the Node's InternalIP
+    // The host reaches it through the bridge (the service proxy dials the pod's address)...
+    auto c = k.Client();
+    auto r = c.Get("/api/v1/namespaces/default/services/web:8080/proxy/index.html");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->body, "hello\n");
+    // ...and so does another pod, by name; it has lo and eth0 only, and a default route.
+    k.Post(kPods, ShPod("client",
+                        "wget -q -O- http://web.default.svc.cluster.local:8080/index.html; "
+                        "ls /sys/class/net | tr '\\n' ' '; echo; ip -4 -o addr show eth0 | "
+                        "awk '{print $4}'; ip route show default | awk '{print $1, $2, $3}'"));
+    ASSERT_TRUE(WaitFor([&] { return Phase(k.Pod("client")) == "Succeeded"; })) << k.Log();
+    const std::string client_ip = k.Pod("client")["status"].value("podIP", "");
+    EXPECT_NE(client_ip, ip);
+    EXPECT_EQ(k.Logs("client"), "hello\neth0 lo \n" + client_ip + "/16\ndefault via 10.251.0.1\n");
+    // A deleted pod's namespace goes with it.
+    k.Delete(kPods + "/client");
+    ASSERT_TRUE(WaitFor([&] { return !k.PodExists("client"); })) << k.Log();
+    ASSERT_TRUE(WaitFor([&] {
+      return Shell("ip netns list | grep -c '^ks" + pid + "-'").out == "1\n";
+    })) << Shell("ip netns list").out;
+  }
+  // kubesim has exited: no namespace, veth or bridge of it remains.
+  EXPECT_EQ(Shell("ip netns list | grep '^ks" + pid + "-'").out, "");
+  EXPECT_EQ(Shell("ip -o link show | grep -e 'ksv" + pid + "-' -e 'ksbr" + pid + ":'").out, "");
+  EXPECT_EQ(Shell("ip -4 route show 10.251.0.0/16").out, "");
 }
 
 }  // namespace

@@ -73,6 +73,7 @@ class Cluster {
     process_.Start(KUBESIM_BIN, flags, how);
   }
   int port() const { return process_.port(); }
+  pid_t pid() const { return process_.pid(); }
   const fs::path& dir() const { return process_.dir(); }
   std::string Log() const { return process_.Log(); }
 

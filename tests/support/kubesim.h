@@ -35,6 +35,7 @@ class KubesimProcess {
 
   const std::filesystem::path& dir() const { return dir_.path(); }
   int port() const { return port_; }  // 0 until Start succeeds
+  pid_t pid() const { return process_ ? process_->pid() : -1; }
   std::filesystem::path log_file() const { return dir_ / "kubesim.log"; }
   std::string Log() const { return ReadFile(log_file()); }
   // Why Start failed, with kubesim's own words.

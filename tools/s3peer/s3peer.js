@@ -3,6 +3,10 @@
 // port for tests, with its data in a temporary directory.
 //
 //   node tools/s3peer/s3peer.js --port-file FILE [--bucket NAME]... [--log FILE] [--port N]
+//                               [--address IP]
+//
+// --address: the address to listen on instead of 127.0.0.1, e.g. the bridge address of
+// kubesim-node --pod-network netns, which pods in their own network namespaces can reach.
 //
 // Writes the chosen port to FILE (atomically, once it accepts connections); with --log, appends
 // one line per request: "METHOD URL CONTENT-LENGTH". Exits, deleting its data, on SIGTERM or
@@ -21,7 +25,7 @@ function usage(message) {
   process.exit(2);
 }
 
-const args = { buckets: [], port: 0 };
+const args = { buckets: [], port: 0, address: '127.0.0.1' };
 const argv = process.argv.slice(2);
 for (let i = 0; i < argv.length; i++) {
   const value = () => {
@@ -33,6 +37,7 @@ for (let i = 0; i < argv.length; i++) {
     case '--bucket': args.buckets.push(value()); break;
     case '--log': args.log = value(); break;
     case '--port': args.port = Number(value()); break;
+    case '--address': args.address = value(); break;
     default: usage(`unknown argument ${argv[i]}`);
   }
 }
@@ -48,7 +53,7 @@ try {
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'starforge-s3peer-'));
 const server = new S3rver({
-  address: '127.0.0.1',
+  address: args.address,
   port: args.port,
   silent: true,
   directory: dir,

@@ -253,8 +253,29 @@ void Kubelet::Start(const controllers::ControllerContext& ctx) {
   }
 
   SetUpPodCgroup();
-  ips_.ClaimBlock();
-  std::fprintf(stderr, "kubesim: kubelet: pod addresses from %s.0.0/16\n", ips_.Block().c_str());
+  const std::string network = f.Value("pod-network", "loopback");
+  if (network != "loopback" && network != "netns") {
+    throw std::invalid_argument("--pod-network wants loopback or netns, got '" + network + "'");
+  }
+  opts_.netns = network == "netns";
+  if (!f.Value("pod-cidr").empty()) opts_.pod_cidr = f.Value("pod-cidr");
+  opts_.cluster_hosts_file = f.Value("cluster-hosts-file");
+  if (opts_.netns) {
+    const Cidr cidr = ParseCidr(opts_.pod_cidr);
+    net_.Open(cidr);
+    std::fprintf(stderr,
+                 "kubesim: kubelet: a network namespace per pod, addresses from %s (bridge "
+                 "address %s)\n",
+                 cidr.ToString().c_str(), net_.Gateway().c_str());
+  } else {
+    ips_.ClaimBlock();
+    std::fprintf(stderr, "kubesim: kubelet: pod addresses from %s.0.0/16\n", ips_.Block().c_str());
+  }
+  if (!opts_.cluster_hosts_file.empty()) {
+    host_hosts_ = ReadFile("/etc/hosts");
+    if (!host_hosts_.empty() && host_hosts_.back() != '\n') host_hosts_ += "\n";
+    WriteClusterHosts({});
+  }
 
   client_ = ctx.make_client("kubelet");
   auto enqueue = [this](const json& obj) { queue_.Add(kube::Informer::KeyOf(obj)); };
@@ -344,6 +365,7 @@ void Kubelet::Stop() {
     std::lock_guard<std::mutex> lock(p->mu);
     Teardown(*p);
   }
+  net_.Close();
   RemovePodCgroup();
   if (own_state_dir_) {
     std::error_code ec;
@@ -512,6 +534,7 @@ void Kubelet::HostsUpdater() {
     }
     // One endpoint computation for all pods, one block of service lines per namespace.
     const std::vector<ServiceAddress> addrs = ServiceAddresses();
+    if (!opts_.cluster_hosts_file.empty()) WriteClusterHosts(addrs);
     std::map<std::string, std::string> lines;
     for (auto& p : pods) {
       auto l = lines.find(p->ns);
@@ -820,9 +843,39 @@ void Kubelet::RemovePodCgroup() {
   pod_cgroup_.clear();
 }
 
+void Kubelet::WriteClusterHosts(const std::vector<ServiceAddress>& addrs) {
+  const std::string text =
+      host_hosts_ + "# kubesim: the cluster's services\n" + RenderServiceLines("", addrs);
+  std::lock_guard<std::mutex> lock(hosts_mu_);
+  if (ReadFile(opts_.cluster_hosts_file) != text) WriteInPlace(opts_.cluster_hosts_file, text);
+}
+
+bool Kubelet::AttachNetwork(Pod& p, const json& pod) {
+  if (!opts_.netns) {
+    p.ip = ips_.Acquire(p.uid);
+    return true;
+  }
+  try {
+    // The node's podCIDR (kubesim-node sets one per node), else the whole range.
+    Cidr range = ParseCidr(opts_.pod_cidr);
+    if (auto node = nodes_->Get(p.node)) {
+      const std::string cidr = Str(Obj(*node, "spec"), "podCIDR");
+      if (!cidr.empty()) range = ParseCidr(cidr);
+    }
+    p.ip = net_.Attach(p.uid, range);
+    p.netns = net_.NamespacePath(p.uid);
+    return true;
+  } catch (const std::exception& e) {
+    Event(p, pod, nullptr, "Warning", "FailedCreatePodSandBox",
+          std::string("Failed to create pod sandbox: ") + e.what());
+    queue_.AddAfter(p.key, opts_.sync);
+    return false;
+  }
+}
+
 bool Kubelet::EnsureSandbox(Pod& p, const json& pod) {
   if (p.sandbox) return true;
-  p.ip = ips_.Acquire(p.uid);
+  if (!AttachNetwork(p, pod)) return false;
   p.host_ip = "127.0.0.1";
   if (auto node = nodes_->Get(p.node)) {
     for (const auto& a : Obj(Obj(*node, "status"), "addresses")) {
@@ -991,7 +1044,7 @@ void Kubelet::SyncPod(Pod& p, const json& pod) {
     p.done = true;
     return;
   }
-  EnsureSandbox(p, pod);
+  if (!EnsureSandbox(p, pod)) return;  // an event said why; retried at the next sync
   if (!EnsureVolumes(p, pod)) {
     WriteStatus(p, pod, false);
     // The volume manager's retry back-off (500 ms doubling), capped at the resync period; a
@@ -1259,6 +1312,7 @@ bool Kubelet::StartContainer(Pod& p, const json& pod, Container& c) {
   s.mounts = mounts;
   s.hide = {opts_.state_dir};
   if (!pod_cgroup_.empty()) s.cgroup_procs = pod_cgroup_ + "/cgroup.procs";
+  s.netns = p.netns;
   c.error_file = c.run_dir + "/start-error";
   c.ns_file = c.run_dir + "/mntns";
   UnpinNamespace(c);
@@ -1473,7 +1527,14 @@ void Kubelet::Teardown(Pod& p) {
     std::error_code ec;
     fs::remove_all(p.dir, ec);
   }
-  if (!p.uid.empty()) ips_.Release(p.uid);
+  if (!p.uid.empty()) {
+    if (opts_.netns) {
+      net_.Detach(p.uid);  // after the processes: the namespace goes with its last one
+    } else {
+      ips_.Release(p.uid);
+    }
+  }
+  p.netns.clear();
   p.sandbox = false;
   p.done = true;
 }
@@ -1664,6 +1725,12 @@ KUBESIM_REGISTER_CONTROLLER({"kubelet",
                               {"kubelet-sync-ms", "resync of waiting pods (default 10000)"},
                               {"kubelet-backoff-ms", "first image-pull/crash back-off (10000)"},
                               {"kubelet-probe-max-ms", "cap on probe delays/periods (0 = none)"},
+                              {"pod-network",
+                               "loopback (default: a 127.x address per pod) or netns (a network "
+                               "namespace per pod on a host bridge)"},
+                              {"pod-cidr", "--pod-network netns: the pods' range (10.244.0.0/16)"},
+                              {"cluster-hosts-file",
+                               "write a hosts file naming every service (for host programs)"},
                               {"kubelet-pod-cpu-shares",
                                "cpu.shares of the one cgroup holding all containers, so pods "
                                "cannot starve kubesim (default 1024, 0 = no cgroup)"}},

@@ -25,6 +25,7 @@
 #include "controllers/workqueue.h"
 #include "node/image_policy.h"
 #include "node/pod_env.h"
+#include "node/pod_netns.h"
 #include "node/pod_network.h"
 #include "starforge/kube/client.h"
 #include "starforge/kube/informer.h"
@@ -49,6 +50,13 @@ struct KubeletOptions {
   // --ray real: ray_bin_dir is a virtual environment's bin with real Ray, and containers get the
   // environment defaults that keep a Ray node small.
   bool real_ray = false;
+  // --pod-network netns: a network namespace per pod on a host bridge (pod_netns.h), addresses
+  // from the node's spec.podCIDR, else from pod_cidr. Default: loopback addresses (IpPool).
+  bool netns = false;
+  std::string pod_cidr = "10.244.0.0/16";
+  // --cluster-hosts-file: a hosts file for programs on the host (the KubeRay operator), kept
+  // current with every service's cluster names (see docs/real-control-plane.md).
+  std::string cluster_hosts_file;
 };
 
 class Kubelet : public controllers::Controller {
@@ -95,6 +103,7 @@ class Kubelet : public controllers::Controller {
     std::mutex mu;
     std::string key, uid, ns, name, node;
     std::string dir, ip, host_ip, start_time;
+    std::string netns;  // the pod's network namespace (/run/netns/…; "" = the host's)
     bool sandbox = false;
     bool volumes_ready = false;
     int mount_step = 0;  // failed volume set-ups so far (the retry back-off)
@@ -173,6 +182,11 @@ class Kubelet : public controllers::Controller {
   std::map<std::string, std::unique_ptr<controllers::EventRecorder>> recorders_;  // per node
   controllers::WorkQueue queue_;
   IpPool ips_;
+  PodNetns net_;            // --pod-network netns
+  std::string host_hosts_;  // the host's /etc/hosts, head of the cluster hosts file
+  void WriteClusterHosts(const std::vector<ServiceAddress>& addrs);
+  // The pod's address (and network namespace): false, with an event, when it cannot be made.
+  bool AttachNetwork(Pod& p, const nlohmann::json& pod);
   std::atomic<bool> stop_{false};
   std::vector<std::thread> threads_;
 

@@ -30,6 +30,7 @@
 #include "controllers/controller.h"
 #include "controllers/kubeutil.h"
 #include "node/kubelet.h"
+#include "node/pod_netns.h"
 #include "starforge/common/yaml_json.h"
 #include "starforge/kube/client.h"
 #include "starforge/kube/client_config.h"
@@ -70,11 +71,18 @@ std::vector<json> LoadNodes(const std::string& file) {
   return doc.get<std::vector<json>>();
 }
 
-// The Node a kubelet registers: the inventory's metadata and capacity, Ready, reachable by its
-// name (the API server dials Hostname addresses first).
-json NodeObject(json node, int kubelet_port) {
+// The Node a kubelet registers: the inventory's metadata and capacity, Ready, its kubelet API at
+// `address` (its InternalIP), and `pod_cidr` as spec.podCIDR(s) when given (--pod-network netns:
+// the kubelet hands out that node's pod addresses from it, as kube-controller-manager's node IPAM
+// would have assigned; the inventory's own spec.podCIDR wins).
+json NodeObject(json node, const std::string& address, int kubelet_port,
+                const std::string& pod_cidr) {
   node["apiVersion"] = "v1";
   node["kind"] = "Node";
+  if (!pod_cidr.empty() && !(node.contains("spec") && node["spec"].contains("podCIDR"))) {
+    node["spec"]["podCIDR"] = pod_cidr;
+    node["spec"]["podCIDRs"] = json::array({pod_cidr});
+  }
   json& status = node["status"];
   if (!status.is_object()) status = json::object();
   for (const char* field : {"capacity", "allocatable"}) {
@@ -91,8 +99,8 @@ json NodeObject(json node, int kubelet_port) {
                                        {"lastTransitionTime", now}}});
   // InternalIP first: kube-apiserver dials it when run with
   // --kubelet-preferred-address-types=InternalIP,… (tools/k8s/controlplane does).
-  status["addresses"] = json::array({{{"type", "InternalIP"}, {"address", "127.0.0.1"}},
-                                     {{"type", "Hostname"}, {"address", name}}});
+  status["addresses"] = json::array(
+      {{{"type", "InternalIP"}, {"address", address}}, {{"type", "Hostname"}, {"address", name}}});
   status["daemonEndpoints"] = {{"kubeletEndpoint", {{"Port", kubelet_port}}}};
   status["nodeInfo"] = {{"kubeletVersion", "kubesim"},
                         {"operatingSystem", "linux"},
@@ -280,8 +288,27 @@ int main(int argc, char** argv) {
     };
     auto client = make_client("node-registration");
 
+    // The kubelet first: with --pod-network netns it makes the host bridge, whose address is
+    // then the nodes' InternalIP and where the kubelet API listens (pods see the host there).
+    const bool netns = ctx.flags.Value("pod-network", "loopback") == "netns";
+    kubesim::node::Cidr cluster;
+    if (netns) cluster = kubesim::node::ParseCidr(ctx.flags.Value("pod-cidr", "10.244.0.0/16"));
+    const std::vector<json> inventory = LoadNodes(nodes_file);
+    std::vector<std::string> pod_cidrs;  // per node ("" = none)
+    for (size_t i = 0; i < inventory.size(); ++i) {
+      pod_cidrs.push_back(
+          netns ? kubesim::node::NodePodCidr(cluster, static_cast<int>(i)).ToString() : "");
+    }
+    ctx.server_url = config.server;
+    ctx.nodes_file = nodes_file;
+    ctx.make_client = make_client;
+    kubesim::controllers::ControllerSet controllers;
+    controllers.StartAll(ctx);
+    const std::string address =
+        netns ? kubesim::node::FormatIp(kubesim::node::GatewayOf(cluster)) : "127.0.0.1";
+
     // The kubelet API (HTTPS with a self-signed certificate: kube-apiserver does not verify
-    // kubelets without --kubelet-certificate-authority), on loopback.
+    // kubelets without --kubelet-certificate-authority), on that address only.
     const std::string state = ctx.flags.Value("kubelet-dir", "");
     const std::string tls_dir =
         state.empty() ? std::filesystem::temp_directory_path().string() : state;
@@ -296,24 +323,18 @@ int main(int argc, char** argv) {
     auto logs_client = make_client("kubelet-api");
     ServeLogs(api, *logs_client);
     const int port = kubelet_port > 0
-                         ? (api.bind_to_port("127.0.0.1", kubelet_port) ? kubelet_port : -1)
-                         : api.bind_to_any_port("127.0.0.1");
-    if (port <= 0) throw std::runtime_error("cannot listen on 127.0.0.1 for the kubelet API");
+                         ? (api.bind_to_port(address, kubelet_port) ? kubelet_port : -1)
+                         : api.bind_to_any_port(address);
+    if (port <= 0) throw std::runtime_error("cannot listen on " + address + " for the kubelet API");
     std::thread api_thread([&api] { api.listen_after_bind(); });
 
     std::vector<std::string> names;
-    for (const json& node : LoadNodes(nodes_file)) {
-      const json object = NodeObject(node, port);
+    for (size_t i = 0; i < inventory.size(); ++i) {
+      const json object = NodeObject(inventory[i], address, port, pod_cidrs[i]);
       Register(*client, object);
       RenewLease(*client, object["metadata"]["name"]);
       names.push_back(object["metadata"]["name"]);
     }
-
-    ctx.server_url = config.server;
-    ctx.nodes_file = nodes_file;
-    ctx.make_client = make_client;
-    kubesim::controllers::ControllerSet controllers;
-    controllers.StartAll(ctx);
 
     // Leases every leaseDuration/4, as the kubelet renews them.
     std::mutex mu;
@@ -331,9 +352,8 @@ int main(int argc, char** argv) {
         }
       }
     });
-    std::fprintf(stderr,
-                 "kubesim-node: running %zu node(s) against %s; kubelet API on 127.0.0.1:%d\n",
-                 names.size(), config.server.c_str(), port);
+    std::fprintf(stderr, "kubesim-node: running %zu node(s) against %s; kubelet API on %s:%d\n",
+                 names.size(), config.server.c_str(), address.c_str(), port);
     int sig = 0;
     sigwait(&stop_signals, &sig);
     std::fprintf(stderr, "kubesim-node: stopping\n");

@@ -43,7 +43,8 @@ json SandboxSpec::ToJson() const {
           {"errorFile", error_file},
           {"nsFile", ns_file},
           {"shmBytes", shm_bytes},
-          {"cgroupProcs", cgroup_procs}};
+          {"cgroupProcs", cgroup_procs},
+          {"netns", netns}};
 }
 
 SandboxSpec SandboxSpec::FromJson(const json& j) {
@@ -69,6 +70,7 @@ SandboxSpec SandboxSpec::FromJson(const json& j) {
   s.ns_file = j.value("nsFile", "");
   s.shm_bytes = j.value("shmBytes", int64_t{64} << 20);
   s.cgroup_procs = j.value("cgroupProcs", "");
+  s.netns = j.value("netns", "");
   return s;
 }
 

@@ -50,6 +50,9 @@ struct SandboxSpec {
   // A cgroup.procs file the launcher joins before the command (and exec probes) run: every
   // container of the kubelet in one CPU cgroup ("" = none). See Kubelet::SetUpPodCgroup.
   std::string cgroup_procs;
+  // A network namespace (/run/netns/<name>) the launcher enters before anything else: the pod's
+  // own (kubelet --pod-network netns), shared by its containers ("" = the host's network).
+  std::string netns;
 
   nlohmann::json ToJson() const;
   static SandboxSpec FromJson(const nlohmann::json& j);

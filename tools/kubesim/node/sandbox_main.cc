@@ -208,6 +208,14 @@ int Run(const SandboxSpec& s) {
     g_error_fd = open(s.error_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   }
   JoinCgroup(s);
+  if (!s.netns.empty()) {
+    const int net = open(s.netns.c_str(), O_RDONLY | O_CLOEXEC);
+    if (net < 0) return Fail(s, "opening the pod's network namespace " + s.netns + ": " + Errno());
+    if (setns(net, CLONE_NEWNET) != 0) {
+      return Fail(s, "entering the pod's network namespace " + s.netns + ": " + Errno());
+    }
+    close(net);
+  }
   if (unshare(CLONE_NEWNS) != 0) return Fail(s, "unshare(CLONE_NEWNS): " + Errno());
   if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
     return Fail(s, "making / private: " + Errno());
@@ -282,6 +290,15 @@ int Run(const SandboxSpec& s) {
 
 int ExecIn(pid_t pid, const SandboxSpec& s, const std::vector<std::string>& argv) {
   JoinCgroup(s);
+  // The container's network namespace first (the pod's, or the host's own), then its mounts.
+  const std::string net = "/proc/" + std::to_string(pid) + "/ns/net";
+  if (const int nfd = open(net.c_str(), O_RDONLY | O_CLOEXEC); nfd >= 0) {
+    if (setns(nfd, CLONE_NEWNET) != 0) {
+      std::fprintf(stderr, "kubesim sandbox: setns %s: %s\n", net.c_str(), Errno().c_str());
+      return 126;
+    }
+    close(nfd);
+  }
   const std::string ns = "/proc/" + std::to_string(pid) + "/ns/mnt";
   const int fd = open(ns.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
