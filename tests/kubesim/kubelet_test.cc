@@ -651,11 +651,14 @@ TEST(Kubelet, NetnsPodsGetPrivateAddressesOnABridgeAndLeaveNothingBehind) {
     auto r = c.Get("/api/v1/namespaces/default/services/web:8080/proxy/index.html");
     ASSERT_TRUE(r);
     EXPECT_EQ(r->body, "hello\n");
-    // ...and so does another pod, by name; it has lo and eth0 only, and a default route.
-    k.Post(kPods, ShPod("client",
-                        "wget -q -O- http://web.default.svc.cluster.local:8080/index.html; "
-                        "ls /sys/class/net | tr '\\n' ' '; echo; ip -4 -o addr show eth0 | "
-                        "awk '{print $4}'; ip route show default | awk '{print $1, $2, $3}'"));
+    // ...and so does another pod, by name; it has lo and eth0 only (netlink's view: /sys stays the
+    // host's sysfs), and a default route.
+    k.Post(kPods,
+           ShPod("client",
+                 "wget -q -O- http://web.default.svc.cluster.local:8080/index.html; "
+                 "ip -o link show | cut -d: -f2 | cut -d@ -f1 | tr -d ' ' | sort | tr '\\n' ' '; "
+                 "echo; ip -4 -o addr show eth0 | "
+                 "awk '{print $4}'; ip route show default | awk '{print $1, $2, $3}'"));
     ASSERT_TRUE(WaitFor([&] { return Phase(k.Pod("client")) == "Succeeded"; })) << k.Log();
     const std::string client_ip = k.Pod("client")["status"].value("podIP", "");
     EXPECT_NE(client_ip, ip);

@@ -178,6 +178,13 @@ Cidr NodePodCidr(const Cidr& cluster, int index) {
   return c;
 }
 
+void PodNetns::DeleteLinks(const Attachment& a) {
+  // The veth pair first, from the host's side: a namespace lives on while anything still holds
+  // it (once seen here with no process, mount or fd left in it), and its veth would stay with it.
+  IpQuiet({"link", "delete", a.veth});
+  IpQuiet({"netns", "delete", a.netns});
+}
+
 PodNetns::~PodNetns() {
   Close();
 }
@@ -305,8 +312,7 @@ void PodNetns::Detach(const std::string& owner) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = by_owner_.find(owner);
   if (it == by_owner_.end()) return;
-  // The namespace goes with its last reference; the veth pair with it.
-  IpQuiet({"netns", "delete", it->second.netns});
+  DeleteLinks(it->second);
   used_.erase(it->second.ip);
   by_owner_.erase(it);
 }
@@ -315,7 +321,7 @@ void PodNetns::Close() {
   std::lock_guard<std::mutex> lock(mu_);
   if (!open_) return;
   for (const auto& [owner, a] : by_owner_)
-    IpQuiet({"netns", "delete", a.netns});
+    DeleteLinks(a);
   by_owner_.clear();
   used_.clear();
   IpQuiet({"link", "delete", bridge_});

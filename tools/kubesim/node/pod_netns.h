@@ -79,6 +79,7 @@ class PodNetns {
     std::string netns, veth;
   };
   void SweepLeftovers();
+  static void DeleteLinks(const Attachment& a);
   std::mutex mu_;
   bool open_ = false;
   Cidr cluster_;
