@@ -652,17 +652,20 @@ TEST(Kubelet, NetnsPodsGetPrivateAddressesOnABridgeAndLeaveNothingBehind) {
     ASSERT_TRUE(r);
     EXPECT_EQ(r->body, "hello\n");
     // ...and so does another pod, by name; it has lo and eth0 only (netlink's view: /sys stays the
-    // host's sysfs), and a default route.
+    // host's sysfs), a default route, its own hostname, and a nameserver it can reach (the bridge
+    // address: nothing listens there, so names outside /etc/hosts fail at once).
     k.Post(kPods,
            ShPod("client",
                  "wget -q -O- http://web.default.svc.cluster.local:8080/index.html; "
                  "ip -o link show | cut -d: -f2 | cut -d@ -f1 | tr -d ' ' | sort | tr '\\n' ' '; "
                  "echo; ip -4 -o addr show eth0 | "
-                 "awk '{print $4}'; ip route show default | awk '{print $1, $2, $3}'"));
+                 "awk '{print $4}'; ip route show default | awk '{print $1, $2, $3}'; hostname; "
+                 "grep nameserver /etc/resolv.conf"));
     ASSERT_TRUE(WaitFor([&] { return Phase(k.Pod("client")) == "Succeeded"; })) << k.Log();
     const std::string client_ip = k.Pod("client")["status"].value("podIP", "");
     EXPECT_NE(client_ip, ip);
-    EXPECT_EQ(k.Logs("client"), "hello\neth0 lo \n" + client_ip + "/16\ndefault via 10.251.0.1\n");
+    EXPECT_EQ(k.Logs("client"), "hello\neth0 lo \n" + client_ip +
+                                    "/16\ndefault via 10.251.0.1\nclient\nnameserver 10.251.0.1\n");
     // A deleted pod's namespace goes with it.
     k.Delete(kPods + "/client");
     ASSERT_TRUE(WaitFor([&] { return !k.PodExists("client"); })) << k.Log();

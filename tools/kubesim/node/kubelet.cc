@@ -888,6 +888,13 @@ bool Kubelet::EnsureSandbox(Pod& p, const json& pod) {
   for (const char* sub : {"logs", "containers", "volumes"})
     fs::create_directories(p.dir + "/" + sub);
   p.hosts_file = p.dir + "/hosts";
+  if (opts_.netns) {
+    WriteInPlace(p.dir + "/resolv.conf",
+                 "# kubesim: no cluster DNS; names resolve through /etc/hosts\n"
+                 "nameserver " +
+                     net_.Gateway() + "\nsearch " + p.ns +
+                     ".svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5\n");
+  }
   p.hosts_lines = RenderServiceLines(p.ns, ServiceAddresses());
   p.hosts_content = RenderHosts(pod, p.ip, p.hosts_lines);
   WriteInPlace(p.hosts_file, p.hosts_content);
@@ -1298,6 +1305,17 @@ bool Kubelet::StartContainer(Pod& p, const json& pod, Container& c) {
   hosts.target = "/etc/hosts";
   hosts.file = true;
   mounts.push_back(hosts);
+  if (opts_.netns) {
+    // The host's nameserver is not reachable from a pod's namespace (the host does not route for
+    // pods): name one on the bridge address, where nothing listens, so that a lookup /etc/hosts
+    // cannot answer fails at once instead of timing out.
+    SandboxMount resolv;
+    resolv.source = p.dir + "/resolv.conf";
+    resolv.target = "/etc/resolv.conf";
+    resolv.file = true;
+    resolv.read_only = true;
+    mounts.push_back(resolv);
+  }
 
   const int instance = c.started_once ? c.restarts + 1 : 0;
   SandboxSpec s;
@@ -1313,6 +1331,7 @@ bool Kubelet::StartContainer(Pod& p, const json& pod, Container& c) {
   s.hide = {opts_.state_dir};
   if (!pod_cgroup_.empty()) s.cgroup_procs = pod_cgroup_ + "/cgroup.procs";
   s.netns = p.netns;
+  if (!p.netns.empty()) s.hostname = hostname;
   c.error_file = c.run_dir + "/start-error";
   c.ns_file = c.run_dir + "/mntns";
   UnpinNamespace(c);

@@ -44,7 +44,8 @@ json SandboxSpec::ToJson() const {
           {"nsFile", ns_file},
           {"shmBytes", shm_bytes},
           {"cgroupProcs", cgroup_procs},
-          {"netns", netns}};
+          {"netns", netns},
+          {"hostname", hostname}};
 }
 
 SandboxSpec SandboxSpec::FromJson(const json& j) {
@@ -71,6 +72,7 @@ SandboxSpec SandboxSpec::FromJson(const json& j) {
   s.shm_bytes = j.value("shmBytes", int64_t{64} << 20);
   s.cgroup_procs = j.value("cgroupProcs", "");
   s.netns = j.value("netns", "");
+  s.hostname = j.value("hostname", "");
   return s;
 }
 

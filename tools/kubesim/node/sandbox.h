@@ -53,6 +53,9 @@ struct SandboxSpec {
   // A network namespace (/run/netns/<name>) the launcher enters before anything else: the pod's
   // own (kubelet --pod-network netns), shared by its containers ("" = the host's network).
   std::string netns;
+  // With netns: the pod's hostname, set in a UTS namespace of the container's own ("" = the
+  // host's), as a pod's sandbox has one.
+  std::string hostname;
 
   nlohmann::json ToJson() const;
   static SandboxSpec FromJson(const nlohmann::json& j);

@@ -216,6 +216,12 @@ int Run(const SandboxSpec& s) {
     }
     close(net);
   }
+  if (!s.hostname.empty()) {
+    if (unshare(CLONE_NEWUTS) != 0) return Fail(s, "unshare(CLONE_NEWUTS): " + Errno());
+    if (sethostname(s.hostname.data(), s.hostname.size()) != 0) {
+      return Fail(s, "sethostname(\"" + s.hostname + "\"): " + Errno());
+    }
+  }
   if (unshare(CLONE_NEWNS) != 0) return Fail(s, "unshare(CLONE_NEWNS): " + Errno());
   if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
     return Fail(s, "making / private: " + Errno());
