@@ -553,7 +553,7 @@ void Kubelet::HostsUpdater() {
       }
       std::lock_guard<std::mutex> lock(p->mu);
       if (!p->sandbox || p->hosts_file.empty()) continue;
-      const std::string text = RenderHosts(view, p->ip, l->second);
+      const std::string text = RenderHosts(view, p->ip, l->second, LocalhostIp());
       p->hosts_lines = l->second;
       if (text == p->hosts_content) continue;
       WriteInPlace(p->hosts_file, text);
@@ -843,6 +843,13 @@ void Kubelet::RemovePodCgroup() {
   pod_cgroup_.clear();
 }
 
+std::string Kubelet::LocalhostIp() const {
+  // Real Ray in a pod's own namespace binds its dashboard agent on the node address and on
+  // `localhost`: that must be the namespace's 127.0.0.1, as on a cluster. The emulator binds only
+  // the pod's address, and clients in the pod (KubeRay v1.4's exec probe) reach it as localhost.
+  return opts_.netns && opts_.real_ray ? "127.0.0.1" : "";
+}
+
 void Kubelet::WriteClusterHosts(const std::vector<ServiceAddress>& addrs) {
   const std::string text =
       host_hosts_ + "# kubesim: the cluster's services\n" + RenderServiceLines("", addrs);
@@ -896,7 +903,7 @@ bool Kubelet::EnsureSandbox(Pod& p, const json& pod) {
                      ".svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5\n");
   }
   p.hosts_lines = RenderServiceLines(p.ns, ServiceAddresses());
-  p.hosts_content = RenderHosts(pod, p.ip, p.hosts_lines);
+  p.hosts_content = RenderHosts(pod, p.ip, p.hosts_lines, LocalhostIp());
   WriteInPlace(p.hosts_file, p.hosts_content);
   p.start_time = Now();
   p.sandbox = true;

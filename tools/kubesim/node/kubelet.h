@@ -185,6 +185,8 @@ class Kubelet : public controllers::Controller {
   PodNetns net_;            // --pod-network netns
   std::string host_hosts_;  // the host's /etc/hosts, head of the cluster hosts file
   void WriteClusterHosts(const std::vector<ServiceAddress>& addrs);
+  // What `localhost` resolves to in the pods' /etc/hosts ("" = the pod's own address).
+  std::string LocalhostIp() const;
   // The pod's address (and network namespace): false, with an event, when it cannot be made.
   bool AttachNetwork(Pod& p, const nlohmann::json& pod);
   std::atomic<bool> stop_{false};

@@ -106,7 +106,7 @@ std::string RenderServiceLines(const std::string& ns, const std::vector<ServiceA
 }
 
 std::string RenderHosts(const json& pod, const std::string& pod_ip,
-                        const std::string& service_lines) {
+                        const std::string& service_lines, const std::string& localhost_ip) {
   const json& md = Obj(pod, "metadata");
   const json& spec = Obj(pod, "spec");
   const std::string ns = Str(md, "namespace");
@@ -114,7 +114,7 @@ std::string RenderHosts(const json& pod, const std::string& pod_ip,
   if (hostname.empty()) hostname = Str(md, "name").substr(0, 63);
   std::string out =
       "# Kubernetes-managed hosts file (kubesim: localhost is this pod's own address).\n";
-  out += pod_ip + "\tlocalhost\n";
+  out += (localhost_ip.empty() ? pod_ip : localhost_ip) + "\tlocalhost\n";
   out += "::1\tip6-localhost ip6-loopback\n";
   out += "fe00::0\tip6-localnet\n";
   out += "fe00::0\tip6-mcastprefix\n";

@@ -49,9 +49,10 @@ struct ServiceAddress {
 std::string RenderServiceLines(const std::string& ns, const std::vector<ServiceAddress>& services);
 
 // The /etc/hosts of a pod: `localhost` (and the pod's hostname) resolve to the pod's own address
-// — inside a real pod localhost is the pod itself — then `service_lines`.
+// — inside a real pod localhost is the pod itself — then `service_lines`. `localhost_ip`, when
+// given, is what `localhost` resolves to instead (127.0.0.1 in a pod's own network namespace).
 std::string RenderHosts(const nlohmann::json& pod, const std::string& pod_ip,
-                        const std::string& service_lines);
+                        const std::string& service_lines, const std::string& localhost_ip = "");
 
 // Hands out pod addresses from a block 127.B.0.0/16 that this process holds alone among the
 // kubesim processes of the host (several run at once under ctest -j, or a test beside a bench):
