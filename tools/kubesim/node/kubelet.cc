@@ -1282,6 +1282,12 @@ bool Kubelet::StartContainer(Pod& p, const json& pod, Container& c) {
     // memory (KubeRay passes neither). The pod's own variables still win.
     full.emplace_back("RAY_USAGE_STATS_ENABLED", "0");
     full.emplace_back("RAY_DEFAULT_OBJECT_STORE_MAX_MEMORY_BYTES", "100000000");
+    if (opts_.netns) {
+      // No DNS server serves the pods; gRPC's default (c-ares) resolver did not find the head
+      // service in /etc/hosts (a worker's raylet never reached the GCS by name); its native
+      // resolver (getaddrinfo) does.
+      full.emplace_back("GRPC_DNS_RESOLVER", "native");
+    }
   }
   for (const auto& kv : env)
     full.push_back(kv);
