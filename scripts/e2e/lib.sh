@@ -64,6 +64,24 @@ e2e_start_s3peer() {  # REPO BUCKET
   E2E_S3="http://127.0.0.1:$(cat "$E2E_WORK/s3.port")"
 }
 
+# Starts the real control plane (tools/k8s/controlplane up E2E_WORK/cp --audit) with HYPERKUBE,
+# logging to E2E_WORK/controlplane.log, and waits up to 180 s for it; sets E2E_CP_PID.
+e2e_start_controlplane() {  # REPO HYPERKUBE
+  "$1/tools/k8s/controlplane" up "$E2E_WORK/cp" --hyperkube "$2" --audit \
+    2>"$E2E_WORK/controlplane.log" &
+  E2E_CP_PID=$!
+  e2e_pids+=("$E2E_CP_PID")
+  local _
+  for _ in $(seq 1 900); do
+    [[ -s "$E2E_WORK/cp/ready" ]] && return 0
+    kill -0 "$E2E_CP_PID" 2>/dev/null ||
+      { cat "$E2E_WORK/controlplane.log" >&2; e2e_fail "the control plane did not start"; }
+    sleep 0.2
+  done
+  cat "$E2E_WORK/controlplane.log" >&2
+  e2e_fail "the control plane was not ready after 180 s"
+}
+
 # Writes a kubeconfig for SERVER to FILE: no user credentials unless TOKEN, CA file if given.
 e2e_write_kubeconfig() {  # FILE SERVER [TOKEN [CA_FILE]]
   local user='{}'

@@ -36,16 +36,8 @@ for bin in "$tools/hyperkube" "$tools/kubectl" "$tools/kuberay-operator-$operato
 done
 
 started=$SECONDS
-"$repo/tools/k8s/controlplane" up "$work/cp" --hyperkube "$tools/hyperkube" --audit \
-  2>"$work/controlplane.log" &
-cp_pid=$!
-e2e_pids+=("$cp_pid")
-for _ in $(seq 1 900); do
-  [[ -s "$work/cp/ready" ]] && break
-  kill -0 "$cp_pid" 2>/dev/null || { cat "$work/controlplane.log" >&2; e2e_fail "the control plane did not start"; }
-  sleep 0.2
-done
-[[ -s "$work/cp/ready" ]] || { cat "$work/controlplane.log" >&2; e2e_fail "the control plane was not ready after 180s"; }
+e2e_start_controlplane "$repo" "$tools/hyperkube"
+cp_pid=$E2E_CP_PID
 e2e_say "control plane ready in $((SECONDS - started))s at $(cat "$work/cp/ready")"
 
 k() { "$tools/kubectl" --kubeconfig "$work/cp/kubeconfig" "$@"; }
