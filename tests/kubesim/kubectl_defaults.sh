@@ -24,29 +24,15 @@ cleanup() {
 }
 trap cleanup EXIT
 
-fail() { echo "FAIL: $*" >&2; exit 1; }
+# shellcheck source=lib.sh
+source "$HERE/lib.sh"
 expect_eq() { # got want what
   [[ $1 == "$2" ]] || fail "$3: expected [$2], got [$1]"
 }
 
 # The API server and the Job controller only: no scheduler or kubelet, so every pod stays as the
 # test writes it.
-"$KUBESIM" --listen 127.0.0.1:0 --port-file "$WORK/port" --nodes "$DATA/nodes.yaml" \
-  --controllers jobs >"$WORK/kubesim.log" 2>&1 &
-SIM_PID=$!
-for _ in $(seq 600); do [[ -s $WORK/port ]] && break; sleep 0.05; done
-[[ -s $WORK/port ]] || fail "kubesim did not start: $(cat "$WORK/kubesim.log")"
-BASE=http://127.0.0.1:$(cat "$WORK/port")
-export HOME=$WORK/home KUBECONFIG=$WORK/kubeconfig
-mkdir -p "$HOME"
-cat >"$KUBECONFIG" <<EOF
-apiVersion: v1
-kind: Config
-clusters: [{name: sim, cluster: {server: "$BASE"}}]
-users: [{name: u, user: {}}]
-contexts: [{name: sim, context: {cluster: sim, user: u, namespace: default}}]
-current-context: sim
-EOF
+start_kubesim_http --controllers jobs
 k() { "$KUBECTL" --request-timeout=20s "$@"; }
 jp() { k get "$1" "$2" -o jsonpath="$3"; }
 
@@ -224,7 +210,8 @@ expect_eq "$(k get sa -n team-a -o jsonpath='{.items[*].metadata.name}')" "defau
 expect_eq "$(k get cm -n team-a -o jsonpath='{.items[*].metadata.name}')" "kube-root-ca.crt" "configmaps of a new namespace"
 expect_eq "$(k get cm -n kube-system kube-root-ca.crt -o jsonpath='{.metadata.name}')" "kube-root-ca.crt" "kube-root-ca.crt in kube-system"
 # A pod naming an account that does not exist is refused, as the ServiceAccount plugin does.
-if out=$(k apply -n team-a -f - 2>&1 <<'EOF'
+robot_pod() {
+  cat <<'EOF'
 apiVersion: v1
 kind: Pod
 metadata: {name: robot}
@@ -232,21 +219,14 @@ spec:
   serviceAccountName: robot
   containers: [{name: main, image: busybox:1.36}]
 EOF
-); then fail "a pod with a missing ServiceAccount was admitted: $out"; fi
+}
+if out=$(robot_pod | k apply -n team-a -f - 2>&1); then
+  fail "a pod with a missing ServiceAccount was admitted: $out"
+fi
 [[ $out == *'pods "robot" is forbidden: error looking up service account team-a/robot: serviceaccount "robot" not found'* ]] ||
   fail "missing ServiceAccount: got: $out"
-k apply -n team-a -f - >/dev/null <<'EOF'
-apiVersion: v1
-kind: ServiceAccount
-metadata: {name: robot}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: robot}
-spec:
-  serviceAccountName: robot
-  containers: [{name: main, image: busybox:1.36}]
-EOF
+k create serviceaccount -n team-a robot --dry-run=client -o yaml | k apply -f - >/dev/null
+robot_pod | k apply -n team-a -f - >/dev/null
 expect_eq "$(k get pod -n team-a robot -o jsonpath='{.spec.serviceAccount}')" "robot" "pod with its own account"
 echo "namespace: ok"
 echo "PASS"
