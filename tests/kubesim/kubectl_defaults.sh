@@ -209,6 +209,15 @@ expect_eq "$(jp ns team-a '{.metadata.labels}/{.spec.finalizers}/{.status.phase}
 expect_eq "$(k get sa -n team-a -o jsonpath='{.items[*].metadata.name}')" "default" "accounts of a new namespace"
 expect_eq "$(k get cm -n team-a -o jsonpath='{.items[*].metadata.name}')" "kube-root-ca.crt" "configmaps of a new namespace"
 expect_eq "$(k get cm -n kube-system kube-root-ca.crt -o jsonpath='{.metadata.name}')" "kube-root-ca.crt" "kube-root-ca.crt in kube-system"
+# Deleted, both come back (kube-controller-manager's service-account controller and root-CA
+# publisher recreate them).
+uids=$(k get sa,cm -n team-a -o jsonpath='{.items[*].metadata.uid}')
+k delete sa default -n team-a >/dev/null
+k delete cm --all -n team-a >/dev/null
+expect_eq "$(k get sa,cm -n team-a -o jsonpath='{.items[*].metadata.name}')" "default kube-root-ca.crt" \
+  "default account and kube-root-ca.crt after deletion"
+[[ $(k get sa,cm -n team-a -o jsonpath='{.items[*].metadata.uid}') != "$uids" ]] ||
+  fail "deleted objects were not recreated (same uids)"
 # A pod naming an account that does not exist is refused, as the ServiceAccount plugin does.
 robot_pod() {
   cat <<'EOF'

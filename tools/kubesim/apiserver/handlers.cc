@@ -669,6 +669,7 @@ void Server::Delete(const httplib::Request& req, httplib::Response& res, const T
   }
   const std::string uid = (*cur)["metadata"].value("uid", "");
   Store::DeleteResult d = store_.Delete(r.storage, t.ns, t.name, prop, grace);
+  if (r.plural == "serviceaccounts" || r.plural == "configmaps") RepopulateNamespaceLocked(t.ns);
   if (d.gone && !r.returns_deleted_object) {
     json details = {{"name", t.name}, {"kind", r.plural}, {"uid", uid}};
     if (!r.group.empty()) details["group"] = r.group;
@@ -695,6 +696,10 @@ void Server::DeleteCollection(const httplib::Request& req, httplib::Response& re
   for (const auto& [ns, name] : victims) {
     Store::DeleteResult d = store_.Delete(t.r->storage, ns, name, prop, -1);
     if (!d.object.is_null()) items.push_back(Present(*t.r, d.object));
+  }
+  if (t.r->plural == "serviceaccounts" || t.r->plural == "configmaps") {
+    for (const auto& [ns, name] : victims)
+      RepopulateNamespaceLocked(ns);
   }
   WriteJson(res, 200,
             {{"kind", t.r->kind + "List"},

@@ -87,6 +87,12 @@ void Server::Bootstrap() {
   }
 }
 
+void Server::RepopulateNamespaceLocked(const std::string& ns) {
+  const json* obj = store_.Get("namespaces", "", ns);
+  if (obj == nullptr || (*obj)["metadata"].contains("deletionTimestamp")) return;
+  PopulateNamespaceLocked(ns);
+}
+
 json Server::RootCaConfigMap(const std::string& ns) const {
   return {{"apiVersion", "v1"},
           {"kind", "ConfigMap"},

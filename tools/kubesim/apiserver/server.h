@@ -110,6 +110,8 @@ class Server {
   // What kube-controller-manager puts into every namespace soon after it is created: the
   // `default` ServiceAccount and the `kube-root-ca.crt` ConfigMap (kubesim writes both at once).
   void PopulateNamespaceLocked(const std::string& ns);
+  // After a delete: puts them back, as those controllers do, unless the namespace is going away.
+  void RepopulateNamespaceLocked(const std::string& ns);
   // kube-root-ca.crt's data: kubesim's certificate under --tls, else empty.
   nlohmann::json RootCaConfigMap(const std::string& ns) const;
   std::string root_ca_pem_;
