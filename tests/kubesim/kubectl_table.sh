@@ -21,7 +21,8 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+# shellcheck source=lib.sh
+source "$HERE/lib.sh"
 expect_contains() { # haystack needle what
   [[ $1 == *"$2"* ]] || fail "$3: expected to contain [$2], got:
 $1"
@@ -31,22 +32,7 @@ row() { # table name
   awk -v n="$2" '$1 == n { $1 = $1; print }' <<<"$1"
 }
 
-"$KUBESIM" --listen 127.0.0.1:0 --port-file "$WORK/port" --nodes "$DATA/nodes.yaml" \
-  --controllers none >"$WORK/kubesim.log" 2>&1 &
-SIM_PID=$!
-for _ in $(seq 600); do [[ -s $WORK/port ]] && break; sleep 0.05; done
-[[ -s $WORK/port ]] || fail "kubesim did not start: $(cat "$WORK/kubesim.log")"
-BASE=http://127.0.0.1:$(cat "$WORK/port")
-export HOME=$WORK/home KUBECONFIG=$WORK/kubeconfig
-mkdir -p "$HOME"
-cat >"$KUBECONFIG" <<EOF
-apiVersion: v1
-kind: Config
-clusters: [{name: sim, cluster: {server: "$BASE"}}]
-users: [{name: me, user: {}}]
-contexts: [{name: sim, context: {cluster: sim, user: me, namespace: default}}]
-current-context: sim
-EOF
+start_kubesim_http --controllers none
 k() { "$KUBECTL" --request-timeout=20s "$@"; }
 status_patch() { # path json
   curl -sS -o /dev/null -w '%{http_code}' -X PATCH -H 'Content-Type: application/merge-patch+json' \

@@ -511,11 +511,11 @@ TEST(Operator, SuccessK8sJobModeWithTtlCleanup) {
   EXPECT_EQ(svc["spec"]["selector"], head_labels);
   EXPECT_EQ(svc["spec"]["clusterIP"], "None");
   EXPECT_EQ(svc["spec"]["publishNotReadyAddresses"], true);
-  EXPECT_EQ(svc["spec"]["ports"],
-            json::parse(R"([{"appProtocol":"tcp","name":"client","port":10001},
-                            {"appProtocol":"tcp","name":"dashboard","port":8265},
-                            {"appProtocol":"tcp","name":"gcs-server","port":6379},
-                            {"appProtocol":"tcp","name":"metrics","port":8080}])"));
+  EXPECT_EQ(svc["spec"]["ports"], json::parse(R"([
+              {"appProtocol":"tcp","name":"client","port":10001,"protocol":"TCP","targetPort":10001},
+              {"appProtocol":"tcp","name":"dashboard","port":8265,"protocol":"TCP","targetPort":8265},
+              {"appProtocol":"tcp","name":"gcs-server","port":6379,"protocol":"TCP","targetPort":6379},
+              {"appProtocol":"tcp","name":"metrics","port":8080,"protocol":"TCP","targetPort":8080}])"));
   EXPECT_EQ(svc["metadata"]["ownerReferences"][0]["kind"], "RayCluster");
 
   // Head and worker pods.
@@ -540,6 +540,7 @@ TEST(Operator, SuccessK8sJobModeWithTtlCleanup) {
                   {"app.kubernetes.io/created-by", "kuberay-operator"}}));
   EXPECT_EQ(head["metadata"]["ownerReferences"][0]["name"], cluster);
   EXPECT_EQ(head["metadata"]["annotations"]["ray.io/kuberay-version"], "v1.7.0");
+  EXPECT_EQ(head["metadata"]["annotations"]["ray.io/ft-enabled"], "false");
   const json& hc = head["spec"]["containers"][0];
   const std::string head_start =
       "ray start --head  --block  --dashboard-agent-listen-port=52365  --dashboard-host=0.0.0.0  "
@@ -553,16 +554,20 @@ TEST(Operator, SuccessK8sJobModeWithTtlCleanup) {
   EXPECT_EQ(EnvValue(hc, "RAY_USAGE_STATS_KUBERAY_IN_USE"), "1");
   EXPECT_EQ(EnvValue(hc, "RAY_USAGE_STATS_EXTRA_TAGS"),
             "kuberay_version=v1.7.0;kuberay_crd=RayJob");
-  EXPECT_EQ(
-      EnvValue(hc, "RAY_CLUSTER_NAME"),
-      json({{"name", "RAY_CLUSTER_NAME"},
-            {"valueFrom", {{"fieldRef", {{"fieldPath", "metadata.labels['ray.io/cluster']"}}}}}})
-          .dump());
+  EXPECT_EQ(EnvValue(hc, "RAY_CLUSTER_NAME"),
+            json({{"name", "RAY_CLUSTER_NAME"},
+                  {"valueFrom",
+                   {{"fieldRef",
+                     {{"apiVersion", "v1"}, {"fieldPath", "metadata.labels['ray.io/cluster']"}}}}}})
+                .dump());
   EXPECT_EQ(EnvValue(hc, "RAY_CLUSTER_NAMESPACE"),
             json({{"name", "RAY_CLUSTER_NAMESPACE"},
-                  {"valueFrom", {{"fieldRef", {{"fieldPath", "metadata.namespace"}}}}}})
+                  {"valueFrom",
+                   {{"fieldRef", {{"apiVersion", "v1"}, {"fieldPath", "metadata.namespace"}}}}}})
                 .dump());
-  EXPECT_EQ(hc["ports"].back(), json({{"name", "metrics"}, {"containerPort", 8080}}));
+  // (apiVersion and protocol: kube-apiserver's defaults, which kubesim applies to pods.)
+  EXPECT_EQ(hc["ports"].back(),
+            json({{"name", "metrics"}, {"containerPort", 8080}, {"protocol", "TCP"}}));
   EXPECT_EQ(hc["volumeMounts"], json::parse(R"([{"mountPath":"/dev/shm","name":"shared-mem"}])"));
   EXPECT_EQ(
       head["spec"]["volumes"],
@@ -654,7 +659,16 @@ TEST(Operator, SuccessK8sJobModeWithTtlCleanup) {
                        {"ray.io/originated-from-crd", "RayJob"},
                        {"app.kubernetes.io/created-by", "kuberay-operator"}};
   EXPECT_EQ(job["metadata"]["labels"], origin);
-  EXPECT_EQ(job["spec"]["template"]["metadata"]["labels"], origin);
+  // The template also carries the labels kube-apiserver generates with the Job's selector.
+  json tmpl_labels = origin;
+  const std::string job_uid = job["metadata"]["uid"];
+  for (const char* k : {"batch.kubernetes.io/controller-uid", "controller-uid"})
+    tmpl_labels[k] = job_uid;
+  for (const char* k : {"batch.kubernetes.io/job-name", "job-name"})
+    tmpl_labels[k] = "train-42";
+  EXPECT_EQ(job["spec"]["template"]["metadata"]["labels"], tmpl_labels);
+  EXPECT_EQ(job["spec"]["selector"],
+            json({{"matchLabels", {{"batch.kubernetes.io/controller-uid", job_uid}}}}));
   EXPECT_EQ(job["spec"]["backoffLimit"], 2);
   EXPECT_EQ(job["metadata"]["ownerReferences"][0]["uid"], uid);
   const json& sc = job["spec"]["template"]["spec"]["containers"][0];
@@ -1254,6 +1268,52 @@ TEST(Operator, OperatorV14) {
   EXPECT_FALSE(created->contains("action") && !(*created)["action"].get<std::string>().empty());
   std::this_thread::sleep_for(1500ms);
   EXPECT_EQ(RayJobStatus(sim, "default", "v14-ok")["jobDeploymentStatus"], "Running");
+}
+
+// Where kubesim's v1.4 mode once differed from the real KubeRay v1.4.2 (docs/kubesim.md,
+// "Differences found"): the head pod's ray.io/ft-enabled annotation, the plain `ulimit -n 65536`,
+// and a RayJob that mirrors nothing of its RayCluster's status while Initializing (v1.4.2 returns
+// before its status update until the cluster is ready).
+TEST(Operator, OperatorV14AsKubeRay142) {
+  FakeRay ray;
+  Sim sim(Args(ray.port(), {"--operator-version", "v1.4", "--crd-version", "v1.4.0"}));
+  sim.Create(RjPath("default"), MakeRayJob("v14-init"));
+  std::string cluster;
+  ASSERT_TRUE(WaitFor([&] {
+    cluster = RayJobStatus(sim, "default", "v14-init").value("rayClusterName", "");
+    return !cluster.empty() && sim.Get(RcPath("default", cluster))
+                                   .value("status", json::object())
+                                   .contains("conditions");
+  })) << sim.Log();
+  // Two more reads of the cluster by the RayJob controller: one whole reconcile (status write
+  // included) saw the cluster's status.
+  auto cluster_reads = [&] {
+    return sim.Get("/kubesim/requests?controllers=1")["controllers"]["rayjob-controller"].value(
+        "get rayclusters", 0);
+  };
+  const int64_t reads = cluster_reads();
+  ASSERT_TRUE(WaitFor([&] { return cluster_reads() >= reads + 2; })) << sim.Log();
+  json st = RayJobStatus(sim, "default", "v14-init");
+  EXPECT_EQ(st["jobDeploymentStatus"], "Initializing");
+  EXPECT_EQ(st["rayClusterStatus"], json({{"desiredCPU", "0"},
+                                          {"desiredGPU", "0"},
+                                          {"desiredMemory", "0"},
+                                          {"desiredTPU", "0"},
+                                          {"head", json::object()}}))
+      << st.dump();
+
+  json head = Items(
+      sim.Get(PodsPath("default", "ray.io/cluster=" + cluster + ",ray.io/node-type=head")))[0];
+  EXPECT_EQ(head["metadata"]["annotations"]["ray.io/ft-enabled"], "false");
+  const std::string args = head["spec"]["containers"][0]["args"][0];
+  EXPECT_EQ(args.rfind("ulimit -n 65536; ray start --head ", 0), 0u) << args;
+  for (const json& w : Items(sim.Get(
+           PodsPath("default", "ray.io/cluster=" + cluster + ",ray.io/node-type=worker")))) {
+    EXPECT_FALSE(w["metadata"].value("annotations", json::object()).contains("ray.io/ft-enabled"));
+  }
+  // Once the cluster is ready the RayJob goes on as before.
+  MakePodsReady(sim, "default", "ray.io/cluster=" + cluster);
+  EXPECT_EQ(WaitJds(sim, "default", "v14-init", "Running"), "Running") << sim.Log();
 }
 
 // HTTPMode: the operator submits to the head's Jobs API itself; no submitter Job.

@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <ctime>
 #include <random>
+#include <set>
 
+#include "defaults.h"
 #include "event_fields.h"
 #include "patch.h"
 #include "selectors.h"
@@ -154,6 +156,29 @@ void WriteTable(httplib::Response& res, const json& table) {
   res.status = 200;
   res.set_content(table.dump(),
                   "application/json;as=Table;v=" + gv.substr(gv.find('/') + 1) + ";g=meta.k8s.io");
+}
+
+std::string Server::AllocateClusterIpLocked() {
+  std::set<std::string> used;
+  for (const json* svc : store_.List("services", "")) {
+    const auto spec = svc->find("spec");
+    if (spec == svc->end() || !spec->is_object()) continue;
+    const auto ips = spec->find("clusterIPs");
+    if (ips == spec->end() || !ips->is_array()) continue;
+    for (const json& ip : *ips)
+      if (ip.is_string()) used.insert(ip.get<std::string>());
+  }
+  // 10.96.0.1 is the kubernetes Service's by convention; the upper part of the range is the
+  // dynamic band kube-apiserver allocates from first.
+  static std::mt19937 rng{std::random_device{}()};
+  std::uniform_int_distribution<int> pick(16, 0xfffe);
+  for (int attempt = 0; attempt < 0x10000; ++attempt) {
+    const int n = pick(rng);
+    const std::string ip = "10.96." + std::to_string(n >> 8) + "." + std::to_string(n & 0xff);
+    if (!used.count(ip)) return ip;
+  }
+  throw ApiError(500, "InternalError",
+                 "Internal error occurred: failed to allocate a serviceIP: range is full");
 }
 
 json Server::Admit(const httplib::Request& req, httplib::Response& res, const Target& t, json obj,
@@ -343,23 +368,24 @@ json Server::CreateLocked(const httplib::Request& req, httplib::Response& res, c
     throw BadRequest("the name of the object (" + md.value("name", "") +
                      ") does not match the name on the URL (" + t.name + ")");
   }
-  // Status: dropped on create for CRs; set by the "kubelet"/controllers for the rest.
+  // The uid comes first: the Job's generated selector names it.
+  const std::string uid = NewUid();
+  md["uid"] = uid;
+  // Status: dropped on create for CRs; set by the "kubelet"/controllers for the rest. Built-in
+  // kinds are defaulted as kube-apiserver defaults them (defaults.h).
   if (r.crd != nullptr) {
     obj.erase("status");
   } else if (r.plural == "pods") {
-    obj["status"] = {{"phase", "Pending"}, {"qosClass", "BestEffort"}};
+    obj = DefaultPod(std::move(obj));
   } else if (r.plural == "namespaces") {
-    obj["status"] = {{"phase", "Active"}};
-  }
-  if (r.plural == "pods" && obj.contains("spec") && obj["spec"].is_object()) {
-    json& spec = obj["spec"];
-    if (!spec.contains("restartPolicy")) spec["restartPolicy"] = "Always";
-    if (!spec.contains("terminationGracePeriodSeconds")) spec["terminationGracePeriodSeconds"] = 30;
-    if (!spec.contains("schedulerName")) spec["schedulerName"] = "default-scheduler";
-  }
-  if (r.plural == "services" && obj.contains("spec") && obj["spec"].is_object()) {
-    json& spec = obj["spec"];
-    if (!spec.contains("type")) spec["type"] = "ClusterIP";
+    obj = DefaultNamespace(std::move(obj));
+  } else if (r.plural == "secrets") {
+    obj = DefaultSecret(std::move(obj));
+  } else if (r.plural == "jobs") {
+    obj = DefaultJob(std::move(obj));
+  } else if (r.plural == "services") {
+    obj = DefaultService(std::move(obj), json(),
+                         ServiceNeedsClusterIp(obj) ? AllocateClusterIpLocked() : "");
   }
   obj = Admit(req, res, t, obj, nullptr);
   json& m = obj["metadata"];
@@ -367,7 +393,7 @@ json Server::CreateLocked(const httplib::Request& req, httplib::Response& res, c
        {"resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"}) {
     m.erase(f);
   }
-  m["uid"] = NewUid();
+  m["uid"] = uid;
   m["creationTimestamp"] = NowRfc3339();
   if (r.has_generation) m["generation"] = 1;
   if (m.contains("generation") && !r.has_generation) m.erase("generation");
@@ -385,6 +411,17 @@ json Server::CreateLocked(const httplib::Request& req, httplib::Response& res, c
     e.details = {{"name", t.ns}, {"kind", "namespaces"}};
     throw e;
   }
+  // The ServiceAccount admission plugin: a pod's account must exist.
+  if (r.plural == "pods") {
+    const std::string sa = obj["spec"].value("serviceAccountName", "");
+    if (!sa.empty() && store_.Get("serviceaccounts", t.ns, sa) == nullptr) {
+      ApiError e(403, "Forbidden",
+                 "pods \"" + name + "\" is forbidden: error looking up service account " + t.ns +
+                     "/" + sa + ": serviceaccount \"" + sa + "\" not found");
+      e.details = {{"name", name}, {"kind", "pods"}};
+      throw e;
+    }
+  }
   if (store_.Get(r.storage, t.ns, name) != nullptr) {
     ApiError e = AlreadyExistsError(r, name);
     if (generated) {
@@ -398,7 +435,9 @@ json Server::CreateLocked(const httplib::Request& req, httplib::Response& res, c
     return obj;
   }
   *created = true;
-  return store_.Create(r.storage, obj);
+  json stored = store_.Create(r.storage, obj);
+  if (r.plural == "namespaces") PopulateNamespaceLocked(name);
+  return stored;
 }
 
 void Server::Create(const httplib::Request& req, httplib::Response& res, const Target& t) {
@@ -449,6 +488,11 @@ json Server::UpdateLocked(const httplib::Request& req, httplib::Response& res, c
     } else {
       next.erase("status");
     }
+    // A pod's qosClass is set at create and kept when a status write leaves it out.
+    if (r.plural == "pods" && old.contains("status") && old["status"].contains("qosClass") &&
+        next["status"].is_object() && !next["status"].contains("qosClass")) {
+      next["status"]["qosClass"] = old["status"]["qosClass"];
+    }
     obj = next;
   } else if (r.HasSub("status") && r.plural != "nodes") {
     if (old.contains("status")) {
@@ -456,6 +500,8 @@ json Server::UpdateLocked(const httplib::Request& req, httplib::Response& res, c
     } else {
       obj.erase("status");
     }
+    // The allocated cluster IPs and IP families stay when an update leaves them out.
+    if (r.plural == "services") obj = DefaultService(std::move(obj), old, "");
   }
   obj = Admit(req, res, t, obj, &old);
   json& m = obj["metadata"];
@@ -623,6 +669,7 @@ void Server::Delete(const httplib::Request& req, httplib::Response& res, const T
   }
   const std::string uid = (*cur)["metadata"].value("uid", "");
   Store::DeleteResult d = store_.Delete(r.storage, t.ns, t.name, prop, grace);
+  if (r.plural == "serviceaccounts" || r.plural == "configmaps") RepopulateNamespaceLocked(t.ns);
   if (d.gone && !r.returns_deleted_object) {
     json details = {{"name", t.name}, {"kind", r.plural}, {"uid", uid}};
     if (!r.group.empty()) details["group"] = r.group;
@@ -649,6 +696,10 @@ void Server::DeleteCollection(const httplib::Request& req, httplib::Response& re
   for (const auto& [ns, name] : victims) {
     Store::DeleteResult d = store_.Delete(t.r->storage, ns, name, prop, -1);
     if (!d.object.is_null()) items.push_back(Present(*t.r, d.object));
+  }
+  if (t.r->plural == "serviceaccounts" || t.r->plural == "configmaps") {
+    for (const auto& [ns, name] : victims)
+      RepopulateNamespaceLocked(ns);
   }
   WriteJson(res, 200,
             {{"kind", t.r->kind + "List"},

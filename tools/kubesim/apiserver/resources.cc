@@ -72,6 +72,7 @@ Registry Registry::Build(const std::string& crd_dir) {
            {"ev"}));
   rs.push_back(Core("configmaps", "configmap", "ConfigMap", true, {}, {}, {"cm"}));
   rs.push_back(Core("secrets", "secret", "Secret", true, {}, {"type"}));
+  rs.push_back(Core("serviceaccounts", "serviceaccount", "ServiceAccount", true, {}, {}, {"sa"}));
   rs.push_back(Core("persistentvolumeclaims", "persistentvolumeclaim", "PersistentVolumeClaim",
                     true, {"status"}, {}, {"pvc"}));
   for (auto& r : rs)

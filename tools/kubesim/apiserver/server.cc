@@ -83,6 +83,44 @@ void Server::Bootstrap() {
                 {"spec", {{"finalizers", {"kubernetes"}}}},
                 {"status", {{"phase", "Active"}}}};
     store_.Create("namespaces", obj);
+    PopulateNamespaceLocked(ns);
+  }
+}
+
+void Server::RepopulateNamespaceLocked(const std::string& ns) {
+  const json* obj = store_.Get("namespaces", "", ns);
+  if (obj == nullptr || (*obj)["metadata"].contains("deletionTimestamp")) return;
+  PopulateNamespaceLocked(ns);
+}
+
+json Server::RootCaConfigMap(const std::string& ns) const {
+  return {{"apiVersion", "v1"},
+          {"kind", "ConfigMap"},
+          {"metadata",
+           {{"name", "kube-root-ca.crt"},
+            {"namespace", ns},
+            {"annotations",
+             {{"kubernetes.io/description",
+               "Contains a CA bundle that can be used to verify the kube-apiserver when using "
+               "internal endpoints such as the internal service IP or kubernetes.default.svc. No "
+               "other usage is guaranteed across distributions of Kubernetes clusters."}}}}},
+          {"data", {{"ca.crt", root_ca_pem_}}}};
+}
+
+void Server::PopulateNamespaceLocked(const std::string& ns) {
+  auto system_fields = [](json obj) {
+    obj["metadata"]["uid"] = NewUid();
+    obj["metadata"]["creationTimestamp"] = NowRfc3339();
+    return obj;
+  };
+  if (store_.Get("serviceaccounts", ns, "default") == nullptr) {
+    store_.Create("serviceaccounts",
+                  system_fields({{"apiVersion", "v1"},
+                                 {"kind", "ServiceAccount"},
+                                 {"metadata", {{"name", "default"}, {"namespace", ns}}}}));
+  }
+  if (store_.Get("configmaps", ns, "kube-root-ca.crt") == nullptr) {
+    store_.Create("configmaps", system_fields(RootCaConfigMap(ns)));
   }
 }
 
@@ -147,6 +185,22 @@ int Server::Run() {
     if (opts_.cert_file.empty()) opts_.cert_file = opts_.port_file + ".crt";
     if (opts_.key_file.empty()) opts_.key_file = opts_.cert_file + ".key";
     WriteSelfSignedCert(opts_.cert_file, opts_.key_file);
+    // kube-root-ca.crt now carries the certificate clients must trust.
+    std::ifstream cert(opts_.cert_file);
+    std::stringstream pem;
+    pem << cert.rdbuf();
+    std::lock_guard<std::mutex> lock(store_.mu);
+    root_ca_pem_ = pem.str();
+    std::vector<std::string> namespaces;
+    for (const json* ns : store_.List("namespaces", ""))
+      namespaces.push_back((*ns)["metadata"].value("name", ""));
+    for (const std::string& ns : namespaces) {
+      json* cm = store_.Get("configmaps", ns, "kube-root-ca.crt");
+      if (cm == nullptr) continue;
+      json updated = *cm;
+      updated["data"] = RootCaConfigMap(ns)["data"];
+      store_.Update("configmaps", updated);
+    }
     auto ssl =
         std::make_unique<httplib::SSLServer>(opts_.cert_file.c_str(), opts_.key_file.c_str());
     if (!ssl->is_valid()) {

@@ -104,6 +104,17 @@ class Server {
                               nlohmann::json obj, bool* created);
   nlohmann::json UpdateLocked(const httplib::Request& req, httplib::Response& res, const Target& t,
                               nlohmann::json obj, const nlohmann::json& old);
+  // A free address of the service range 10.96.0.0/16 (the real control plane's
+  // --service-cluster-ip-range), picked at random as kube-apiserver's allocator does.
+  std::string AllocateClusterIpLocked();
+  // What kube-controller-manager puts into every namespace soon after it is created: the
+  // `default` ServiceAccount and the `kube-root-ca.crt` ConfigMap (kubesim writes both at once).
+  void PopulateNamespaceLocked(const std::string& ns);
+  // After a delete: puts them back, as those controllers do, unless the namespace is going away.
+  void RepopulateNamespaceLocked(const std::string& ns);
+  // kube-root-ca.crt's data: kubesim's certificate under --tls, else empty.
+  nlohmann::json RootCaConfigMap(const std::string& ns) const;
+  std::string root_ca_pem_;
   void LoadNodes(const std::string& path);
   void Bootstrap();
 

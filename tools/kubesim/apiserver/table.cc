@@ -399,7 +399,7 @@ json EventColumns() {
        Col("Name", kNameDesc, 1, "string", "name")});
 }
 
-// ---- jobs, services, configmaps, secrets, namespaces ------------------------------------
+// ---- jobs, services, configmaps, secrets, namespaces, serviceaccounts --------------------
 
 json JobCells(const json& job, int64_t now) {
   const int64_t succeeded = Int(job, {"status", "succeeded"});
@@ -509,7 +509,7 @@ json ServiceColumns() {
 }
 
 int64_t Size(const json& v) {
-  return v.is_object() ? static_cast<int64_t>(v.size()) : 0;
+  return v.is_object() || v.is_array() ? static_cast<int64_t>(v.size()) : 0;
 }
 
 // ---- custom resources (apiextensions' tableconvertor) -----------------------------------
@@ -629,6 +629,13 @@ json Columns(const Printer& p) {
     if (p.plural == "namespaces") {
       return json::array({NameCol(), Col("Status", "The status of the namespace"), AgeCol()});
     }
+    if (p.plural == "serviceaccounts") {
+      return json::array({NameCol(),
+                          Col("Secrets",
+                              "Secrets is a list of the secrets in the same namespace that pods "
+                              "running using this ServiceAccount are allowed to use."),
+                          AgeCol()});
+    }
   }
   if (p.group == "events.k8s.io" && p.plural == "events") return EventColumns();
   if (p.group == "batch" && p.plural == "jobs") return JobColumns();
@@ -665,11 +672,14 @@ json CellsAndConditions(const Printer& p, const json& obj, int64_t now, json* co
     }
     if (p.plural == "secrets") {
       std::string type = Str(obj, {"type"});
-      if (type.empty()) type = "Opaque";  // kube-apiserver's default; kubesim does not default
+      if (type.empty()) type = "Opaque";  // kube-apiserver's default (DefaultSecret)
       return json::array({name, type, Size(At(obj, {"data"})), Since(created, now)});
     }
     if (p.plural == "namespaces") {
       return json::array({name, Str(obj, {"status", "phase"}), Since(created, now)});
+    }
+    if (p.plural == "serviceaccounts") {
+      return json::array({name, Size(At(obj, {"secrets"})), Since(created, now)});
     }
   }
   if (p.group == "events.k8s.io" && p.plural == "events") return EventCells(CoreEvent(obj), now);

@@ -21,6 +21,8 @@ OperatorFeatures OperatorFeatures::For(const ControllerFlags& flags) {
     f.replica_index_label = false;
     f.recreate_hash_annotation = false;
     f.status_check_timeout = false;
+    f.ulimit_env = false;
+    f.mirror_cluster_status_initializing = false;
   }
   return f;
 }

@@ -27,6 +27,11 @@ struct OperatorFeatures {
   bool replica_index_label = true;    // v1.6: ray.io/worker-group-replica-index (gate on)
   bool recreate_hash_annotation = true;  // v1.5+: head pod upgrade-strategy hash annotation
   bool status_check_timeout = true;      // v1.7: jobStatusCheckFailureStartTime
+  // v1.7: `ulimit -n ${RAY_START_ULIMIT_OPEN_FILES:-65536}`; before: `ulimit -n 65536`.
+  bool ulimit_env = true;
+  // v1.5+: the RayJob mirrors the RayCluster's status while Initializing (v1.4.2 returns before
+  // its status update until the cluster is ready, so rayClusterStatus stays zero).
+  bool mirror_cluster_status_initializing = true;
 
   static OperatorFeatures For(const ControllerFlags& flags);
 };

@@ -352,6 +352,15 @@ json BuildPod(const PodBuild& b) {
     return v == "true";
   }();
   if (overwrite_cmd) annotations["ray.io/overwrite-container-cmd"] = "true";
+  // configureGCSFaultTolerance: the head pod says whether GCS fault tolerance is on (the
+  // cluster's ray.io/ft-enabled annotation or gcsFaultToleranceOptions; kubesim runs neither).
+  if (b.head) {
+    std::string ft = Str(cluster, {"metadata", "annotations", "ray.io/ft-enabled"});
+    std::transform(ft.begin(), ft.end(), ft.begin(), ::tolower);
+    const bool ft_enabled =
+        ft == "true" || At(cluster, {"spec", "gcsFaultToleranceOptions"}).is_object();
+    annotations["ray.io/ft-enabled"] = ft_enabled ? "true" : "false";
+  }
   if (b.head && b.f->recreate_hash_annotation) {
     json hashed = cluster.value("spec", json::object());
     if (hashed.contains("workerGroupSpecs")) {
@@ -420,7 +429,10 @@ json BuildPod(const PodBuild& b) {
     overwrite_pod = v == "true";
   }
   if (!overwrite_pod && cmd.find("ray start") == std::string::npos) {
-    const std::string generated = "ulimit -n ${RAY_START_ULIMIT_OPEN_FILES:-65536}; " + ray_start;
+    const std::string generated =
+        (b.f->ulimit_env ? "ulimit -n ${RAY_START_ULIMIT_OPEN_FILES:-65536}; "
+                         : "ulimit -n 65536; ") +
+        ray_start;
     c0["command"] = json::array({"/bin/bash", "-c", "--"});
     c0["args"] = json::array({cmd.empty() ? generated : cmd + " && " + generated});
   }

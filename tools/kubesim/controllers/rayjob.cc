@@ -201,7 +201,9 @@ class RayJobController : public Controller, public Reconciler {
         bool go_on = true;
         if (GetS(st, "dashboardURL").empty()) {
           if (Str(cluster, {"status", "state"}) != "ready") {
-            st["rayClusterStatus"] = cluster.value("status", json::object());
+            if (f_.mirror_cluster_status_initializing) {
+              st["rayClusterStatus"] = cluster.value("status", json::object());
+            }
             go_on = false;
           } else {
             const std::string url = DashboardUrl(cluster);
