@@ -3,15 +3,15 @@
 # renders exactly the objects of deploy/*.yaml (the kustomize files: one source of truth, tested
 # equal); values.yaml names every FORGE_* setting of forge serve (docs/settings.md); secrets come
 # from Secrets and never sit in the rendered Deployment; a values mistake is refused with what to
-# fix. With STARFORGE_KUBECONFIG set (tests/e2e/real_helm_test.sh), the rendered chart is also
-# applied with a server-side dry run.
+# fix. With STARFORGE_KUBECONFIG set, the rendered chart is also applied with a server-side dry
+# run (tests/e2e/real_doctor_test.sh does that on the real control plane).
 #   tests/deploy/helm_test.sh BUILD_DIR
 set -euo pipefail
 build=$(cd "${1:?usage: helm_test.sh BUILD_DIR}" && pwd)
 src=$(cd "$(dirname "$0")/../.." && pwd)
-helm=${HELM:-$build/tools/bin/helm}
-[[ -x $helm ]] || helm=$build/local-tools/helm
-[[ -x $helm ]] || { echo "helm not found: tools/k8s/build $build/tools/bin helm@v3.19.5" >&2; exit 1; }
+# helm: scripts/bootstrap builds it into build/tools/bin (tools/k8s/build … helm@v3.19.5).
+helm=${HELM:-$src/build/tools/bin/helm}
+[[ -x $helm ]] || { echo "$helm is missing: run scripts/bootstrap (or set HELM)" >&2; exit 1; }
 chart=$src/deploy/helm/starforge
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -105,7 +105,7 @@ grep -q "s3.accessKey is required" "$tmp/err.txt" || fail "unclear error: $(cat 
 
 if [[ -n ${STARFORGE_KUBECONFIG:-} ]]; then
   echo "== kubectl apply --dry-run=server (the real API server)"
-  kubectl=${KUBECTL:-$build/tools/bin/kubectl}
+  kubectl=${KUBECTL:-$src/build/tools/bin/kubectl}
   "$kubectl" --kubeconfig "$STARFORGE_KUBECONFIG" apply --dry-run=server -f "$tmp/chart.yaml"
 fi
 echo "PASS"

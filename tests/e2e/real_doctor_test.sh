@@ -21,7 +21,6 @@ e2e_init real_doctor
 work=$E2E_WORK
 tools="$repo/build/tools/bin"
 helm=${HELM:-$tools/helm}
-[[ -x $helm ]] || helm=$build/local-tools/helm
 for bin in "$tools/hyperkube" "$tools/kubectl" "$helm" "$build/bin/forge"; do
   [[ -x "$bin" ]] || e2e_fail "$bin is missing: run scripts/bootstrap"
 done
@@ -52,14 +51,16 @@ doctor() {
   python3 - "$work/doctor.json" "$check" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
-c = next(c for c in r["checks"] if c["id"] == sys.argv[2])
+c = next((c for c in r["checks"] if c["id"] == sys.argv[2]), None)
+if c is None:
+    sys.exit("no check %s in: %s" % (sys.argv[2], json.dumps(r)))
 print("\t".join([c["verdict"], c["detail"].replace("\n", " | "), c.get("fix", "")]))
 PY
 }
 expect() {  # LINE VERDICT TEXT: the check's verdict, and TEXT in its detail or fix
   [[ ${1%%$'\t'*} == "$2" && $1 == *"$3"* ]] || e2e_fail "expected $2 with \"$3\", got: $1"
 }
-k config view --raw -o jsonpath='{.clusters[0].cluster.certificate-authority-data}' | base64 -d >"$work/ca.pem"
+cp "$(k config view --raw -o jsonpath='{.clusters[0].cluster.certificate-authority}')" "$work/ca.pem"
 
 line=$(doctor admin apiserver); expect "$line" pass "Kubernetes v1.32"
 line=$(doctor admin kuberay-crds); expect "$line" fail "helm install kuberay-operator"
