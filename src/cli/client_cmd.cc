@@ -617,6 +617,17 @@ int Describe(Context& c, const std::string& server, const std::string& id) {
   e = client->GetJson(JobPath(id) + "/events", &events);
   if (!e.ok()) return Report(c, e);
   c.out << DescribeJob(job, events, NowMs(), StdoutColor(c));
+  // Where the job's logs are (and, when they cannot reach the server, why): GET …/artifacts.
+  json listing;
+  if (client->GetJson(JobPath(id) + "/artifacts", &listing).ok() && listing.is_object()) {
+    std::string files;
+    for (const auto& f : listing.value("items", json::array()))
+      files += (files.empty() ? "" : ", ") + f.value("name", std::string());
+    c.out << "Log files:    " << (files.empty() ? "<none>" : files) << " (forge logs " << id
+          << " --file NAME)\n";
+    if (listing.contains("warning") && listing["warning"].is_string())
+      c.out << "Warning:      " << listing["warning"].get<std::string>() << "\n";
+  }
   return kExitOk;
 }
 
