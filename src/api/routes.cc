@@ -10,6 +10,8 @@ const std::vector<RouteInfo>& Routes() {
       {RouteId::kCancelJob, "POST", "/api/v1/jobs/{id}/cancel"},
       {RouteId::kJobEvents, "GET", "/api/v1/jobs/{id}/events"},
       {RouteId::kJobLogs, "GET", "/api/v1/jobs/{id}/logs"},
+      {RouteId::kJobArtifacts, "GET", "/api/v1/jobs/{id}/artifacts"},
+      {RouteId::kDoctor, "GET", "/api/v1/doctor"},
       {RouteId::kCapacity, "GET", "/api/v1/capacity"},
       {RouteId::kWhoami, "GET", "/api/v1/whoami"},
       {RouteId::kListTokens, "GET", "/api/v1/tokens"},

@@ -425,6 +425,10 @@ struct Server::Impl {
         return JobEvents(c);
       case RouteId::kJobLogs:
         return JobLogs(c);
+      case RouteId::kJobArtifacts:
+        return JobArtifacts(c);
+      case RouteId::kDoctor:
+        return Doctor(c);
       case RouteId::kCapacity:
         return Capacity(c);
       case RouteId::kConsoleLoginCode:
@@ -859,6 +863,9 @@ struct Server::Impl {
     std::error_code ec;
     if (name != "driver.log" && !fs::is_regular_file(fs::symlink_status(file, ec)))
       throw ApiError{404, "NotFound", "job " + job.id + " has no log file " + name, "file", {}};
+    // Kubernetes' convention for a caveat on a good answer: a Warning header (code 299).
+    if (const std::string w = DriverLogWarning(job); !w.empty() && name == "driver.log")
+      c.res.set_header("Warning", "299 - \"" + w + "\"");
     const std::optional<int64_t> tail = CountParam(c, "tail");
     bool follow = false;
     if (c.req.has_param("follow")) {
@@ -883,6 +890,49 @@ struct Server::Impl {
       start = TailOffset(file, *tail);
     }
     FollowLog(c, job.id, file, start);
+  }
+
+  // The files of the job's logs directory (the runner's driver.log, the fleet's archive), each
+  // readable with GET …/logs?file=NAME. Only regular files: the job writes this directory.
+  void JobArtifacts(Call& c) {
+    OnlyParams(c, {});
+    store::Job job = VisibleJob(c, c.req.matches[1].str());
+    const fs::path dir = options.storage_root / "jobs" / job.id / "logs";
+    nlohmann::json items = nlohmann::json::array();
+    std::error_code ec;
+    std::vector<std::pair<std::string, int64_t>> files;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+      std::error_code sec;
+      if (!fs::is_regular_file(it->symlink_status(sec))) continue;
+      const auto size = fs::file_size(it->path(), sec);
+      files.emplace_back(it->path().filename().string(), sec ? 0 : static_cast<int64_t>(size));
+    }
+    std::sort(files.begin(), files.end());
+    for (const auto& [name, size] : files)
+      items.push_back({{"name", name}, {"size", size}});
+    nlohmann::json body = {{"items", std::move(items)}, {"logsArchived", job.logs_archived}};
+    if (const std::string w = DriverLogWarning(job); !w.empty()) body["warning"] = w;
+    SetJson(c.res, 200, body);
+  }
+
+  // Why a kuberay job's driver.log cannot reach this server ("" when it can): without
+  // FORGE_K8S_STORAGE_PVC the pods have no volume shared with the server.
+  std::string DriverLogWarning(const store::Job& job) const {
+    if (job.fleet != "kuberay" || !options.config.k8s_storage_pvc.empty()) return "";
+    return "FORGE_K8S_STORAGE_PVC is not set on this server, so the job's driver.log stays in "
+           "its pods; the archive (ray-job.log, submitter.log, events.json) is kept once the "
+           "job ends: forge logs ID --ray";
+  }
+
+  // Cluster prerequisites (forge doctor). Admins only: it names the cluster's nodes and the
+  // server's identity.
+  void Doctor(Call& c) {
+    OnlyParams(c, {});
+    if (!c.user.admin) throw ApiError{403, "Forbidden", "only an admin may run the doctor"};
+    if (!options.doctor) {
+      throw ApiError{404, "NotFound", "this server has no kuberay fleet to check"};
+    }
+    SetJson(c.res, 200, options.doctor());
   }
 
   void PlainLog(Call& c, const fs::path& file, std::optional<int64_t> tail) {

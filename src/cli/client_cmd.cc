@@ -1,5 +1,5 @@
-// `forge login`, `submit`, `get`, `describe`, `logs`, `cancel`, `capacity`: clients of the REST
-// API of `forge serve` (docs/cli.md; the contract is docs of src/api). kubectl habits: -o
+// `forge login`, `submit`, `get`, `describe`, `logs`, `cancel`, `capacity`, `doctor`: clients of
+// the REST API of `forge serve` (docs/cli.md; the contract is docs of src/api). kubectl habits: -o
 // wide|json|yaml|name, --watch, `describe` sections, exit codes a script can branch on.
 #include <termios.h>
 #include <unistd.h>
@@ -20,7 +20,10 @@
 #include "starforge/cli/client_output.h"
 #include "starforge/cli/code_archive.h"
 #include "starforge/cli/forge.h"
+#include "starforge/doctor/doctor.h"
 #include "starforge/jobspec/parse.h"
+#include "starforge/kube/client_config.h"
+#include "starforge/objstore/object_store.h"
 #include "starforge/store/job.h"
 
 namespace starforge::cli {
@@ -220,16 +223,70 @@ FollowOutcome FollowLogs(Context& c, ApiClient& client, const std::string& id,
   return outcome;
 }
 
-int Logs(Context& c, const std::string& server, const std::string& id, bool follow, int64_t tail) {
+struct LogsOptions {
+  bool follow = false;
+  int64_t tail = -1;
+  std::string file;  // "" = driver.log
+  bool ray = false, submitter = false, events = false, list = false;
+};
+
+// The files of the job's logs (GET …/artifacts), one per line with its size, and any warning.
+int ListLogFiles(Context& c, ApiClient& client, const std::string& id) {
+  json listing;
+  const ApiError e = client.GetJson(JobPath(id) + "/artifacts", &listing);
+  if (!e.ok()) return Report(c, e);
+  if (listing.contains("warning"))
+    c.err << "forge: warning: " << listing["warning"].get<std::string>() << "\n";
+  for (const auto& f : listing.value("items", json::array()))
+    c.out << f.value("name", "") << "\t" << f.value("size", 0) << "\n";
+  if (!listing.value("logsArchived", false))
+    c.err << "forge: the fleet's archive is added when the job has ended\n";
+  return kExitOk;
+}
+
+int Logs(Context& c, const std::string& server, const std::string& id, LogsOptions o) {
   int exit = 0;
   std::optional<ApiClient> client = Connect(c, server, &exit);
   if (!client) return exit;
+  if (o.list) return ListLogFiles(c, *client, id);
+  if (o.ray + o.submitter + o.events + !o.file.empty() > 1) {
+    c.err << "forge logs: give one of --ray, --submitter, --events, --file\n";
+    return kExitUsage;
+  }
+  if (o.ray) o.file = "ray-job.log";
+  if (o.submitter) o.file = "submitter.log";
+  if (o.events) o.file = "events.json";
+  const bool follow = o.follow;
+  const int64_t tail = o.tail;
+  if (!o.file.empty()) {
+    // A file of the archive: whole (or its tail); the archive is written once, at the end.
+    std::string text;
+    std::string query = "?file=" + o.file;
+    if (tail >= 0) query += "&tail=" + std::to_string(tail);
+    const ApiError e = client->GetText(JobPath(id) + "/logs" + query, &text);
+    if (!e.ok()) {
+      Report(c, e);
+      if (e.ExitCode() == kExitNotFound) {
+        c.err << "forge: the job's log files (forge logs " << id << " --list):\n";
+        ListLogFiles(c, *client, id);
+      }
+      return e.ExitCode();
+    }
+    c.out << text << std::flush;
+    return kExitOk;
+  }
   if (!follow) {
     std::string text;
     const std::string query = tail >= 0 ? "?tail=" + std::to_string(tail) : "";
     const ApiError e = client->GetText(JobPath(id) + "/logs" + query, &text);
     if (!e.ok()) return Report(c, e);
     c.out << text << std::flush;
+    if (text.empty()) {
+      // Say why nothing came when the server knows (no storage volume for a kuberay job).
+      json listing;
+      if (client->GetJson(JobPath(id) + "/artifacts", &listing).ok() && listing.contains("warning"))
+        c.err << "forge: warning: " << listing["warning"].get<std::string>() << "\n";
+    }
     return kExitOk;
   }
   std::string from;  // the stream's resume point: a byte offset in the log
@@ -560,6 +617,17 @@ int Describe(Context& c, const std::string& server, const std::string& id) {
   e = client->GetJson(JobPath(id) + "/events", &events);
   if (!e.ok()) return Report(c, e);
   c.out << DescribeJob(job, events, NowMs(), StdoutColor(c));
+  // Where the job's logs are (and, when they cannot reach the server, why): GET …/artifacts.
+  json listing;
+  if (client->GetJson(JobPath(id) + "/artifacts", &listing).ok() && listing.is_object()) {
+    std::string files;
+    for (const auto& f : listing.value("items", json::array()))
+      files += (files.empty() ? "" : ", ") + f.value("name", std::string());
+    c.out << "Log files:    " << (files.empty() ? "<none>" : files) << " (forge logs " << id
+          << " --file NAME)\n";
+    if (listing.contains("warning") && listing["warning"].is_string())
+      c.out << "Warning:      " << listing["warning"].get<std::string>() << "\n";
+  }
   return kExitOk;
 }
 
@@ -578,6 +646,42 @@ int Cancel(Context& c, const std::string& server, const std::string& id) {
           << "; nothing to cancel\n";
   }
   return kExitOk;
+}
+
+// ---- doctor ----
+
+// The cluster checks as the server runs them (GET /api/v1/doctor, admins), or, with --local, as
+// this environment's FORGE_* settings would (before deploying a server).
+int Doctor(Context& c, const std::string& server, const std::string& output, bool local) {
+  json body;
+  if (local) {
+    config::Config cfg;
+    if (!LoadConfig(c, &cfg)) return kExitUsage;
+    doctor::RunOptions ro;
+    ro.config = cfg;
+    try {
+      ro.kube = kube::LoadClientConfig(cfg, kube::ProcessConfigSources());
+    } catch (const std::exception& e) {
+      ro.kube_error = e.what();
+    }
+    std::unique_ptr<objstore::ObjectStore> objects;
+    if (!cfg.s3_endpoint.empty()) {
+      auto opened = objstore::Open(cfg);
+      if (opened) objects = std::move(opened.value());
+    }
+    ro.objects = objects.get();
+    ro.objects_are_s3 = objects != nullptr;
+    body = doctor::ToJson(doctor::Run(ro));
+  } else {
+    int exit = 0;
+    std::optional<ApiClient> client = Connect(c, server, &exit);
+    if (!client) return exit;
+    const ApiError e = client->GetJson("/api/v1/doctor", &body);
+    if (!e.ok()) return Report(c, e);
+  }
+  const doctor::Report report = doctor::FromJson(body);
+  c.out << (output.empty() ? doctor::ToText(report) : Format(body, output)) << std::flush;
+  return report.Passed() ? kExitOk : kExitInvalid;
 }
 
 int Capacity(Context& c, const std::string& server, const std::string& output) {
@@ -641,6 +745,8 @@ void RegisterClientCommands(Registry& registry) {
     bool login = false;
     int64_t tail = -1;
     std::string output;
+    LogsOptions logs;
+    bool local = false;
   };
   auto opts = std::make_shared<Options>();
 
@@ -692,12 +798,38 @@ void RegisterClientCommands(Registry& registry) {
   AddServer(describe_job, &opts->server);
 
   CLI::App* logs = registry.Add(
-      "logs", "Print a job's log (its entrypoint's output); -f follows it until the job ends",
-      [opts](Context& c) { return Logs(c, opts->server, opts->id, opts->follow, opts->tail); });
+      "logs",
+      "Print a job's log (its entrypoint's output); -f follows it until the job ends; --ray, "
+      "--submitter, --events or --file print a file of the archive kept at the end",
+      [opts](Context& c) {
+        LogsOptions lo = opts->logs;
+        lo.follow = opts->follow;
+        lo.tail = opts->tail;
+        return Logs(c, opts->server, opts->id, lo);
+      });
   logs->add_option("ID", opts->id, "Job id")->required();
   logs->add_flag("-f,--follow", opts->follow, "Keep streaming until the job ends");
   logs->add_option("--tail", opts->tail, "Only the last N lines")->check(CLI::NonNegativeNumber);
+  logs->add_flag("--ray", opts->logs.ray, "Ray's job log (kuberay: ray-job.log)");
+  logs->add_flag("--submitter", opts->logs.submitter,
+                 "The submitter's log (kuberay: submitter.log, `ray job logs --follow`)");
+  logs->add_flag("--events", opts->logs.events,
+                 "What Kubernetes said about the job (kuberay: events.json)");
+  logs->add_option("--file", opts->logs.file, "Another file of the job's logs (see --list)");
+  logs->add_flag("--list", opts->logs.list, "List the job's log files and their sizes");
   AddServer(logs, &opts->server);
+
+  CLI::App* doctor = registry.Add(
+      "doctor",
+      "Check the cluster's prerequisites for the kuberay fleet, each with its fix; exit 1 when "
+      "one fails",
+      [opts](Context& c) { return Doctor(c, opts->server, opts->output, opts->local); });
+  doctor->add_option("-o,--output", opts->output, "json or yaml (default: a checklist)")
+      ->check(CLI::IsMember({"json", "yaml"}));
+  doctor->add_flag("--local", opts->local,
+                   "Run the checks here with this environment's FORGE_* settings and Kubernetes "
+                   "credentials instead of asking the server (admins) to run them");
+  AddServer(doctor, &opts->server);
 
   CLI::App* cancel =
       registry.Add("cancel", "Stop a job (SIGTERM, then SIGKILL after a grace period)",

@@ -347,7 +347,10 @@ std::string CapacityTable(const json& capacity) {
   std::vector<std::map<std::string, json>> flat;
   for (const json& f : *fleets) {
     std::vector<std::pair<std::string, json>> leaves;
-    Flatten(f, "", &leaves);
+    json shown = f;
+    if (shown.is_object() && shown.contains("series") && shown["series"].is_array())
+      shown.erase("series");  // its own table below
+    Flatten(shown, "", &leaves);
     std::map<std::string, json> m;
     for (auto& [k, v] : leaves) {
       if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
@@ -379,7 +382,45 @@ std::string CapacityTable(const json& capacity) {
     }
     rows.push_back(std::move(row));
   }
-  return RenderTable(header, rows);
+  std::string out = RenderTable(header, rows);
+  // A fleet's card series (kuberay): one row each, the numbers GET /api/v1/capacity gives.
+  for (const json& f : *fleets) {
+    const json& series = f.is_object() && f.contains("series") ? f["series"] : json();
+    if (!series.is_array() || series.empty()) continue;
+    std::vector<std::vector<std::string>> srows;
+    for (const json& s : series) {
+      const json& g = s.contains("gpus") ? s["gpus"] : json::object();
+      std::vector<std::string> why;
+      for (const json& n : s.value("nodeDetail", json::array())) {
+        const json blocked = n.value("blocked", json::array());
+        if (!blocked.is_array() || blocked.empty()) continue;
+        std::string reasons;
+        for (const json& b : blocked)
+          reasons +=
+              (reasons.empty() ? "" : ", ") + (b.is_string() ? b.get<std::string>() : b.dump());
+        why.push_back(n.value("name", "?") + ": " + reasons);
+      }
+      std::string blocked = Cell(s.value("blockedNodes", json(0)));
+      if (!why.empty()) {
+        blocked += " (";
+        for (size_t i = 0; i < why.size(); ++i)
+          blocked += (i ? "; " : "") + why[i];
+        blocked += ")";
+      }
+      srows.push_back({s.value("series", std::string()).empty() ? "<unlabelled>"
+                                                                : s.value("series", std::string()),
+                       Cell(s.value("nodes", json(0))), Cell(g.value("capacity", json(0))),
+                       Cell(g.value("allocatable", json(0))), Cell(g.value("requested", json(0))),
+                       Cell(g.value("free", json(0))), blocked});
+    }
+    out +=
+        "\n" + f.value("fleet", std::string("fleet")) + " GPUs by card series" +
+        (f.contains("gpuNodeLabel") ? " (node label " + Cell(f["gpuNodeLabel"]) + ")" : "") +
+        ":\n" +
+        RenderTable({"SERIES", "NODES", "GPUS", "ALLOCATABLE", "IN USE", "FREE", "BLOCKED NODES"},
+                    srows);
+  }
+  return out;
 }
 
 size_t TailStart(std::string_view text, int64_t n) {

@@ -24,6 +24,7 @@
 #include "starforge/cli/forge.h"
 #include "starforge/common/atomic_file.h"
 #include "starforge/controller/controller.h"
+#include "starforge/doctor/doctor.h"
 #include "starforge/fleet/kuberay_fleet.h"
 #include "starforge/fleet/local_fleet.h"
 #include "starforge/kube/client_config.h"
@@ -303,6 +304,13 @@ int Serve(Context& c, const ServeOptions& o) {
     fleets["kuberay"] = kuberay.get();
     spdlog::info("kuberay fleet: API server from {}, namespace {}", kuberay_setup.client.source,
                  cfg.k8s_namespace);
+    if (cfg.k8s_storage_pvc.empty()) {
+      spdlog::warn(
+          "kuberay fleet: FORGE_K8S_STORAGE_PVC is not set: Ray pods get no storage volume, so "
+          "jobs' driver.log, checkpoints and outputs never reach this server (forge logs shows "
+          "only the archive kept at the end: ray-job.log, submitter.log, events.json); "
+          "`forge doctor` checks the whole set-up");
+    }
   } else {
     no_kuberay = std::make_unique<fleet::UnavailableFleet>("kuberay", kuberay_setup.message);
     fleets["kuberay"] = no_kuberay.get();
@@ -315,6 +323,7 @@ int Serve(Context& c, const ServeOptions& o) {
   ctl_options.resync = std::chrono::milliseconds(o.resync_ms);
   ctl_options.workers = o.workers;
   ctl_options.capsule_max_bytes = cfg.capsule_max_bytes;
+  ctl_options.submit_deadline = std::chrono::seconds(cfg.submit_deadline_s);
   controller::Controller ctl(*db, fleets, *objects.value(), ctl_options);
   local.SetNotify([&ctl](const std::string& id) { ctl.Enqueue(id); });
   // Started once the controller listens to its notifications; stopped before the controller
@@ -348,6 +357,16 @@ int Serve(Context& c, const ServeOptions& o) {
   server_options.max_upload_bytes = cfg.capsule_max_bytes;
   server_options.config = cfg;
   server_options.sse_keepalive = std::chrono::milliseconds(o.sse_keepalive_ms);
+  if (kuberay_setup.available) {
+    doctor::RunOptions doctor_options;
+    doctor_options.config = cfg;
+    doctor_options.kube = kuberay_setup.client;
+    doctor_options.objects = objects.value().get();
+    doctor_options.objects_are_s3 = !cfg.s3_endpoint.empty();
+    server_options.doctor = [doctor_options] {
+      return doctor::ToJson(doctor::Run(doctor_options));
+    };
+  }
   api::Server server(server_options, *db, ctl, fleets);
 
   if (!InstallStopSignals()) {

@@ -667,6 +667,11 @@ const std::vector<Entry>& Table() {
                         "(Kueue caps the PodSets of a workload, and the head takes one)."));
     t.push_back(ByteSize("FORGE_CAPSULE_MAX_BYTES", &Config::capsule_max_bytes,
                          "Largest capsule accepted, in bytes or as a quantity such as 512Mi."));
+    t.push_back(Integer("FORGE_SUBMIT_DEADLINE_S", &Config::submit_deadline_s, 1, kInt32Max,
+                        "a 32-bit count of seconds",
+                        "Seconds Packaging and Submitting may keep retrying transient errors "
+                        "(object store, API server) before the job fails with "
+                        "SubmitDeadlineExceeded."));
     t.push_back(Text("FORGE_S3_ENDPOINT", &Config::s3_endpoint, "http(s) URL", CheckS3Endpoint,
                      "S3-compatible object storage for capsules (the kuberay fleet needs it). "
                      "Unset: a filesystem store under FORGE_STORAGE_ROOT."));

@@ -198,7 +198,10 @@ class Reconciler {
     std::error_code ec;
     fs::remove_all(work, ec);  // a previous attempt's leftovers (a crash mid-packaging)
     fs::create_directories(work, ec);
-    if (ec) return Retry(fmt::format("cannot create {}: {}", work.string(), ec.message()));
+    if (ec) {
+      return RetryUntilSubmitDeadline(
+          job, fmt::format("cannot create {}: {}", work.string(), ec.message()));
+    }
 
     capsule::ExtractLimits limits;
     limits.max_total_bytes = static_cast<uint64_t>(options_.capsule_max_bytes);
@@ -206,7 +209,7 @@ class Reconciler {
     if (extracted.local_errno != 0) {
       // Our disk, not the user's archive: retried with backoff while the operator frees space.
       fs::remove_all(work, ec);
-      return Retry("unpacking the upload: " + Join(extracted.errors));
+      return RetryUntilSubmitDeadline(job, "unpacking the upload: " + Join(extracted.errors));
     }
     if (!extracted.ok()) {
       fs::remove_all(work, ec);
@@ -239,7 +242,7 @@ class Reconciler {
                                               objects_.Describe(), put.error().message);
       if (Retryable(put.error().kind)) {
         store_.RecordEvent(job.id, "Warning", "CapsuleStoreRetrying", message, kSource);
-        return Retry(message);
+        return RetryUntilSubmitDeadline(job, message);
       }
       return Finish(job, Phase::kFailed, reasons::kStorageFailed, message);
     }
@@ -282,7 +285,7 @@ class Reconciler {
       const std::string reason = s.reason().empty() ? reasons::kSubmissionFailed : s.reason();
       if (s.retryable()) {
         store_.RecordEvent(job.id, "Warning", reason, s.message(), FleetSource());
-        return Retry(s.message());
+        return RetryUntilSubmitDeadline(job, s.message());
       }
       return Finish(job, Phase::kFailed, reason, s.message());
     }
@@ -317,13 +320,48 @@ class Reconciler {
     }
   }
 
-  // When the job entered Pending (the pre-running deadline counts from there).
-  int64_t PendingSince(const Job& job) {
+  // When the job last entered `phase` (created_at if it never did).
+  int64_t EnteredAt(const Job& job, Phase phase) {
     int64_t since = job.created_at;
     for (const auto& t : store_.ListTransitions(job.id)) {
-      if (t.to == Phase::kPending) since = t.at;
+      if (t.to == phase) since = t.at;
     }
     return since;
+  }
+
+  // A transient failure before the fleet holds the job: retried with backoff until
+  // FORGE_SUBMIT_DEADLINE_S has passed since Packaging began, then the job fails saying what kept
+  // failing (instead of sitting in Packaging or Submitting forever).
+  Outcome RetryUntilSubmitDeadline(const Job& job, const std::string& what) {
+    const int64_t limit_s = options_.submit_deadline.count();
+    if (limit_s > 0) {
+      const int64_t since = EnteredAt(job, Phase::kPackaging);
+      if (NowMs() - since > limit_s * 1000) {
+        return Finish(job, Phase::kFailed, reasons::kSubmitDeadlineExceeded,
+                      fmt::format("{} kept failing for more than {} s (FORGE_SUBMIT_DEADLINE_S); "
+                                  "last error: {}",
+                                  job.phase == Phase::kPackaging ? "packaging" : "submitting",
+                                  limit_s, what));
+      }
+    }
+    return Retry(what);
+  }
+
+  // When the fleet's queue (Kueue) last took the job and last let it go, from the job's events
+  // (Unix ms, 0 = never): kept in the store, so a restarted controller keeps the clocks.
+  struct QueueTimes {
+    int64_t queued = 0;
+    int64_t admitted = 0;
+    bool Waiting() const { return queued > 0 && queued >= admitted; }
+  };
+  QueueTimes Queue(const Job& job) {
+    QueueTimes q;
+    for (const auto& e : store_.ListEvents(job.id)) {
+      if (e.source != kSource) continue;
+      if (e.reason == reasons::kQueued) q.queued = std::max(q.queued, e.last_at);
+      if (e.reason == reasons::kAdmitted) q.admitted = std::max(q.admitted, e.last_at);
+    }
+    return q;
   }
 
   Outcome CancelOnFleet(const Job& job, int64_t since_ms) {
@@ -430,18 +468,33 @@ class Reconciler {
   Outcome Pending(const Job& job, const std::optional<jobspec::JobSpec>& spec,
                   const fleet::Observation& obs, int64_t now) {
     if (job.phase != Phase::kPending) return After(options_.resync);  // never back from Running
-    if (spec && spec->pre_running_seconds > 0 &&
-        now - PendingSince(job) > spec->pre_running_seconds * 1000) {
+    // Time in the fleet's queue is waiting for a turn, not failing to start: the pre-running
+    // clock stops there and restarts at admission (the RayJob's own activeDeadlineSeconds
+    // likewise counts from its startTime, which KubeRay sets again when it is unsuspended).
+    const QueueTimes queue = Queue(job);
+    if (obs.queued && !queue.Waiting()) {
+      store_.RecordEvent(job.id, "Normal", reasons::kQueued,
+                         obs.message.empty() ? "waiting in the fleet's queue" : obs.message,
+                         kSource);
+    } else if (!obs.queued && queue.Waiting()) {
+      store_.RecordEvent(job.id, "Normal", reasons::kAdmitted,
+                         "admitted from the queue: deadlines.preRunningSeconds counts from here",
+                         kSource);
+    }
+    const int64_t admitted = obs.queued ? 0 : (queue.Waiting() ? now : queue.admitted);
+    const int64_t since = std::max(EnteredAt(job, Phase::kPending), admitted);
+    if (!obs.queued && spec && spec->pre_running_seconds > 0 &&
+        now - since > spec->pre_running_seconds * 1000) {
       Outcome o = CancelOnFleet(job, 0);
       if (o.kind == Outcome::kRetry) return o;
       const std::string why = !obs.message.empty() ? obs.message : job.message;
       const std::string reason = !obs.reason.empty() ? obs.reason : job.reason;
-      return Finish(
-          job, Phase::kFailed, reasons::kPreRunningDeadlineExceeded,
-          fmt::format("not running {} s after it was submitted (deadlines.preRunningSeconds); "
-                      "last status: {}{}{}",
-                      spec->pre_running_seconds, reason, reason.empty() ? "" : ": ",
-                      why.empty() ? "pending" : why));
+      return Finish(job, Phase::kFailed, reasons::kPreRunningDeadlineExceeded,
+                    fmt::format("not running {} s after it was {} (deadlines.preRunningSeconds); "
+                                "last status: {}{}{}",
+                                spec->pre_running_seconds,
+                                admitted > 0 ? "admitted from the queue" : "submitted", reason,
+                                reason.empty() ? "" : ": ", why.empty() ? "pending" : why));
     }
     // What the fleet says about the wait is what the user sees; silence keeps the last word.
     const bool says_something = !obs.reason.empty() || !obs.message.empty();

@@ -494,10 +494,12 @@ struct KubeRayFleet::Impl {
     // The URL must outlive the wait for resources and the run: Ray downloads the working_dir on
     // each node when the job starts there.
     const auto& spec = request.spec;
-    int64_t expiry =
-        spec.pre_running_seconds +
-        (spec.running_seconds > 0 ? spec.running_seconds : objstore::kMaxPresignSeconds) +
-        o.presign_slack_seconds;
+    // A job for a Kueue queue may wait there for any time first: then the longest URL.
+    int64_t expiry = spec.queue ? objstore::kMaxPresignSeconds
+                                : spec.pre_running_seconds +
+                                      (spec.running_seconds > 0 ? spec.running_seconds
+                                                                : objstore::kMaxPresignSeconds) +
+                                      o.presign_slack_seconds;
     expiry = std::clamp<int64_t>(expiry, 1, objstore::kMaxPresignSeconds);
     auto url = objects.PresignGet(request.capsule_key, expiry, std::time(nullptr));
     if (!url) {
@@ -520,11 +522,17 @@ struct KubeRayFleet::Impl {
       const std::string what = "creating RayJob " + ns + "/" + name + ": " + Describe(e);
       if (Transient(e)) return fail(reasons::kSubmissionFailed, what, true);
       if (kube::IsNotFound(e)) {
-        return fail(reasons::kSubmissionFailed,
-                    what +
-                        " (create the namespace, or set FORGE_K8S_NAMESPACE to one that "
-                        "exists)",
-                    false);
+        // A missing namespace is named in the Status (`namespaces "x" not found`); a resource
+        // the server does not serve gets "the server could not find the requested resource".
+        const bool no_namespace = e.message().find("namespaces \"") != std::string::npos;
+        return fail(
+            reasons::kSubmissionFailed,
+            what + (no_namespace ? " (create the namespace, or set FORGE_K8S_NAMESPACE to one "
+                                   "that exists)"
+                                 : " (the API server does not serve RayJobs: install the KubeRay "
+                                   "operator v1.4 or later with its CRDs; forge doctor checks "
+                                   "every prerequisite)"),
+            false);
       }
       if (e.reason() == kube::Reason::kForbidden || e.reason() == kube::Reason::kUnauthorized) {
         return fail(reasons::kSubmissionFailed,
@@ -599,6 +607,11 @@ struct KubeRayFleet::Impl {
         obs.state = State::kPending;
         obs.reason = !d.reason.empty() ? d.reason : sv.reason;
         obs.message = RedactUrlQueries(!d.message.empty() ? d.message : sv.message);
+        // Suspended (Kueue's webhook creates a queued RayJob suspended and unsuspends it at
+        // admission; docs/kuberay-fleet.md): waiting for a turn, not failing to start.
+        obs.queued = Field(Field(*rj, "spec"), "suspend") == json(true) ||
+                     sv.job_deployment_status == kuberay::kDeploymentSuspending ||
+                     sv.job_deployment_status == kuberay::kDeploymentSuspended;
         if (cancelled) obs.state = State::kCancelled;  // deleted by us, status not updated yet
         break;
       }

@@ -828,6 +828,25 @@ TEST_F(Api, OtherFilesOfAJobsLogsByName) {
   for (const char* bad : {"..", "../status.json", "%2e%2e%2fstatus.json", ".hidden", "a/b", ""})
     ExpectError(Get(path + bad, bob), 400, "BadRequest", "file must be a file name", "file");
   ExpectError(Get(path + "ray-job.log", NewToken("eve")), 404, "NotFound");
+
+  // The listing: regular files only, each readable by name; the owner's, like the files.
+  r = Get("/api/v1/jobs/" + id + "/artifacts", bob);
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json listing = Body(r);
+  EXPECT_EQ(listing["logsArchived"], true);
+  std::vector<std::string> names;
+  for (const auto& f : listing["items"])
+    names.push_back(f["name"]);
+  EXPECT_THAT(names, ::testing::IsSupersetOf({"driver.log", "ray-job.log"}));
+  EXPECT_THAT(names, Not(::testing::Contains("db.log"))) << "a symlink is not listed";
+  EXPECT_EQ(listing["items"][std::find(names.begin(), names.end(), "ray-job.log") - names.begin()]
+                   ["size"],
+            12);
+  EXPECT_FALSE(listing.contains("warning")) << "a local job's driver.log is here";
+  ExpectError(Get("/api/v1/jobs/" + id + "/artifacts", NewToken("eve")), 404, "NotFound");
+  // The doctor is for admins.
+  ExpectError(Get("/api/v1/doctor", bob), 403, "Forbidden", "admin");
 }
 
 TEST_F(Api, AConsoleLoginCodeGivesItsTokenOnce) {
@@ -869,6 +888,10 @@ TEST_F(Api, EveryDocumentedRouteIsServed) {
       }
       if (path == "/api/v1/tokens/{id}/revoke") {
         ExpectError(r, 404, "NotFound", "token " + id);  // served: no such token
+        continue;
+      }
+      if (path == "/api/v1/doctor") {
+        ExpectError(r, 404, "NotFound", "no kuberay fleet");  // served: nothing to check here
         continue;
       }
       if (method == "post" && path == "/api/v1/console/login") {

@@ -309,6 +309,38 @@ TEST_F(ClientFake, LogsPrintsTailsAndFollowsFromWhereTheTailEnds) {
   EXPECT_EQ(r.err, "forge: job j-nope not found\n");
 }
 
+// The fleet's archive by name (--ray, --submitter, --events, --file), the list of files, and a
+// warning instead of silence when the driver log cannot reach the server.
+TEST_F(ClientFake, LogsPrintsArchivedFilesAndSaysWhyTheDriverLogIsEmpty) {
+  const std::string id = api.AddJob("kr", "Succeeded");
+  api.SetFile(id, "ray-job.log", "ray says hi\n");
+  api.SetFile(id, "submitter.log", "submitted\n");
+  api.SetFile(id, "events.json", "[]\n");
+  EXPECT_EQ(Forge("logs " + id + " --ray").out, "ray says hi\n");
+  EXPECT_EQ(Forge("logs " + id + " --submitter").out, "submitted\n");
+  EXPECT_EQ(Forge("logs " + id + " --events").out, "[]\n");
+  EXPECT_EQ(Forge("logs " + id + " --file ray-job.log").out, "ray says hi\n");
+  EXPECT_EQ(Requests("/api/v1/jobs/" + id + "/logs?file=ray-job.log").size(), 2u);
+  Result r = Forge("logs " + id + " --list");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "driver.log\t0\nevents.json\t3\nray-job.log\t12\nsubmitter.log\t10\n");
+  r = Forge("logs " + id + " --file rayjob.json");
+  EXPECT_EQ(r.code, 4);
+  EXPECT_THAT(r.err, HasSubstr("has no log file rayjob.json"));
+  EXPECT_THAT(r.out, HasSubstr("ray-job.log")) << "the files it has";
+  EXPECT_EQ(Forge("logs " + id + " --ray --events").code, 2);
+
+  api.SetLogsWarning(id, "FORGE_K8S_STORAGE_PVC is not set on this server");
+  r = Forge("logs " + id);
+  EXPECT_EQ(r.code, 0);
+  EXPECT_EQ(r.out, "");
+  EXPECT_THAT(r.err, HasSubstr("warning: FORGE_K8S_STORAGE_PVC is not set"));
+  r = Forge("describe job " + id);
+  EXPECT_THAT(r.out,
+              HasSubstr("Log files:    driver.log, events.json, ray-job.log, submitter.log"));
+  EXPECT_THAT(r.out, HasSubstr("Warning:      FORGE_K8S_STORAGE_PVC is not set"));
+}
+
 TEST_F(ClientFake, GetJobsFollowsEveryPageAndShowsOnlyYourOwnByDefault) {
   for (int i = 1; i <= 5; ++i)
     api.AddJob("job-" + std::to_string(i), i % 2 ? "Running" : "Succeeded",

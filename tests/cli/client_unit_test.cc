@@ -262,6 +262,29 @@ TEST(Capacity, OneRowPerFleetOneColumnPerKey) {
   EXPECT_EQ(CapacityTable(json::object()), "No fleets.\n");
 }
 
+// The kuberay fleet's card series: its own table with the API's numbers, blocked nodes and why.
+TEST(Capacity, KubeRaySeriesGetATableOfTheirOwn) {
+  const json cap = json::parse(R"({"fleets": [
+      {"fleet": "kuberay", "namespace": "starforge", "gpuNodeLabel": "starforge/gpu-series",
+       "series": [
+         {"series": "h100", "nodes": 1, "blockedNodes": 0, "maxGpusPerNode": 8,
+          "gpus": {"capacity": 8, "allocatable": 8, "requested": 0, "free": 8},
+          "nodeDetail": [{"name": "h100-a", "blocked": []}]},
+         {"series": "h200", "nodes": 2, "blockedNodes": 1, "maxGpusPerNode": 8,
+          "gpus": {"capacity": 16, "allocatable": 16, "requested": 4, "free": 4},
+          "nodeDetail": [{"name": "h200-a", "blocked": []},
+                         {"name": "h200-b", "blocked": ["cordoned"]}]}]}]})");
+  const std::string table = CapacityTable(cap);
+  EXPECT_THAT(table, HasSubstr("kuberay GPUs by card series (node label starforge/gpu-series):\n"));
+  EXPECT_THAT(table,
+              HasSubstr("SERIES   NODES   GPUS   ALLOCATABLE   IN USE   FREE   BLOCKED NODES\n"
+                        "h100     1       8      8             0        8      0\n"
+                        "h200     2       16     16            4        4      1 (h200-b: "
+                        "cordoned)\n"));
+  EXPECT_THAT(table.substr(0, table.find('\n')), Not(HasSubstr("SERIES")))
+      << "the fleet row has no bare count of the series";
+}
+
 TEST(Tail, LastLines) {
   const std::string text = "a\nb\nc\n";
   EXPECT_EQ(text.substr(TailStart(text, 1)), "c\n");

@@ -31,6 +31,8 @@ struct FakeJob {
   nlohmann::json job;  // the Job JSON (with spec and timeline)
   std::string log;     // driver.log so far
   nlohmann::json events = nlohmann::json::array();
+  std::map<std::string, std::string> files;  // the other files of its logs (?file=NAME)
+  std::string logs_warning;                  // GET …/artifacts' "warning" ("" = none)
 };
 
 class FakeApi {
@@ -91,6 +93,18 @@ class FakeApi {
                  });
     server_.Get(R"(/api/v1/jobs/([^/]+)/logs)",
                 [this](const httplib::Request& req, httplib::Response& res) { Logs(req, res); });
+    server_.Get(R"(/api/v1/jobs/([^/]+)/artifacts)",
+                [this](const httplib::Request& req, httplib::Response& res) {
+                  std::lock_guard<std::mutex> lock(mu_);
+                  FakeJob* j = Find(req.matches[1], res);
+                  if (!j) return;
+                  nlohmann::json items = {{{"name", "driver.log"}, {"size", j->log.size()}}};
+                  for (const auto& [name, text] : j->files)
+                    items.push_back({{"name", name}, {"size", text.size()}});
+                  nlohmann::json body = {{"items", items}, {"logsArchived", true}};
+                  if (!j->logs_warning.empty()) body["warning"] = j->logs_warning;
+                  Json(res, body);
+                });
     port_ = server_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { server_.listen_after_bind(); });
     while (!server_.is_running())
@@ -167,6 +181,14 @@ class FakeApi {
   void SetLog(const std::string& id, const std::string& log) {
     std::lock_guard<std::mutex> lock(mu_);
     jobs_[id].log = log;
+  }
+  void SetFile(const std::string& id, const std::string& name, const std::string& text) {
+    std::lock_guard<std::mutex> lock(mu_);
+    jobs_[id].files[name] = text;
+  }
+  void SetLogsWarning(const std::string& id, const std::string& warning) {
+    std::lock_guard<std::mutex> lock(mu_);
+    jobs_[id].logs_warning = warning;
   }
   void SetEvents(const std::string& id, nlohmann::json events) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -316,6 +338,18 @@ class FakeApi {
       std::lock_guard<std::mutex> lock(mu_);
       FakeJob* j = Find(id, res);
       if (!j) return;
+      if (req.has_param("file") && req.get_param_value("file") != "driver.log") {
+        auto f = j->files.find(req.get_param_value("file"));
+        if (f == j->files.end()) {
+          res.status = 404;
+          Json(res, {{"error", "NotFound"},
+                     {"message", "job " + id + " has no log file " + req.get_param_value("file")},
+                     {"field", "file"}});
+          return;
+        }
+        res.set_content(f->second, "text/plain; charset=utf-8");
+        return;
+      }
       if (req.get_param_value("follow") != "1") {
         std::string text = j->log;
         if (req.has_param("tail")) {

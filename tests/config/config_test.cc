@@ -74,6 +74,7 @@ TEST(Settings, ListsEverySettingOnceWithItsDefault) {
       {"FORGE_KUBERAY_SUBMISSION_MODE", "K8sJobMode"},
       {"FORGE_KUEUE_MAX_WORKER_GROUPS", "17"},
       {"FORGE_CAPSULE_MAX_BYTES", "536870912"},
+      {"FORGE_SUBMIT_DEADLINE_S", "1800"},
       {"FORGE_S3_ENDPOINT", ""},
       {"FORGE_S3_BUCKET", ""},
       {"FORGE_S3_ACCESS_KEY", ""},

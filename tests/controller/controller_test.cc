@@ -514,6 +514,47 @@ TEST_F(ControllerTest, ATransientSubmitFailureIsRetriedWithBackoff) {
   EXPECT_EQ(warnings, 1);
 }
 
+// FORGE_SUBMIT_DEADLINE_S: transient errors before the fleet holds the job are retried, but not
+// forever; the job then fails saying what kept failing.
+TEST_F(ControllerTest, TransientSubmitFailuresStopAtTheSubmitDeadline) {
+  Options o = FastOptions(root());
+  o.submit_deadline = std::chrono::seconds(30);
+  controller_ = std::make_unique<Controller>(
+      *store_, std::map<std::string, fleet::Fleet*>{{"local", &fleet_}}, objects_, o);
+  for (int i = 0; i < 3; ++i)
+    fleet_.submit_script.push_back({Status::Retryable("SubmissionFailed", "API server 503"), ""});
+  clock_offset_ = -60'000;  // packaging began a minute ago
+  const Job created = Submit();
+  DriveTo(created.id, Phase::kSubmitting);
+  clock_offset_ = 0;
+  const Job job = Drive(created.id);
+  EXPECT_EQ(job.phase, Phase::kFailed);
+  EXPECT_EQ(job.reason, store::reasons::kSubmitDeadlineExceeded);
+  EXPECT_THAT(job.message, HasSubstr("submitting kept failing"));
+  EXPECT_THAT(job.message, HasSubstr("FORGE_SUBMIT_DEADLINE_S"));
+  EXPECT_THAT(job.message, HasSubstr("API server 503"));
+  EXPECT_EQ(fleet_.submits.size(), 1u) << "a failure past the deadline is the last try";
+
+  // The object store: the same for Packaging.
+  objects_.failures = {objstore::ErrorKind::kUnreachable};
+  clock_offset_ = -60'000;
+  const Job packaging = Submit();
+  DriveTo(packaging.id, Phase::kPackaging);
+  clock_offset_ = 0;
+  const Job failed = Drive(packaging.id);
+  EXPECT_EQ(failed.reason, store::reasons::kSubmitDeadlineExceeded);
+  EXPECT_THAT(failed.message, HasSubstr("packaging kept failing"));
+}
+
+TEST_F(ControllerTest, TransientSubmitFailuresWithinTheDeadlineAreRetried) {
+  fleet_.submit_script.push_back({Status::Retryable("SubmissionFailed", "API server 503"), ""});
+  clock_offset_ = -60'000;  // well within the default 1800 s
+  const Job created = Submit();
+  DriveTo(created.id, Phase::kSubmitting);
+  clock_offset_ = 0;
+  EXPECT_EQ(DriveTo(created.id, Phase::kPending).phase, Phase::kPending);
+}
+
 TEST_F(ControllerTest, ABadUploadFailsPackagingWithTheReason) {
   Job created = Submit();
   std::ofstream(created.upload_path, std::ios::trunc) << "this is not a zip";
@@ -579,6 +620,57 @@ TEST_F(ControllerTest, ThePreRunningDeadlineFailsAJobStuckInPending) {
   EXPECT_THAT(job.message, HasSubstr("preRunningSeconds"));
   EXPECT_EQ(fleet_.cancels.size(), 1u);
   EXPECT_THAT(fleet_.calls, ElementsAre("collect", "release"));
+}
+
+// Kueue: time in the fleet's queue is a turn, not a failure to start. A job queued for longer
+// than its pre-running deadline is not failed; once admitted, the deadline counts from there.
+TEST_F(ControllerTest, TimeInTheFleetsQueueDoesNotCountTowardThePreRunningDeadline) {
+  clock_offset_ = -10'000;  // it entered Pending 10 s ago and was queued at once
+  const Job created = Submit(Spec("deadlines: {preRunningSeconds: 2}\n"));
+  DriveTo(created.id, Phase::kPending);
+  fleet_.observation.queued = true;
+  fleet_.observation.reason = store::reasons::kQueuedByKueue;
+  fleet_.observation.message = "queued by Kueue in LocalQueue team-a";
+  controller_->Reconcile(created.id);
+  clock_offset_ = 0;
+  controller_->Reconcile(created.id);
+  Job job = Get(created.id);
+  EXPECT_EQ(job.phase, Phase::kPending) << "10 s in the queue > 2 s pre-running: still waiting";
+  EXPECT_EQ(job.reason, store::reasons::kQueuedByKueue);
+  EXPECT_TRUE(fleet_.cancels.empty());
+
+  // Admitted: the clock starts now, so the job is not failed at once …
+  fleet_.observation = {};
+  fleet_.observation.reason = "WaitingForCluster";
+  controller_->Reconcile(created.id);
+  EXPECT_EQ(Get(created.id).phase, Phase::kPending);
+  std::vector<std::string> reasons;
+  for (const auto& e : store_->ListEvents(created.id))
+    reasons.push_back(e.reason);
+  EXPECT_THAT(reasons, ::testing::IsSupersetOf({"Queued", "Admitted"}));
+
+  // … and it runs.
+  fleet_.Set(created.id, fleet::State::kRunning);
+  EXPECT_EQ(DriveTo(created.id, Phase::kRunning).phase, Phase::kRunning);
+}
+
+TEST_F(ControllerTest, ThePreRunningDeadlineCountsFromAdmission) {
+  clock_offset_ = -60'000;
+  const Job created = Submit(Spec("deadlines: {preRunningSeconds: 5}\n"));
+  DriveTo(created.id, Phase::kPending);
+  fleet_.observation.queued = true;
+  controller_->Reconcile(created.id);  // queued 60 s ago
+  clock_offset_ = -10'000;
+  fleet_.observation = {};
+  fleet_.observation.reason = "Unschedulable";
+  fleet_.observation.message = "0/3 nodes have 8 free GPUs";
+  controller_->Reconcile(created.id);  // admitted 10 s ago
+  clock_offset_ = 0;
+  const Job job = Drive(created.id);
+  EXPECT_EQ(job.phase, Phase::kFailed);
+  EXPECT_EQ(job.reason, store::reasons::kPreRunningDeadlineExceeded);
+  EXPECT_THAT(job.message, HasSubstr("admitted from the queue"));
+  EXPECT_THAT(job.message, HasSubstr("0/3 nodes have 8 free GPUs"));
 }
 
 TEST_F(ControllerTest, APendingJobWithinItsDeadlineShowsTheFleetsReason) {

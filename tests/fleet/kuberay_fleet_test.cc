@@ -414,6 +414,15 @@ TEST_F(KubeRayFleetTest, SubmitRefusalsAreFinalAndTransientFaultsAreRetryable) {
   EXPECT_FALSE(missing.status.ok());
   EXPECT_FALSE(missing.status.retryable());
   EXPECT_THAT(missing.status.message(), HasSubstr("FORGE_K8S_NAMESPACE"));
+
+  // No RayJob CRD (kube-apiserver's 404 for a resource it does not serve): not "create the
+  // namespace", but what is missing.
+  Faults({{"rules", {{{"verb", "create"}, {"resource", "rayjobs"}, {"code", 404}, {"count", 1}}}}});
+  SubmitResult no_crd = fleet.Submit(Request("j-nocrd"));
+  EXPECT_FALSE(no_crd.status.ok());
+  EXPECT_FALSE(no_crd.status.retryable());
+  EXPECT_THAT(no_crd.status.message(), HasSubstr("install the KubeRay operator v1.4"));
+  EXPECT_THAT(no_crd.status.message(), Not(HasSubstr("create the namespace")));
 }
 
 TEST_F(KubeRayFleetTest, EveryStatusMapsToAPhase) {
@@ -489,6 +498,33 @@ TEST_F(KubeRayFleetTest, EveryStatusMapsToAPhase) {
   o = ObserveUntil(id, h, [](const Observation& x) { return x.reason == "RayJobDeleted"; });
   EXPECT_EQ(o.state, State::kFailed);
   EXPECT_THAT(o.message, HasSubstr("deleted outside StarForge"));
+}
+
+// Kueue's contract: its webhook creates a queued RayJob with spec.suspend=true, the operator
+// takes it to Suspended, and admission sets suspend=false. Suspended is a turn in a queue, not a
+// job failing to start: the observation says so (the controller then holds the pre-running
+// clock), and the capsule URL outlives any wait.
+TEST_F(KubeRayFleetTest, ASuspendedRayJobIsQueuedUntilKueueAdmitsIt) {
+  StartFleet();
+  const std::string id = "j-queued";
+  const std::string h = Submitted(id, std::string(kOneMachine) + "queue: team-a\n");
+  EXPECT_EQ(s3_.last_expiry, objstore::kMaxPresignSeconds) << "a queued job may wait for days";
+  Observation o = ObserveState(id, h, State::kPending);
+  EXPECT_FALSE(o.queued) << "not suspended: the operator has simply not started";
+
+  api_->MergePatch(res::kRayJobs, ns_, h, {{"spec", {{"suspend", true}}}});
+  SetStatus(h, {{"jobDeploymentStatus", "Suspended"}});
+  o = ObserveUntil(id, h, [](const Observation& x) { return x.queued; });
+  EXPECT_EQ(o.state, State::kPending);
+  EXPECT_EQ(o.reason, reasons::kQueuedByKueue);
+  EXPECT_THAT(o.message, HasSubstr("team-a"));
+
+  // Admitted: unsuspended, the operator starts it again from Initializing.
+  api_->MergePatch(res::kRayJobs, ns_, h, {{"spec", {{"suspend", false}}}});
+  SetStatus(h, {{"jobDeploymentStatus", "Initializing"}, {"rayClusterName", h + "-q2w3e"}});
+  o = ObserveUntil(id, h, [](const Observation& x) { return !x.queued; });
+  EXPECT_EQ(o.state, State::kPending);
+  EXPECT_NE(o.reason, reasons::kQueuedByKueue);
 }
 
 TEST_F(KubeRayFleetTest, PendingSaysWhyUnschedulable) {

@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "starforge/common/yaml_json.h"
+#include "starforge/doctor/doctor.h"
 #include "test_support.h"
 
 namespace starforge::kuberay {
@@ -199,6 +200,17 @@ TEST(Deploy, GrantsWhatTheKubeRayFleetCalls) {
   // No secrets, ever.
   for (const auto& grant : g)
     EXPECT_NE(std::get<2>(grant), "secrets");
+}
+
+// forge doctor asks (SelfSubjectAccessReview) for exactly what deploy/ grants: a rule added to
+// one and not the other fails here.
+TEST(Deploy, DoctorChecksExactlyTheGrantedRules) {
+  std::set<Grant> checked;
+  for (const doctor::Rule& r : doctor::RequiredRules()) {
+    for (const auto& verb : r.verbs)
+      checked.insert({r.cluster ? "*" : kNs, r.group, r.resource, verb});
+  }
+  EXPECT_EQ(checked, ManifestGrants(Objects()));
 }
 
 TEST(Deploy, DeploymentRunsForgeServeWithTheKuberayFleet) {

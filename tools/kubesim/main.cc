@@ -28,7 +28,7 @@ int Usage(const char* msg) {
                "kubesim: %s\nusage: kubesim --listen HOST:PORT [--port-file F] [--crd-version V] "
                "[--crd-dir DIR] [--token T] [--rbac FILE] [--tls] [--cert-file F] [--key-file F] "
                "[--nodes FILE] [--history N] [--bookmark-interval-ms N] "
-               "[--max-pod-grace-seconds N] [--controllers all|none|NAME,...] "
+               "[--max-pod-grace-seconds N] [--kueue] [--controllers all|none|NAME,...] "
                "[--operator-version v1.4|v1.7] [--resync-ms N] [--ray-dashboard-port N]\n",
                msg);
   for (const auto& c : kubesim::controllers::RegisteredControllers()) {
@@ -77,6 +77,8 @@ int main(int argc, char** argv) {
         opts.cert_file = next();
       } else if (a == "--key-file") {
         opts.key_file = next();
+      } else if (a == "--kueue") {
+        opts.kueue_suspend = true;
       } else if (a == "--rbac") {
         opts.rbac_file = next();
       } else if (a == "--nodes") {

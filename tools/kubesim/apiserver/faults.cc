@@ -85,6 +85,10 @@ Faults::Decision Faults::Check(const std::string& verb, const std::string& resou
         e.message = resource + " is forbidden: User \"kubesim\" cannot " + verb + " resource \"" +
                     resource + "\"";
         break;
+      case 404:  // as kube-apiserver answers for a resource it does not serve (no CRD)
+        e.reason = "NotFound";
+        e.message = "the server could not find the requested resource";
+        break;
       case 503:
         e.reason = "ServiceUnavailable";
         e.message = "the server is currently unable to handle the request";

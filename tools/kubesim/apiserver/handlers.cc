@@ -216,6 +216,14 @@ json Server::Admit(const httplib::Request& req, httplib::Response& res, const Ta
     }
   }
   if (r.crd != nullptr) ApplyDefaults(r.crd->openapi, obj);
+  if (opts_.kueue_suspend && old == nullptr && r.plural == "rayjobs" && obj.contains("metadata") &&
+      obj["metadata"].is_object() && obj["metadata"].value("labels", json::object()).is_object() &&
+      !obj["metadata"]
+           .value("labels", json::object())
+           .value("kueue.x-k8s.io/queue-name", "")
+           .empty()) {
+    obj["spec"]["suspend"] = true;  // Kueue's webhook: queued until admitted (server.h)
+  }
   FieldErrs errs = ValidateMeta(r, obj, old);
   if (r.crd != nullptr) {
     const json* old_obj = old;

@@ -15,6 +15,8 @@ enum class RouteId {
   kCancelJob,
   kJobEvents,
   kJobLogs,
+  kJobArtifacts,
+  kDoctor,
   kCapacity,
   kWhoami,
   kListTokens,

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -33,6 +34,9 @@ struct ServerOptions {
   int read_timeout_s = 5;         // silence while reading a request before it is dropped
   std::chrono::milliseconds sse_poll{200};          // how often a log follow looks for news
   std::chrono::milliseconds sse_keepalive{15'000};  // ": keep-alive" after this much silence
+  // GET /api/v1/doctor (admins): runs the cluster checks (doctor::Run) and returns their JSON.
+  // Unset: that route answers 404.
+  std::function<nlohmann::json()> doctor;
 };
 
 class Server {

@@ -20,12 +20,16 @@ inline constexpr const char* kCancelledByUser = "CancelledByUser";
 inline constexpr const char* kRunnerLost = "RunnerLost";  // the runner died without a status
 inline constexpr const char* kPreRunningDeadlineExceeded = "PreRunningDeadlineExceeded";
 inline constexpr const char* kDeadlineExceeded = "DeadlineExceeded";
+// Packaging/Submitting kept failing transiently for FORGE_SUBMIT_DEADLINE_S.
+inline constexpr const char* kSubmitDeadlineExceeded = "SubmitDeadlineExceeded";
 
 // ---- Events the control plane records ----
 inline constexpr const char* kResubmitted = "Resubmitted";
 inline constexpr const char* kLogCollectionFailed = "LogCollectionFailed";
 inline constexpr const char* kReleaseFailed = "ReleaseFailed";
 inline constexpr const char* kCancelFailed = "CancelFailed";
+inline constexpr const char* kQueued = "Queued";      // the fleet's queue holds the job (Kueue)
+inline constexpr const char* kAdmitted = "Admitted";  // … and let it go: pre-running starts
 
 // ---- The local fleet (runner exit codes, runner/README.md) ----
 inline constexpr const char* kCapsuleVerificationFailed = "CapsuleVerificationFailed";  // 65

@@ -63,6 +63,7 @@ struct Config {
   std::string storage_root = "/starforge";  // FORGE_STORAGE_ROOT (absolute path)
   std::string state_dir;  // FORGE_STATE_DIR ("" = <storage_root>-state); never under storage_root
   int64_t capsule_max_bytes = 512LL << 20;  // FORGE_CAPSULE_MAX_BYTES
+  int64_t submit_deadline_s = 1800;         // FORGE_SUBMIT_DEADLINE_S
 
   // Object storage.
   std::string s3_endpoint;  // FORGE_S3_ENDPOINT ("" = filesystem store under storage_root)

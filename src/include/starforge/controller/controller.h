@@ -8,6 +8,7 @@
 //                 (content-addressed: a repeat uploads nothing) → record sha256 → Submitting
 //   Submitting  → Fleet::Submit (same job id → same handle) → record handle → Pending
 //   Pending/Running → Fleet::Observe → phase/reason/message/events; deadlines; cancel
+//                 (time the fleet's queue holds a job — Kueue — is not pre-running time)
 //   terminal    → Fleet::CollectLogs → logs_archived → Fleet::Release → released (done)
 #pragma once
 
@@ -38,6 +39,9 @@ struct Options {
   std::chrono::milliseconds backoff_base{200};  // failed step: base * 2^n …
   std::chrono::milliseconds backoff_max{30'000};
   int64_t capsule_max_bytes = 512LL << 20;
+  // FORGE_SUBMIT_DEADLINE_S: how long Packaging and Submitting retry transient errors, counted
+  // from the start of Packaging, before the job fails with SubmitDeadlineExceeded.
+  std::chrono::seconds submit_deadline{1800};
 };
 
 // Counters for /metrics (monotonic since start).

@@ -66,6 +66,9 @@ struct Observation {
   std::optional<int> exit_code;
   std::vector<FleetEvent> events;  // what happened since submit (recorded idempotently)
   bool retryable_error = false;    // the observation itself failed transiently; try again
+  // Pending only: the job waits in a queue that admits it later (Kueue holds the RayJob
+  // suspended). Its time there is not pre-running time: that deadline counts from admission.
+  bool queued = false;
 };
 
 class Fleet {

@@ -1,0 +1,230 @@
+// The doctor's reading: one request (or a few) per check, each failure kept as that check's
+// verdict. The verdicts themselves are in checks.cc.
+#include <curl/curl.h>
+
+#include <ctime>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "starforge/doctor/doctor.h"
+#include "starforge/kube/errors.h"
+
+namespace starforge::doctor {
+
+namespace {
+
+using nlohmann::json;
+namespace res = kube::resources;
+
+std::string Describe(const kube::ApiError& e) {
+  return std::string(kube::ToString(e.reason())) +
+         (e.code() > 0 ? " (" + std::to_string(e.code()) + ")" : "") + ": " + e.message();
+}
+
+size_t Append(char* data, size_t size, size_t n, void* out) {
+  static_cast<std::string*>(out)->append(data, size * n);
+  return size * n;
+}
+
+// GET `url` with libcurl; the body, or std::runtime_error saying what failed (never the URL's
+// query: it holds a signature).
+std::string CurlGet(const std::string& url) {
+  CURL* curl = curl_easy_init();
+  if (curl == nullptr) throw std::runtime_error("cannot start libcurl");
+  std::string body;
+  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, Append);
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &body);
+  curl_easy_setopt(curl, CURLOPT_TIMEOUT, 20L);
+  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+  const CURLcode rc = curl_easy_perform(curl);
+  long status = 0;
+  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+  curl_easy_cleanup(curl);
+  if (rc != CURLE_OK) throw std::runtime_error(curl_easy_strerror(rc));
+  if (status != 200) {
+    throw std::runtime_error(fmt::format("HTTP {}: {}", status, body.substr(0, 200)));
+  }
+  return body;
+}
+
+std::string StripQuery(const std::string& url) {
+  return url.substr(0, url.find('?'));
+}
+
+Check ObjectStorage(const RunOptions& o) {
+  const std::string title = "Object storage (capsules reach pods as presigned URLs)";
+  if (o.objects == nullptr || !o.objects_are_s3) {
+    return {"object-storage", title, Verdict::kFail,
+            "no S3 store is configured (the kuberay fleet needs one)",
+            "set FORGE_S3_ENDPOINT, FORGE_S3_BUCKET, FORGE_S3_ACCESS_KEY and FORGE_S3_SECRET_KEY"};
+  }
+  // One small object a day: PutBytes never overwrites, so a second run the same day only reads.
+  char day[16];
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  std::strftime(day, sizeof day, "%Y-%m-%d", &tm);
+  const std::string key = std::string("starforge-doctor/probe-") + day + ".txt";
+  const std::string content = "StarForge doctor probe: this object may be deleted.\n";
+  const std::string where = o.objects->Describe();
+  auto put = o.objects->PutBytes(key, content);
+  if (!put) {
+    return {"object-storage", title, Verdict::kFail,
+            fmt::format("cannot write {} to {}: {}", key, where, put.error().message),
+            "check FORGE_S3_ENDPOINT and FORGE_S3_BUCKET (the bucket must exist) and that the "
+            "keys may write to it"};
+  }
+  auto url = o.objects->PresignGet(key, 300, now);
+  if (!url) {
+    return {"object-storage", title, Verdict::kFail, "cannot presign a URL: " + url.error().message,
+            "check FORGE_S3_* settings"};
+  }
+  try {
+    const std::string body = o.fetch ? o.fetch(url.value()) : CurlGet(url.value());
+    if (body != content) {
+      return {"object-storage", title, Verdict::kFail,
+              "the presigned URL " + StripQuery(url.value()) + "?… answered other bytes",
+              "check FORGE_S3_ENDPOINT points at the store itself (not a proxy that rewrites)"};
+    }
+  } catch (const std::exception& e) {
+    return {"object-storage", title, Verdict::kFail,
+            fmt::format("a presigned URL ({}?…) cannot be fetched: {}", StripQuery(url.value()),
+                        e.what()),
+            "Ray pods download capsules from such URLs: FORGE_S3_ENDPOINT must be reachable from "
+            "the pods (and from here), and the store must accept SigV4 query signatures"};
+  }
+  return {
+      "object-storage", title, Verdict::kPass,
+      fmt::format("{}: {} {}, and its presigned URL fetched", where, key,
+                  put.value().already_present ? "read back (written earlier today)" : "written"),
+      ""};
+}
+
+}  // namespace
+
+Report Run(const RunOptions& o) {
+  Report report;
+  const config::Config& cfg = o.config;
+  const std::string& ns = cfg.k8s_namespace;
+  if (!o.kube) {
+    report.checks.push_back(CheckApiServer(std::nullopt, o.kube_error, ""));
+    report.checks.push_back(ObjectStorage(o));
+    return report;
+  }
+  kube::ClientOptions copts;
+  copts.max_attempts = 2;
+  copts.request_timeout = std::chrono::milliseconds(15'000);
+  std::unique_ptr<kube::Client> client;
+  try {
+    client = std::make_unique<kube::Client>(*o.kube, copts);
+  } catch (const std::exception& e) {
+    report.checks.push_back(CheckApiServer(std::nullopt, e.what(), o.kube->server));
+    report.checks.push_back(ObjectStorage(o));
+    return report;
+  }
+
+  // 1. The API server and its version.
+  try {
+    report.checks.push_back(
+        CheckApiServer(json::parse(client->Raw("GET", "/version")), "", o.kube->server));
+  } catch (const kube::ApiError& e) {
+    report.checks.push_back(CheckApiServer(std::nullopt, Describe(e), o.kube->server));
+    report.checks.push_back(ObjectStorage(o));
+    return report;  // nothing else of the cluster can be read
+  } catch (const std::exception& e) {
+    report.checks.push_back(CheckApiServer(std::nullopt, e.what(), o.kube->server));
+    report.checks.push_back(ObjectStorage(o));
+    return report;
+  }
+
+  // 2. Who the credentials are (SelfSubjectReview, Kubernetes 1.28+).
+  json review;
+  try {
+    review = json::parse(
+        client->Raw("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", {},
+                    R"({"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"})",
+                    "application/json"));
+  } catch (const std::exception&) {
+    review = nullptr;
+  }
+  report.checks.push_back(CheckIdentity(review));
+
+  // 3. Every permission of deploy/rbac.yaml.
+  std::vector<std::pair<Rule, std::vector<std::string>>> denied;
+  std::vector<std::string> errors;
+  for (const Rule& rule : RequiredRules()) {
+    std::vector<std::string> missing;
+    const size_t slash = rule.resource.find('/');
+    for (const auto& verb : rule.verbs) {
+      kube::AccessReview ar;
+      ar.verb = verb;
+      ar.group = rule.group;
+      ar.resource = rule.resource.substr(0, slash);
+      if (slash != std::string::npos) ar.subresource = rule.resource.substr(slash + 1);
+      if (!rule.cluster) ar.ns = ns;
+      try {
+        if (!client->SelfSubjectAccessReview(ar).allowed) missing.push_back(verb);
+      } catch (const kube::ApiError& e) {
+        errors.push_back(Describe(e));
+      }
+    }
+    if (!missing.empty()) denied.emplace_back(rule, missing);
+  }
+  report.checks.push_back(CheckPermissions(denied, errors, ns));
+
+  // 4. KubeRay: CRDs served, operator version.
+  try {
+    report.checks.push_back(
+        CheckKubeRayCrds(json::parse(client->Raw("GET", "/apis/ray.io/v1")), ""));
+  } catch (const kube::ApiError& e) {
+    report.checks.push_back(CheckKubeRayCrds(nullptr, Describe(e)));
+  } catch (const std::exception& e) {
+    report.checks.push_back(CheckKubeRayCrds(nullptr, e.what()));
+  }
+  try {
+    kube::ListOptions lo;
+    lo.label_selector = "app.kubernetes.io/name=kuberay-operator";
+    const json pods = client->List(res::kPods, "", lo);
+    std::vector<json> items;
+    if (pods.contains("items") && pods["items"].is_array())
+      items = pods["items"].get<std::vector<json>>();
+    report.checks.push_back(CheckOperator(items, ""));
+  } catch (const kube::ApiError& e) {
+    report.checks.push_back(CheckOperator({}, Describe(e)));
+  }
+
+  // 5. Nodes by card series, with the device plugin's capacity.
+  try {
+    report.checks.push_back(CheckGpuNodes(client->List(res::kNodes, ""), cfg));
+  } catch (const kube::ApiError& e) {
+    report.checks.push_back({"gpu-nodes", "GPU nodes", Verdict::kFail,
+                             "cannot list nodes: " + Describe(e),
+                             "grant list on nodes (ClusterRole starforge-forge-capacity in "
+                             "deploy/rbac.yaml)"});
+  }
+
+  // 6. The volumes.
+  auto pvc = [&](const std::string& name, std::string* error) -> json {
+    if (name.empty()) return nullptr;
+    try {
+      return client->Get(res::kPersistentVolumeClaims, ns, name);
+    } catch (const kube::ApiError& e) {
+      if (!kube::IsNotFound(e)) *error = Describe(e);
+      return nullptr;
+    }
+  };
+  std::string error;
+  json storage = pvc(cfg.k8s_storage_pvc, &error);
+  report.checks.push_back(CheckStoragePvc(storage, error, cfg));
+  error.clear();
+  json corpus = pvc(cfg.k8s_corpus_pvc, &error);
+  report.checks.push_back(CheckCorpusPvc(corpus, error, cfg));
+
+  // 7. Object storage.
+  report.checks.push_back(ObjectStorage(o));
+  return report;
+}
+
+}  // namespace starforge::doctor
