@@ -11,6 +11,7 @@ const std::vector<RouteInfo>& Routes() {
       {RouteId::kJobEvents, "GET", "/api/v1/jobs/{id}/events"},
       {RouteId::kJobLogs, "GET", "/api/v1/jobs/{id}/logs"},
       {RouteId::kCapacity, "GET", "/api/v1/capacity"},
+      {RouteId::kGetCapsule, "GET", "/api/v1/capsules/{sha256}"},
       {RouteId::kWhoami, "GET", "/api/v1/whoami"},
       {RouteId::kListTokens, "GET", "/api/v1/tokens"},
       {RouteId::kCreateToken, "POST", "/api/v1/tokens"},

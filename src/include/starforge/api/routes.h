@@ -16,6 +16,7 @@ enum class RouteId {
   kJobEvents,
   kJobLogs,
   kCapacity,
+  kGetCapsule,
   kWhoami,
   kListTokens,
   kCreateToken,
