@@ -724,17 +724,18 @@ struct Server::Impl {
     return r;
   }
 
-  // The newest job of `user` (any user's for an admin) that ran with capsule `sha`: the object
-  // store has that capsule (a job reaches its fleet only after its capsule is stored). Not every
-  // user's: a digest must not let anyone run someone else's code.
+  // The newest job of `user` (any user's for an admin) that got as far as its fleet with capsule
+  // `sha`: the object store has that capsule (it is stored before a job moves to Submitting).
+  // Not every user's: a digest must not let anyone run someone else's code.
   std::optional<store::Job> JobWithCapsule(const Call& c, const std::string& sha,
                                            const std::string* spec_json) {
     store::JobFilter filter;
     if (!c.user.admin) filter.owner = c.user.name;
     filter.limit = kCapsuleLookback;
     for (auto& j : store.ListJobs(filter)) {
-      if (j.capsule_sha256 == sha && !j.fleet_handle.empty() &&
-          (spec_json == nullptr || j.spec_json == *spec_json))
+      // Submitting comes right after the capsule is stored; a fleet handle, once it is used.
+      const bool stored = j.phase == store::Phase::kSubmitting || !j.fleet_handle.empty();
+      if (j.capsule_sha256 == sha && stored && (spec_json == nullptr || j.spec_json == *spec_json))
         return std::move(j);
     }
     return std::nullopt;

@@ -115,6 +115,27 @@ Hashed HashFile(const InputFile& in, const ReuseIndex* reuse, std::vector<char>&
                 std::atomic<uint64_t>& bytes_done, const std::atomic<bool>& stop) {
   Hashed h;
   const std::string shown = Printable(in.path);
+  if (reuse != nullptr) {
+    // The index vouches for the file by its stat identity: no need to open it.
+    struct stat st {};
+    if (::stat(in.source.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+      if (const EntryRecord* r =
+              reuse->ByStat(in.path, st.st_dev, st.st_ino, static_cast<uint64_t>(st.st_size),
+                            Nanos(st.st_mtim), Nanos(st.st_ctim))) {
+        h.dev = st.st_dev;
+        h.ino = st.st_ino;
+        h.mtime = st.st_mtim;
+        h.ctime = st.st_ctim;
+        h.executable = (st.st_mode & S_IXUSR) != 0;
+        h.sha256 = r->sha256;
+        h.size = r->size;
+        h.store = r->method == internal::kMethodStore;
+        h.from_index = true;
+        bytes_done.fetch_add(h.size, std::memory_order_relaxed);
+        return h;
+      }
+    }
+  }
   Fd fd(::open(in.source.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) {
     h.error = shown + ": cannot read: " + ErrnoText(errno);
@@ -135,18 +156,6 @@ Hashed HashFile(const InputFile& in, const ReuseIndex* reuse, std::vector<char>&
   h.mtime = st.st_mtim;
   h.ctime = st.st_ctim;
   h.executable = (st.st_mode & S_IXUSR) != 0;
-  if (reuse != nullptr) {
-    if (const EntryRecord* r =
-            reuse->ByStat(in.path, st.st_dev, st.st_ino, static_cast<uint64_t>(st.st_size),
-                          Nanos(st.st_mtim), Nanos(st.st_ctim))) {
-      h.sha256 = r->sha256;
-      h.size = r->size;
-      h.store = r->method == internal::kMethodStore;
-      h.from_index = true;
-      bytes_done.fetch_add(h.size, std::memory_order_relaxed);
-      return h;
-    }
-  }
   internal::Sha256 sha;
   std::string head;
   uint64_t total = 0;
@@ -366,11 +375,11 @@ void PrepareFile(const InputFile& in, const Hashed& h, const ReuseIndex* reuse,
 // A read-only map of the previous capsule, whose entries a build copies.
 class Mapped {
  public:
-  explicit Mapped(const std::filesystem::path& path) {
-    Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  explicit Mapped(const std::filesystem::path& path)
+      : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {
     struct stat st {};
-    if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0 || st.st_size <= 0) return;
-    void* m = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_SHARED, fd.get(), 0);
+    if (fd_.get() < 0 || ::fstat(fd_.get(), &st) != 0 || st.st_size <= 0) return;
+    void* m = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_SHARED, fd_.get(), 0);
     if (m == MAP_FAILED) return;
     ::madvise(m, static_cast<size_t>(st.st_size), MADV_SEQUENTIAL);
     data_ = static_cast<const uint8_t*>(m);
@@ -383,8 +392,10 @@ class Mapped {
   Mapped& operator=(const Mapped&) = delete;
   const uint8_t* data() const { return data_; }
   uint64_t size() const { return size_; }
+  int fd() const { return fd_.get(); }
 
  private:
+  Fd fd_;
   const uint8_t* data_ = nullptr;
   uint64_t size_ = 0;
 };
@@ -586,7 +597,7 @@ BuildResult Build(const std::vector<InputFile>& files, const jobspec::JobSpec& s
     const uint64_t offset = zip.Begin(p.info);
     switch (p.kind) {
       case Prepared::Kind::kBytes:
-        zip.Data(p.bytes.data(), p.bytes.size());
+        zip.Data(std::move(p.bytes));
         break;
       case Prepared::Kind::kReuse:
         if (p.reuse_offset > previous->size() ||
@@ -595,7 +606,8 @@ BuildResult Build(const std::vector<InputFile>& files, const jobspec::JobSpec& s
                   " is shorter than its index says; build again";
           break;
         }
-        zip.Data(previous->data() + p.reuse_offset, p.info.comp_size);
+        zip.DataFromFile(previous->data() + p.reuse_offset, p.info.comp_size, previous->fd(),
+                         p.reuse_offset);
         ++result.entries_reused;
         break;
       case Prepared::Kind::kStream: {

@@ -3,6 +3,7 @@
 #include <libdeflate.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -11,6 +12,7 @@ namespace starforge::capsule::internal {
 namespace {
 
 constexpr size_t kBuffer = 1 << 20;
+constexpr uint64_t kMaxQueued = 64 << 20;
 constexpr uint32_t kMax32 = 0xffffffffu;
 // 1980-01-01 00:00:00, the earliest DOS date: every entry carries it.
 constexpr uint16_t kDosTime = 0;
@@ -91,6 +93,16 @@ void EncodeEntry(libdeflate_compressor* c, std::vector<uint8_t> data, bool try_d
 
 ZipWriter::ZipWriter(int fd) : fd_(fd) {
   buf_.reserve(kBuffer);
+  thread_ = std::thread([this] { WriteLoop(); });
+}
+
+ZipWriter::~ZipWriter() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    closing_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
 }
 
 uint64_t ZipWriter::Begin(const ZipEntryInfo& e) {
@@ -118,6 +130,36 @@ uint64_t ZipWriter::Begin(const ZipEntryInfo& e) {
 
 void ZipWriter::Data(const void* data, size_t size) {
   Put(data, size);
+}
+
+void ZipWriter::Data(std::vector<uint8_t> data) {
+  if (data.size() < kBuffer) {
+    Put(data.data(), data.size());
+    return;
+  }
+  sha_.Update(data.data(), data.size());
+  offset_ += data.size();
+  FlushBuffer();
+  Chunk c;
+  c.size = data.size();
+  c.owned = std::move(data);
+  Enqueue(std::move(c));
+}
+
+void ZipWriter::DataFromFile(const void* data, size_t size, int src_fd, uint64_t src_offset) {
+  if (size < kBuffer) {
+    Put(data, size);
+    return;
+  }
+  sha_.Update(data, size);
+  offset_ += size;
+  FlushBuffer();
+  Chunk c;
+  c.data = static_cast<const uint8_t*>(data);
+  c.size = size;
+  c.src_fd = src_fd;
+  c.src_offset = src_offset;
+  Enqueue(std::move(c));
 }
 
 bool ZipWriter::Finish() {
@@ -185,49 +227,99 @@ bool ZipWriter::Finish() {
       .U32(cd_offset >= kMax32 ? kMax32 : cd_offset)
       .U16(0);
   Put(end.str().data(), end.str().size());
-  Flush();
-  return error_.empty();
+  FlushBuffer();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    closing_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  return error().empty();
+}
+
+std::string ZipWriter::error() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return error_;
 }
 
 void ZipWriter::Put(const void* data, size_t size) {
   sha_.Update(data, size);
   offset_ += size;
-  const char* p = static_cast<const char*>(data);
-  if (buf_.size() + size <= kBuffer) {
-    buf_.insert(buf_.end(), p, p + size);
-    return;
-  }
-  Flush();
-  if (size < kBuffer) {
-    buf_.insert(buf_.end(), p, p + size);
-    return;
-  }
-  while (size > 0 && error_.empty()) {
-    const ssize_t n = ::write(fd_, p, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      error_ = ErrnoText(n < 0 ? errno : EIO);
-      return;
-    }
+  const auto* p = static_cast<const uint8_t*>(data);
+  while (size > 0) {
+    const size_t n = std::min(size, kBuffer - buf_.size());
+    buf_.insert(buf_.end(), p, p + n);
     p += n;
-    size -= static_cast<size_t>(n);
+    size -= n;
+    if (buf_.size() == kBuffer) FlushBuffer();
   }
 }
 
-void ZipWriter::Flush() {
-  const char* p = buf_.data();
-  size_t size = buf_.size();
-  while (size > 0 && error_.empty()) {
-    const ssize_t n = ::write(fd_, p, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      error_ = ErrnoText(n < 0 ? errno : EIO);
-      break;
+void ZipWriter::FlushBuffer() {
+  if (buf_.empty()) return;
+  Chunk c;
+  c.size = buf_.size();
+  c.owned = std::move(buf_);
+  buf_ = std::vector<uint8_t>();
+  buf_.reserve(kBuffer);
+  Enqueue(std::move(c));
+}
+
+void ZipWriter::Enqueue(Chunk chunk) {
+  std::unique_lock<std::mutex> lock(mu_);
+  // Hashing is usually slower than writing to the page cache; if not, wait rather than hold
+  // the whole archive in memory.
+  cv_.wait(lock, [&] { return queued_owned_ < kMaxQueued || !error_.empty(); });
+  if (!error_.empty()) return;  // nothing more is written; Finish reports it
+  queued_owned_ += chunk.owned.size();
+  queue_.push_back(std::move(chunk));
+  cv_.notify_all();
+}
+
+void ZipWriter::WriteLoop() {
+  while (true) {
+    Chunk c;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return closing_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      c = std::move(queue_.front());
+      queue_.pop_front();
     }
-    p += n;
-    size -= static_cast<size_t>(n);
+    const uint8_t* p = c.owned.empty() ? c.data : c.owned.data();
+    size_t size = c.size;
+    std::string failed;
+    if (c.src_fd >= 0) {
+      // The kernel copies page cache to page cache; any failure (another filesystem, an old
+      // kernel) falls back to write() of the mapped bytes from where it stopped.
+      loff_t in = static_cast<loff_t>(c.src_offset);
+      while (size > 0) {
+        const ssize_t n = ::copy_file_range(c.src_fd, &in, fd_, nullptr, size, 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        p += n;
+        size -= static_cast<size_t>(n);
+      }
+    }
+    while (size > 0) {
+      const ssize_t n = ::write(fd_, p, size);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        failed = ErrnoText(n < 0 ? errno : EIO);
+        break;
+      }
+      p += n;
+      size -= static_cast<size_t>(n);
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    queued_owned_ -= c.owned.size();
+    if (!failed.empty() && error_.empty()) error_ = failed;
+    if (!error_.empty()) {
+      queue_.clear();
+      queued_owned_ = 0;
+    }
+    cv_.notify_all();
   }
-  buf_.clear();
 }
 
 }  // namespace starforge::capsule::internal

@@ -5,10 +5,14 @@
 // Private to src/capsule.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "internal.h"
@@ -47,20 +51,31 @@ Compressor NewCompressor();
 void EncodeEntry(libdeflate_compressor* c, std::vector<uint8_t> data, bool try_deflate,
                  ZipEntryInfo* info, std::vector<uint8_t>* out);
 
+// Hashes on the calling thread and writes on its own thread, so that copying an unchanged entry
+// costs max(SHA-256, write) rather than their sum.
 class ZipWriter {
  public:
   // Writes to `fd` (not owned), which must be empty and at offset 0.
   explicit ZipWriter(int fd);
+  ~ZipWriter();
+  ZipWriter(const ZipWriter&) = delete;
+  ZipWriter& operator=(const ZipWriter&) = delete;
 
-  // Writes the local header of `e`; the caller then passes exactly e.comp_size bytes to Data.
+  // Writes the local header of `e`; the caller then passes exactly e.comp_size bytes of data.
   // Returns the offset of the entry's data in the archive.
   uint64_t Begin(const ZipEntryInfo& e);
-  void Data(const void* data, size_t size);
-  // The central directory and end records; then Flush. False on a write error (see error()).
+  void Data(const void* data, size_t size);  // copied
+  void Data(std::vector<uint8_t> data);      // taken
+  // Not copied: must stay valid and unchanged until Finish. `data` is `size` bytes of the file
+  // `src_fd` at `src_offset` (mapped): they are hashed from memory and copied file to file by
+  // the kernel (copy_file_range), without passing through this process.
+  void DataFromFile(const void* data, size_t size, int src_fd, uint64_t src_offset);
+  // The central directory and end records; then waits for every write. False on a write error
+  // (see error()).
   bool Finish();
 
   uint64_t bytes() const { return offset_; }
-  const std::string& error() const { return error_; }
+  std::string error();
   // The archive's SHA-256 (hex), after Finish.
   std::string HexDigest() { return sha_.HexDigest(); }
 
@@ -69,15 +84,31 @@ class ZipWriter {
     ZipEntryInfo info;
     uint64_t header_offset;
   };
+  struct Chunk {
+    std::vector<uint8_t> owned;
+    const uint8_t* data = nullptr;
+    size_t size = 0;
+    int src_fd = -1;  // with data: copy_file_range from here, falling back to write(data)
+    uint64_t src_offset = 0;
+  };
   void Put(const void* data, size_t size);
-  void Flush();
+  void FlushBuffer();
+  void Enqueue(Chunk chunk);
+  void WriteLoop();
 
   int fd_;
   uint64_t offset_ = 0;
-  std::vector<char> buf_;
+  std::vector<uint8_t> buf_;
   std::vector<Central> central_;
   Sha256 sha_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Chunk> queue_;
+  uint64_t queued_owned_ = 0;  // bytes of owned chunks waiting: bounded
+  bool closing_ = false;
   std::string error_;
+  std::thread thread_;
 };
 
 }  // namespace starforge::capsule::internal
