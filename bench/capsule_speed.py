@@ -185,7 +185,8 @@ def main():
         wait_job(forge, env, key)
         _, _, key2, _ = submit(forge, tree, job, env, a)  # remembers the digest: files are old
         wait_job(forge, env, key2)
-        u_wall, u_cpu, _, uerr = submit(forge, tree, job, env, a, wait_stored=False)
+        u_wall, u_cpu, key3, uerr = submit(forge, tree, job, env, a, wait_stored=False)
+        wait_job(forge, env, key3)
         unchanged_ok = "nothing uploaded" in uerr
         rows.append(("forge submit, unchanged resubmit", u_wall, u_cpu,
                      "nothing uploaded" if unchanged_ok else "UPLOADED: " + uerr.strip()[:60]))

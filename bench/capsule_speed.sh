@@ -27,7 +27,7 @@ work=${WORK:-$(mktemp -d "${TMPDIR:-/tmp}/capsule-speed-XXXXXX")}
 serve_pid=""
 cleanup() {
   [[ -n "$serve_pid" ]] && kill "$serve_pid" 2>/dev/null && wait "$serve_pid" 2>/dev/null
-  [[ "${KEEP:-0}" == 1 ]] || rm -rf "$work"
+  [[ "${KEEP:-0}" == 1 ]] || rm -rf "$work" 2>/dev/null || { sleep 1; rm -rf "$work"; }
 }
 trap cleanup EXIT
 mkdir -p "$work/root"
