@@ -24,6 +24,8 @@ if [[ "${NO_BUILD:-0}" != 1 ]]; then
   cmake --build "$build" -j2 --target forge capsule_bench >/dev/null
 fi
 work=${WORK:-$(mktemp -d "${TMPDIR:-/tmp}/capsule-speed-XXXXXX")}
+# The 1 GiB tree's capsule (~600 MiB) is over the 512 MiB default: measuring speed, not policy.
+export FORGE_CAPSULE_MAX_BYTES=${FORGE_CAPSULE_MAX_BYTES:-4294967296}
 serve_pid=""
 cleanup() {
   [[ -n "$serve_pid" ]] && kill "$serve_pid" 2>/dev/null && wait "$serve_pid" 2>/dev/null

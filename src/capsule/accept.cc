@@ -23,12 +23,8 @@ namespace {
 
 using internal::Printable;
 
-struct ZipCloser {
-  void operator()(zip_t* za) const { zip_discard(za); }
-};
-struct ZipFileCloser {
-  void operator()(zip_file_t* f) const { zip_fclose(f); }
-};
+using internal::ZipCloser;
+using internal::ZipFileCloser;
 
 bool IsStarforgePath(std::string_view p) {
   return p.starts_with(std::string(kStarforgeDir) + "/");

@@ -20,12 +20,8 @@ namespace {
 
 using internal::Printable;
 
-struct ZipCloser {
-  void operator()(zip_t* za) const { zip_discard(za); }
-};
-struct ZipFileCloser {
-  void operator()(zip_file_t* f) const { zip_fclose(f); }
-};
+using internal::ZipCloser;
+using internal::ZipFileCloser;
 
 // The manifest is small; anything bigger than this is not one of ours.
 constexpr uint64_t kMaxManifestBytes = 64 << 20;

@@ -236,13 +236,7 @@ class Reconciler {
     auto put = objects_.PutFile(key, built.path.string());
     if (!put) {
       fs::remove_all(work, ec);
-      const std::string message = fmt::format("cannot store the capsule as {} in {}: {}", key,
-                                              objects_.Describe(), put.error().message);
-      if (Retryable(put.error().kind)) {
-        store_.RecordEvent(job.id, "Warning", "CapsuleStoreRetrying", message, kSource);
-        return Retry(message);
-      }
-      return Finish(job, Phase::kFailed, reasons::kStorageFailed, message);
+      return CapsuleNotStored(job, key, put.error());
     }
     Failpoint("capsule-stored");
 
@@ -256,6 +250,17 @@ class Reconciler {
     return Now();
   }
 
+  // Retried (with an event) while the object store may come back; otherwise the job fails.
+  Outcome CapsuleNotStored(const Job& job, const std::string& key, const objstore::Error& error) {
+    const std::string message = fmt::format("cannot store the capsule as {} in {}: {}", key,
+                                            objects_.Describe(), error.message);
+    if (Retryable(error.kind)) {
+      store_.RecordEvent(job.id, "Warning", "CapsuleStoreRetrying", message, kSource);
+      return Retry(message);
+    }
+    return Finish(job, Phase::kFailed, reasons::kStorageFailed, message);
+  }
+
   // A capsule the client built (the API checked it: capsule/accept.h) is stored as it is; one
   // named by digest must still be in the object store.
   Outcome StoreBuiltCapsule(const Job& job) {
@@ -263,15 +268,7 @@ class Reconciler {
     std::string detail;
     if (!job.upload_path.empty()) {
       auto put = objects_.PutFile(key, job.upload_path);
-      if (!put) {
-        const std::string message = fmt::format("cannot store the capsule as {} in {}: {}", key,
-                                                objects_.Describe(), put.error().message);
-        if (Retryable(put.error().kind)) {
-          store_.RecordEvent(job.id, "Warning", "CapsuleStoreRetrying", message, kSource);
-          return Retry(message);
-        }
-        return Finish(job, Phase::kFailed, reasons::kStorageFailed, message);
-      }
+      if (!put) return CapsuleNotStored(job, key, put.error());
       detail = fmt::format("capsule {} (built by the client)", key);
     } else {
       auto head = objects_.Head(key);
