@@ -381,7 +381,6 @@ class Mapped {
     if (fd_.get() < 0 || ::fstat(fd_.get(), &st) != 0 || st.st_size <= 0) return;
     void* m = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_SHARED, fd_.get(), 0);
     if (m == MAP_FAILED) return;
-    ::madvise(m, static_cast<size_t>(st.st_size), MADV_SEQUENTIAL);
     data_ = static_cast<const uint8_t*>(m);
     size_ = static_cast<uint64_t>(st.st_size);
   }
