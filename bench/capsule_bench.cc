@@ -38,11 +38,14 @@ struct Flags {
   std::string dir;  // default: a new directory under $TMPDIR (or /tmp)
   bool keep = false;
   bool single_thread = true;  // also time a one-thread build
+  std::string generate;       // only write the tree here and exit (bench/capsule_speed.sh)
 };
 
 void Usage() {
   std::cerr << "usage: capsule_bench [--size-mib N] [--files N] [--incompressible-percent P]\n"
-               "                     [--threads N] [--dir DIR] [--keep] [--no-single-thread]\n";
+               "                     [--threads N] [--dir DIR] [--keep] [--no-single-thread]\n"
+               "       capsule_bench --generate DIR [--size-mib N] [--files N] "
+               "[--incompressible-percent P]\n";
 }
 
 bool ParseFlags(int argc, char** argv, Flags* f) {
@@ -67,6 +70,8 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
       f->dir = value();
     } else if (a == "--keep") {
       f->keep = true;
+    } else if (a == "--generate") {
+      f->generate = value();
     } else if (a == "--no-single-thread") {
       f->single_thread = false;
     } else {
@@ -260,6 +265,13 @@ void Row(const std::string& what, double seconds, double cpu, uint64_t bytes, do
 int main(int argc, char** argv) {
   Flags flags;
   if (!ParseFlags(argc, argv, &flags)) return 2;
+  if (!flags.generate.empty()) {
+    const TreeStats st = Generate(flags.generate, flags);
+    std::printf("%zu files, %llu bytes, %llu random\n", st.files,
+                static_cast<unsigned long long>(st.bytes),
+                static_cast<unsigned long long>(st.random_bytes));
+    return 0;
+  }
   fs::path base;
   if (flags.dir.empty()) {
     const char* tmp = std::getenv("TMPDIR");

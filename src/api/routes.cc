@@ -13,6 +13,7 @@ const std::vector<RouteInfo>& Routes() {
       {RouteId::kJobArtifacts, "GET", "/api/v1/jobs/{id}/artifacts"},
       {RouteId::kDoctor, "GET", "/api/v1/doctor"},
       {RouteId::kCapacity, "GET", "/api/v1/capacity"},
+      {RouteId::kGetCapsule, "GET", "/api/v1/capsules/{sha256}"},
       {RouteId::kWhoami, "GET", "/api/v1/whoami"},
       {RouteId::kListTokens, "GET", "/api/v1/tokens"},
       {RouteId::kCreateToken, "POST", "/api/v1/tokens"},

@@ -25,6 +25,7 @@
 #include "starforge/api/login_codes.h"
 #include "starforge/api/logs.h"
 #include "starforge/api/routes.h"
+#include "starforge/capsule/accept.h"
 #include "starforge/capsule/capsule.h"
 #include "starforge/capsule/extract.h"
 #include "starforge/common/format.h"
@@ -45,6 +46,8 @@ constexpr int64_t kBodySlack = 2 << 20;
 constexpr size_t kMaxSpecBytes = 1 << 20;
 constexpr size_t kMaxSmallBody = 64 << 10;  // bodies of POSTs other than a job submission
 constexpr int kMaxParts = 8;
+// How many of a user's newest jobs a capsule digest is looked up in (GET /api/v1/capsules/…).
+constexpr int kCapsuleLookback = 1000;
 constexpr int kDefaultListLimit = 50;
 constexpr int kMaxListLimit = 500;
 // How long a follow stream waits, after the job ended, for its fleet to hand over the logs
@@ -431,6 +434,8 @@ struct Server::Impl {
         return Doctor(c);
       case RouteId::kCapacity:
         return Capacity(c);
+      case RouteId::kGetCapsule:
+        return GetCapsule(c);
       case RouteId::kConsoleLoginCode:
         return ConsoleLoginCode(c);
       case RouteId::kConsoleLogin:
@@ -523,10 +528,13 @@ struct Server::Impl {
   struct Upload {
     std::string spec;
     bool has_spec = false;
-    fs::path code;  // the code part, in a temporary file under uploads/
+    fs::path code;  // the code or capsule part, in a temporary file under uploads/
     int code_fd = -1;
     int64_t code_bytes = 0;
     bool has_code = false;
+    bool code_is_capsule = false;  // a "capsule" part (built by the client), not a "code" zip
+    std::string capsule_ref;       // a "capsuleSha256" part: a capsule the server already has
+    bool has_ref = false;
     std::string error;  // a malformed request, found while reading
     bool too_large = false;
   };
@@ -543,7 +551,7 @@ struct Server::Impl {
           c.req.get_header_value("Content-Type") + "\"");
     }
     c.body_read = true;
-    enum class Part { kNone, kSpec, kCode, kIgnored } current = Part::kNone;
+    enum class Part { kNone, kSpec, kCode, kRef, kIgnored } current = Part::kNone;
     int parts = 0;
     int64_t total = 0;
     const int64_t limit = options.max_upload_bytes + kBodySlack;
@@ -551,16 +559,21 @@ struct Server::Impl {
         [&](const httplib::MultipartFormData& part) {
           current = Part::kIgnored;
           if (++parts > kMaxParts) {
-            up.error = "too many parts: send one \"spec\" and one \"code\"";
+            up.error = "too many parts: send one \"spec\" and one \"code\" (or \"capsule\")";
           } else if (part.name == "spec") {
             if (up.has_spec) up.error = "two \"spec\" parts";
             up.has_spec = true;
             current = Part::kSpec;
-          } else if (part.name == "code") {
+          } else if (part.name == "capsuleSha256") {
+            if (up.has_ref) up.error = "two \"capsuleSha256\" parts";
+            up.has_ref = true;
+            current = Part::kRef;
+          } else if (part.name == "code" || part.name == "capsule") {
             if (up.has_code) {
-              up.error = "two \"code\" parts";
+              up.error = "two \"code\" or \"capsule\" parts: send one";
             } else {
               up.has_code = true;
+              up.code_is_capsule = part.name == "capsule";
               current = Part::kCode;
               std::string tmpl = (uploads / ".upload-XXXXXX").string();
               up.code_fd = ::mkostemp(tmpl.data(), O_CLOEXEC);
@@ -573,7 +586,8 @@ struct Server::Impl {
             }
           } else if (up.error.empty()) {
             up.error = "unexpected part \"" + part.name +
-                       "\": the parts are \"spec\" (the JobSpec) and \"code\" (a zip)";
+                       "\": the parts are \"spec\" (the JobSpec) and one of \"code\" (a zip), "
+                       "\"capsule\" (a capsule) or \"capsuleSha256\"";
           }
           return true;
         },
@@ -588,6 +602,11 @@ struct Server::Impl {
               up.error = "the JobSpec is larger than " + capsule::FormatBytes(kMaxSpecBytes);
             else
               up.spec.append(data, n);
+          } else if (current == Part::kRef) {
+            if (up.capsule_ref.size() + n > 128)
+              up.error = "\"capsuleSha256\" is not a SHA-256";
+            else
+              up.capsule_ref.append(data, n);
           } else if (current == Part::kCode) {
             up.code_bytes += static_cast<int64_t>(n);
             if (up.code_bytes > options.max_upload_bytes) {
@@ -686,6 +705,76 @@ struct Server::Impl {
           "own files in the capsule; rename it");
   }
 
+  // A capsule the client built: checked like any upload (capsule/accept.h); its JobSpec and
+  // runner must be the server's, or a copy with the server's is stored instead.
+  capsule::AcceptResult CheckCapsule(const Upload& up, const jobspec::JobSpec& spec) {
+    if (up.code_bytes == 0) throw BadRequest("the \"capsule\" part is empty", "capsule");
+    capsule::AcceptOptions accept;
+    accept.max_bytes = static_cast<uint64_t>(options.max_upload_bytes);
+    accept.scratch_dir = uploads;
+    capsule::AcceptResult r = capsule::AcceptCapsule(up.code, spec, accept);
+    if (r.local_errno != 0) ServerStorageFailure(r.errors.front(), r.local_errno);
+    if (!r.ok()) {
+      FieldErrors errors;
+      for (const auto& e : r.errors)
+        errors.push_back({"capsule", e});
+      throw ApiError{
+          422, "Invalid",
+          "the capsule was refused: " + r.errors.front() +
+              (r.errors.size() > 1 ? " (and " + std::to_string(r.errors.size() - 1) + " more)"
+                                   : ""),
+          "capsule", std::move(errors)};
+    }
+    return r;
+  }
+
+  // The newest job of `user` (any user's for an admin) that got as far as its fleet with capsule
+  // `sha`: the object store has that capsule (it is stored before a job moves to Submitting).
+  // Not every user's: a digest must not let anyone run someone else's code.
+  std::optional<store::Job> JobWithCapsule(const Call& c, const std::string& sha,
+                                           const std::string* spec_json) {
+    store::JobFilter filter;
+    if (!c.user.admin) filter.owner = c.user.name;
+    filter.limit = kCapsuleLookback;
+    for (auto& j : store.ListJobs(filter)) {
+      // Submitting comes right after the capsule is stored; a fleet handle, once it is used.
+      const bool stored = j.phase == store::Phase::kSubmitting || !j.fleet_handle.empty();
+      if (j.capsule_sha256 == sha && stored && (spec_json == nullptr || j.spec_json == *spec_json))
+        return std::move(j);
+    }
+    return std::nullopt;
+  }
+
+  static bool IsSha256(const std::string& s) {
+    return s.size() == 64 && std::all_of(s.begin(), s.end(), [](char ch) {
+             return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f');
+           });
+  }
+
+  // GET /api/v1/capsules/{sha256}: whether a resubmit can name this capsule instead of sending it.
+  void GetCapsule(Call& c) {
+    OnlyParams(c, {});
+    const std::string sha = c.req.matches[1].str();
+    if (!IsSha256(sha)) throw BadRequest("not a SHA-256 (64 lower-case hex digits)", "sha256");
+    if (!JobWithCapsule(c, sha, nullptr))
+      throw ApiError{404, "NotFound",
+                     "no job of yours ran with capsule " + sha + ": send the capsule itself"};
+    SetJson(c.res, 200, {{"sha256", sha}, {"key", capsule::ObjectKey(sha)}});
+  }
+
+  std::string CheckCapsuleRef(const Call& c, const std::string& ref, const std::string& spec_json) {
+    if (!IsSha256(ref))
+      throw BadRequest("\"capsuleSha256\" is not a SHA-256 (64 lower-case hex digits)",
+                       "capsuleSha256");
+    if (!JobWithCapsule(c, ref, &spec_json)) {
+      throw ApiError{409, "CapsuleNotFound",
+                     "no job of yours ran with capsule " + ref +
+                         " and this JobSpec (as this server reads it): send the capsule itself",
+                     "capsuleSha256"};
+    }
+    return ref;
+  }
+
   void CreateJob(Call& c) {
     Upload up;
     Cleanup tmp;
@@ -697,7 +786,34 @@ struct Server::Impl {
     } close_fd{up.code_fd};
     ReadUpload(c, up, tmp);
     jobspec::JobSpec spec = ParseSpec(up.spec);
-    CheckCode(up);
+    const std::string spec_json = jobspec::ToCanonicalText(spec);
+    // Code comes one of three ways (docs/capsule.md, "Submitting"): a zip the controller packs
+    // into a capsule, a capsule the client built (checked here, stored by the controller), or the
+    // digest of a capsule this user's earlier job stored (nothing uploaded).
+    std::string capsule_sha;
+    size_t capsule_files = 0;
+    if (up.has_ref) {
+      if (up.has_code)
+        throw BadRequest("send either \"capsuleSha256\" or the code, not both", "capsuleSha256");
+      capsule_sha = CheckCapsuleRef(c, up.capsule_ref, spec_json);
+    } else if (up.code_is_capsule) {
+      capsule::AcceptResult accepted = CheckCapsule(up, spec);
+      capsule_sha = accepted.sha256;
+      capsule_files = accepted.user_files;
+      if (accepted.rebuilt) {  // stored instead of the upload, which goes
+        std::error_code ec;
+        fs::remove(up.code, ec);
+        ::close(up.code_fd);
+        up.code_fd = ::open(accepted.path.c_str(), O_RDONLY | O_CLOEXEC);
+        if (up.code_fd < 0)
+          ServerStorageFailure("opening " + accepted.path.string() + ": " + std::strerror(errno),
+                               errno);
+        up.code = accepted.path;
+        tmp.Reset(up.code);
+      }
+    } else {
+      CheckCode(up);
+    }
 
     auto fleet = fleets.find(spec.fleet);
     if (fleet == fleets.end() || fleet->second == nullptr) {
@@ -725,24 +841,32 @@ struct Server::Impl {
 
     // The archive is durable under its final name before the job row that points to it exists.
     const std::string id = store::NewJobId();
-    const fs::path final_path = uploads / (id + ".zip");
-    if (::fsync(up.code_fd) != 0)
-      throw std::runtime_error("fsync " + up.code.string() + ": " + std::strerror(errno));
-    fs::rename(up.code, final_path);
-    tmp.Reset(final_path);
-    FsyncPath(uploads, O_RDONLY | O_DIRECTORY);
+    fs::path final_path;
+    if (up.has_code) {
+      final_path = uploads / (id + ".zip");
+      if (::fsync(up.code_fd) != 0)
+        throw std::runtime_error("fsync " + up.code.string() + ": " + std::strerror(errno));
+      fs::rename(up.code, final_path);
+      tmp.Reset(final_path);
+      FsyncPath(uploads, O_RDONLY | O_DIRECTORY);
+    }
 
     store::Job job;
     job.id = id;
     job.owner = c.user.name;
     job.name = spec.name;
     job.fleet = spec.fleet;
-    job.spec_json = jobspec::ToCanonicalText(spec);
+    job.spec_json = spec_json;
     job.upload_path = final_path.string();
+    job.capsule_sha256 = capsule_sha;  // set: the upload (if any) is this capsule, checked
     store::Job created = store.CreateJob(job, "api");
     tmp.Release();  // the controller owns the archive now
     controller.Enqueue(id);
-    spdlog::info("job {} ({}) submitted by {} to fleet {}", id, spec.name, c.user.name, spec.fleet);
+    spdlog::info(
+        "job {} ({}) submitted by {} to fleet {}{}", id, spec.name, c.user.name, spec.fleet,
+        capsule_sha.empty() ? ""
+        : up.has_ref        ? " with the stored capsule " + capsule_sha
+                     : fmt::format(" with its capsule {} ({} files)", capsule_sha, capsule_files));
     c.res.set_header("Location", "/api/v1/jobs/" + id);
     SetJson(c.res, 201, JobJson(created, /*with_spec=*/true));
   }

@@ -1,9 +1,10 @@
 #include "starforge/capsule/capsule.h"
 
 #include <fcntl.h>
+#include <libdeflate.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zip.h>
 
 #include <algorithm>
 #include <array>
@@ -22,8 +23,10 @@
 
 #include "internal.h"
 #include "starforge/capsule/ignore.h"
+#include "starforge/capsule/reuse.h"
 #include "starforge/jobspec/parse.h"
 #include "starforge/runner/embedded.h"
+#include "zip_writer.h"
 
 namespace starforge::capsule {
 
@@ -59,7 +62,7 @@ std::string FormatBytes(uint64_t bytes) {
 // (README-like text ≈ 12×), fp32 weights ≈ 4×, gzip/JPEG/random data within a few percent.
 bool LooksIncompressible(std::string_view head) {
   const uint64_t n = head.size();
-  if (n < 512) return false;  // too little to judge; deflate (libzip stores it if that is smaller)
+  if (n < 512) return false;  // too little to judge; deflate (stored if that is not smaller)
   std::array<uint64_t, 256> counts{};
   for (unsigned char c : head)
     ++counts[c];
@@ -73,10 +76,10 @@ namespace {
 
 constexpr size_t kHeadBytes = 64 << 10;
 constexpr size_t kReadBuffer = 1 << 20;
-constexpr int kDeflateLevel = 6;
-// 1980-01-01 00:00:00, the earliest DOS date: what every entry carries.
-constexpr zip_uint16_t kDosTime = 0;
-constexpr zip_uint16_t kDosDate = (0 << 9) | (1 << 5) | 1;
+// Stored files at least this big are read again by the writer instead of held in memory.
+constexpr uint64_t kStreamStoredBytes = 4 << 20;
+// Bytes of prepared (compressed or read) entries waiting for the writer, across all workers.
+constexpr uint64_t kInFlightBytes = 256 << 20;
 // Fixed per-entry bytes of a zip: local header (30) + central directory record (46), each
 // followed by the name.
 constexpr uint64_t kEntryOverhead = 30 + 46;
@@ -88,6 +91,7 @@ struct Hashed {
   uint64_t size = 0;
   bool executable = false;
   bool store = false;
+  bool from_index = false;  // the digest came from ReuseIndex, the file was not read
   dev_t dev = 0;
   ino_t ino = 0;
   timespec mtime{};
@@ -101,11 +105,37 @@ bool SameFile(const struct stat& st, const Hashed& h) {
          st.st_ctim.tv_sec == h.ctime.tv_sec && st.st_ctim.tv_nsec == h.ctime.tv_nsec;
 }
 
-// Hashes one file. `stop` lets a worker give up early once the capsule is known to be too big.
-Hashed HashFile(const InputFile& in, std::vector<char>& buf, std::atomic<uint64_t>& bytes_done,
-                const std::atomic<bool>& stop) {
+int64_t Nanos(const timespec& ts) {
+  return ts.tv_sec * 1'000'000'000LL + ts.tv_nsec;
+}
+
+// Hashes one file, or takes its digest from `reuse` when its stat identity is unchanged. `stop`
+// lets a worker give up early once the capsule is known to be too big.
+Hashed HashFile(const InputFile& in, const ReuseIndex* reuse, std::vector<char>& buf,
+                std::atomic<uint64_t>& bytes_done, const std::atomic<bool>& stop) {
   Hashed h;
   const std::string shown = Printable(in.path);
+  if (reuse != nullptr) {
+    // The index vouches for the file by its stat identity: no need to open it.
+    struct stat st {};
+    if (::stat(in.source.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+      if (const EntryRecord* r =
+              reuse->ByStat(in.path, st.st_dev, st.st_ino, static_cast<uint64_t>(st.st_size),
+                            Nanos(st.st_mtim), Nanos(st.st_ctim))) {
+        h.dev = st.st_dev;
+        h.ino = st.st_ino;
+        h.mtime = st.st_mtim;
+        h.ctime = st.st_ctim;
+        h.executable = (st.st_mode & S_IXUSR) != 0;
+        h.sha256 = r->sha256;
+        h.size = r->size;
+        h.store = r->method == internal::kMethodStore;
+        h.from_index = true;
+        bytes_done.fetch_add(h.size, std::memory_order_relaxed);
+        return h;
+      }
+    }
+  }
   Fd fd(::open(in.source.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) {
     h.error = shown + ": cannot read: " + ErrnoText(errno);
@@ -177,182 +207,6 @@ std::string TooBigMessage(const std::string& clause, uint64_t max_bytes,
   msg += "\nLeave out what the job does not need with a " + std::string(kIgnoreFileName) +
          " file (gitignore syntax) in the code directory, or raise FORGE_CAPSULE_MAX_BYTES.";
   return msg;
-}
-
-// Shared by every libzip callback of the writing pass (several threads during compression).
-struct WriteContext {
-  uint64_t max_bytes = 0;
-  std::atomic<uint64_t> bytes_read{0};  // for progress
-  std::atomic<uint64_t> bytes_since_check{0};
-  std::atomic<bool> too_big{false};
-
-  // Where the growing output lives, and the bytes known to come on top of it.
-  std::string watch_dir;
-  uint64_t pending_bytes = 0;
-
-  void SetError(const std::string& why) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (error_.empty()) error_ = why;
-  }
-  std::string Error() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return error_;
-  }
-
-  // Called before each file: once the output plus what must still come is over the limit,
-  // stop rather than compress the rest of a tree that cannot fit. libzip writes into temporary
-  // files it names itself, so measure the directory.
-  bool OverLimit() {
-    if (too_big.load()) return true;
-    if (bytes_since_check.load() < (1u << 20)) return false;
-    bytes_since_check.store(0);
-    uint64_t size = pending_bytes;
-    std::error_code ec;
-    for (const auto& e : std::filesystem::directory_iterator(watch_dir, ec)) {
-      struct stat st {};
-      if (::lstat(e.path().c_str(), &st) == 0 && S_ISREG(st.st_mode))
-        size += static_cast<uint64_t>(st.st_size);
-    }
-    if (size > max_bytes) too_big.store(true);
-    return too_big.load();
-  }
-
- private:
-  std::mutex mu_;
-  std::string error_;
-};
-
-// A user's file as a libzip source: re-opened when libzip gets to it, refused if it is no
-// longer the file that was hashed, so the archive never disagrees with the manifest.
-struct FileSource {
-  const InputFile* in;
-  const Hashed* hashed;
-  WriteContext* ctx;
-  Fd fd;
-  uint64_t read = 0;
-  zip_error_t error;
-
-  zip_int64_t Fail(int ze, const std::string& why) {
-    ctx->SetError(why);
-    zip_error_set(&error, ze, 0);
-    return -1;
-  }
-  zip_int64_t Changed() {
-    return Fail(ZIP_ER_CHANGED,
-                Printable(in->path) + ": changed while the capsule was being built; build again");
-  }
-
-  zip_int64_t Op(void* data, zip_uint64_t len, zip_source_cmd_t cmd) {
-    switch (cmd) {
-      case ZIP_SOURCE_OPEN: {
-        if (ctx->OverLimit()) return Fail(ZIP_ER_CANCELLED, "over the size limit");
-        fd.Reset(::open(in->source.c_str(), O_RDONLY | O_CLOEXEC));
-        struct stat st {};
-        if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0 || !SameFile(st, *hashed)) return Changed();
-        ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
-        read = 0;
-        return 0;
-      }
-      case ZIP_SOURCE_READ: {
-        const ssize_t n = ReadFull(fd.get(), static_cast<char*>(data), len);
-        if (n < 0)
-          return Fail(ZIP_ER_READ, Printable(in->path) + ": read error: " + ErrnoText(errno));
-        read += static_cast<uint64_t>(n);
-        ctx->bytes_read.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
-        ctx->bytes_since_check.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
-        struct stat st {};
-        if (read > hashed->size ||
-            (n == 0 &&
-             (read != hashed->size || ::fstat(fd.get(), &st) != 0 || !SameFile(st, *hashed))))
-          return Changed();
-        return n;
-      }
-      case ZIP_SOURCE_CLOSE:
-        fd.Reset();
-        return 0;
-      case ZIP_SOURCE_STAT: {
-        auto* st = ZIP_SOURCE_GET_ARGS(zip_stat_t, data, len, &error);
-        if (st == nullptr) return -1;
-        zip_stat_init(st);
-        st->size = hashed->size;
-        st->valid = ZIP_STAT_SIZE;
-        return sizeof(zip_stat_t);
-      }
-      case ZIP_SOURCE_ERROR:
-        return zip_error_to_data(&error, data, len);
-      case ZIP_SOURCE_FREE:
-        delete this;
-        return 0;
-      case ZIP_SOURCE_SUPPORTS:
-        return zip_source_make_command_bitmap(ZIP_SOURCE_OPEN, ZIP_SOURCE_READ, ZIP_SOURCE_CLOSE,
-                                              ZIP_SOURCE_STAT, ZIP_SOURCE_ERROR, ZIP_SOURCE_FREE,
-                                              -1);
-      default:
-        zip_error_set(&error, ZIP_ER_OPNOTSUPP, 0);
-        return -1;
-    }
-  }
-
-  static zip_int64_t Callback(void* self, void* data, zip_uint64_t len, zip_source_cmd_t cmd) {
-    return static_cast<FileSource*>(self)->Op(data, len, cmd);
-  }
-};
-
-zip_source_t* NewFileSource(zip_t* za, const InputFile* in, const Hashed* hashed,
-                            WriteContext* ctx) {
-  auto* fs = new FileSource{in, hashed, ctx, Fd(), 0, {}};
-  zip_error_init(&fs->error);
-  zip_source_t* src = zip_source_function(za, &FileSource::Callback, fs);
-  if (src == nullptr) delete fs;
-  return src;
-}
-
-std::string ZipError(zip_t* za) {
-  return zip_error_strerror(zip_get_error(za));
-}
-
-std::string OpenError(const std::string& path, int zerr) {
-  zip_error_t e;
-  zip_error_init_with_code(&e, zerr);
-  std::string msg = "cannot create " + path + ": " + zip_error_strerror(&e);
-  zip_error_fini(&e);
-  return msg;
-}
-
-struct ZipDiscard {
-  void operator()(zip_t* za) const { zip_discard(za); }
-};
-using ZipPtr = std::unique_ptr<zip_t, ZipDiscard>;
-
-// Deflates `which` files into the scratch archive `path` (entries named by position), so that
-// several threads can compress at once; the capsule then copies the compressed bytes as they
-// are. The result per file depends only on its contents, not on which spool it landed in.
-std::string CompressSpool(const std::string& path, const std::vector<size_t>& which,
-                          const std::vector<InputFile>& files, const std::vector<Hashed>& hashed,
-                          WriteContext* ctx) {
-  int zerr = 0;
-  ZipPtr za(zip_open(path.c_str(), ZIP_CREATE | ZIP_EXCL, &zerr));
-  if (!za) return OpenError(path, zerr);
-  for (size_t k = 0; k < which.size(); ++k) {
-    const size_t i = which[k];
-    zip_source_t* src = NewFileSource(za.get(), &files[i], &hashed[i], ctx);
-    const zip_int64_t idx = src ? zip_file_add(za.get(), std::to_string(k).c_str(), src, 0) : -1;
-    if (idx < 0) {
-      if (src) zip_source_free(src);
-      return ZipError(za.get());
-    }
-    // DEFLATE, not ZIP_CM_DEFAULT: for a new entry libzip drops the level given with the
-    // default method and deflates at level 9.
-    if (zip_set_file_compression(za.get(), static_cast<zip_uint64_t>(idx), ZIP_CM_DEFLATE,
-                                 kDeflateLevel) != 0)
-      return ZipError(za.get());
-  }
-  if (zip_close(za.get()) != 0) {
-    const std::string mine = ctx->Error();
-    return mine.empty() ? "compressing: " + ZipError(za.get()) : mine;
-  }
-  za.release();  // zip_close freed it
-  return "";
 }
 
 std::vector<std::string> CheckInputs(const std::vector<InputFile>& files) {
@@ -438,6 +292,113 @@ class PrivateDir {
   std::string path_;
 };
 
+// One entry of the capsule as the writer will emit it, prepared by a worker.
+struct Prepared {
+  enum class Kind { kBytes, kStream, kReuse };
+  Kind kind = Kind::kBytes;
+  internal::ZipEntryInfo info;
+  std::vector<uint8_t> bytes;  // kBytes: the entry's data (compressed or not)
+  uint64_t reuse_offset = 0;   // kReuse: where the data is in the previous capsule
+  std::string error;
+};
+
+std::string ChangedMessage(std::string_view path) {
+  return Printable(path) + ": changed while the capsule was being built; build again";
+}
+
+void Encode(libdeflate_compressor* c, std::vector<uint8_t> data, bool try_deflate, Prepared* p) {
+  internal::EncodeEntry(c, std::move(data), try_deflate, &p->info, &p->bytes);
+}
+
+// Reads a user's file again for the writing pass, refusing it if it is no longer the file that
+// was hashed. Small and compressible files are read whole and encoded here; big stored ones
+// only get their CRC (the writer streams them, checking the CRC again).
+void PrepareFile(const InputFile& in, const Hashed& h, const ReuseIndex* reuse,
+                 libdeflate_compressor* c, std::vector<char>& buf, Prepared* p) {
+  p->info.name = in.path;
+  p->info.executable = h.executable;
+  if (reuse != nullptr) {
+    if (const EntryRecord* r = reuse->ByDigest(h.sha256); r != nullptr && r->size == h.size) {
+      p->kind = Prepared::Kind::kReuse;
+      p->info.method = r->method;
+      p->info.crc32 = r->crc32;
+      p->info.size = r->size;
+      p->info.comp_size = r->comp_size;
+      p->reuse_offset = r->data_offset;
+      return;
+    }
+  }
+  Fd fd(::open(in.source.c_str(), O_RDONLY | O_CLOEXEC));
+  struct stat st {};
+  if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0 || !SameFile(st, h)) {
+    p->error = ChangedMessage(in.path);
+    return;
+  }
+  ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
+  if (h.store && h.size >= kStreamStoredBytes) {
+    p->kind = Prepared::Kind::kStream;
+    uint32_t crc = 0;
+    uint64_t total = 0;
+    while (true) {
+      const long n = ReadFull(fd.get(), buf.data(), buf.size());
+      if (n < 0) {
+        p->error = Printable(in.path) + ": read error: " + ErrnoText(errno);
+        return;
+      }
+      if (n == 0) break;
+      crc = libdeflate_crc32(crc, buf.data(), static_cast<size_t>(n));
+      total += static_cast<uint64_t>(n);
+    }
+    if (total != h.size || ::fstat(fd.get(), &st) != 0 || !SameFile(st, h)) {
+      p->error = ChangedMessage(in.path);
+      return;
+    }
+    p->info.method = internal::kMethodStore;
+    p->info.crc32 = crc;
+    p->info.size = p->info.comp_size = total;
+    return;
+  }
+  std::vector<uint8_t> data(h.size + 1);  // one more: a file that grew shows it
+  const long n = ReadFull(fd.get(), reinterpret_cast<char*>(data.data()), data.size());
+  if (n < 0) {
+    p->error = Printable(in.path) + ": read error: " + ErrnoText(errno);
+    return;
+  }
+  if (static_cast<uint64_t>(n) != h.size || ::fstat(fd.get(), &st) != 0 || !SameFile(st, h)) {
+    p->error = ChangedMessage(in.path);
+    return;
+  }
+  data.resize(h.size);
+  Encode(c, std::move(data), !h.store, p);
+}
+
+// A read-only map of the previous capsule, whose entries a build copies.
+class Mapped {
+ public:
+  explicit Mapped(const std::filesystem::path& path)
+      : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {
+    struct stat st {};
+    if (fd_.get() < 0 || ::fstat(fd_.get(), &st) != 0 || st.st_size <= 0) return;
+    void* m = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_SHARED, fd_.get(), 0);
+    if (m == MAP_FAILED) return;
+    data_ = static_cast<const uint8_t*>(m);
+    size_ = static_cast<uint64_t>(st.st_size);
+  }
+  ~Mapped() {
+    if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
+  }
+  Mapped(const Mapped&) = delete;
+  Mapped& operator=(const Mapped&) = delete;
+  const uint8_t* data() const { return data_; }
+  uint64_t size() const { return size_; }
+  int fd() const { return fd_.get(); }
+
+ private:
+  Fd fd_;
+  const uint8_t* data_ = nullptr;
+  uint64_t size_ = 0;
+};
+
 }  // namespace
 
 BuildResult Build(const std::vector<InputFile>& files, const jobspec::JobSpec& spec,
@@ -445,6 +406,8 @@ BuildResult Build(const std::vector<InputFile>& files, const jobspec::JobSpec& s
   BuildResult result;
   result.errors = CheckInputs(files);
   if (!result.ok()) return result;
+  timespec started{};
+  ::clock_gettime(CLOCK_REALTIME, &started);
   const uint64_t max_bytes = static_cast<uint64_t>(std::max<int64_t>(options.max_bytes, 0));
   size_t threads = options.threads > 0 ? static_cast<size_t>(options.threads)
                                        : std::max(1u, std::thread::hardware_concurrency());
@@ -458,8 +421,16 @@ BuildResult Build(const std::vector<InputFile>& files, const jobspec::JobSpec& s
   auto report = [&](BuildProgress::Phase phase, uint64_t done) {
     if (options.progress) options.progress({phase, std::min(done, bytes_total), bytes_total});
   };
+  const ReuseIndex* reuse =
+      options.reuse != nullptr && !options.reuse->empty() ? options.reuse : nullptr;
+  std::optional<Mapped> previous;
+  if (reuse != nullptr) {
+    previous.emplace(reuse->capsule());
+    if (previous->data() == nullptr) reuse = nullptr;
+  }
 
-  // Pass 1: hash every file for the manifest, in parallel.
+  // Pass 1: hash every file for the manifest, in parallel (or take the digest from `reuse`).
+  report(BuildProgress::Phase::kHashing, 0);
   std::vector<Hashed> hashed(files.size());
   std::atomic<size_t> next{0};
   std::atomic<uint64_t> hashed_bytes{0};
@@ -472,7 +443,7 @@ BuildResult Build(const std::vector<InputFile>& files, const jobspec::JobSpec& s
         while (!too_big.load()) {
           const size_t i = next.fetch_add(1);
           if (i >= files.size()) break;
-          hashed[i] = HashFile(files[i], buf, hashed_bytes, too_big);
+          hashed[i] = HashFile(files[i], reuse, buf, hashed_bytes, too_big);
           // Files that will be stored count in full: crossing the limit with them alone ends
           // the build before reading the rest of a huge tree.
           if (hashed[i].error.empty() && hashed[i].store &&
@@ -489,6 +460,7 @@ BuildResult Build(const std::vector<InputFile>& files, const jobspec::JobSpec& s
   }
   for (const auto& h : hashed) {
     if (!h.error.empty()) result.errors.push_back(h.error);
+    if (!h.from_index) ++result.files_read;
   }
   if (!result.ok()) return result;
 
@@ -516,58 +488,17 @@ BuildResult Build(const std::vector<InputFile>& files, const jobspec::JobSpec& s
                             ErrnoText(errno));
     return result;
   }
-  const std::string spool_dir = scratch.path() + "/spools";
-  ::mkdir(spool_dir.c_str(), 0700);
-
-  // Pass 2: deflate in parallel into one spool archive per thread, the largest files first to
-  // whichever thread has the least to do.
-  std::vector<size_t> order;
-  for (size_t i = 0; i < files.size(); ++i) {
-    if (!hashed[i].store) order.push_back(i);
-  }
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return hashed[a].size != hashed[b].size ? hashed[a].size > hashed[b].size : a < b;
-  });
-  const size_t spools = std::max<size_t>(1, std::min(threads, order.size()));
-  std::vector<std::vector<size_t>> parts(spools);
-  std::vector<uint64_t> load(spools, 0);
-  std::vector<std::pair<size_t, zip_uint64_t>> spool_of(files.size());  // (spool, entry)
-  for (size_t i : order) {
-    const size_t s = static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
-    spool_of[i] = {s, parts[s].size()};
-    parts[s].push_back(i);
-    load[s] += hashed[i].size + 1;
-  }
-  WriteContext ctx;
-  ctx.max_bytes = max_bytes;
-  ctx.watch_dir = spool_dir;
-  ctx.pending_bytes = stored_bytes.load() + overhead;
-  std::vector<std::string> spool_errors(spools);
-  auto spool_path = [&](size_t s) { return spool_dir + "/" + std::to_string(s) + ".zip"; };
-  if (!order.empty()) {
-    RunParallel(
-        spools,
-        [&](size_t s) {
-          spool_errors[s] = CompressSpool(spool_path(s), parts[s], files, hashed, &ctx);
-        },
-        [&] { report(BuildProgress::Phase::kWriting, ctx.bytes_read.load()); });
-  }
-  auto fail = [&](const std::string& error) {
-    result.errors.push_back(
-        ctx.too_big.load() ? TooBigMessage("the capsule would be", max_bytes, files) : error);
+  const std::string target = scratch.path() + "/capsule.zip";
+  Fd out(::open(target.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+  if (out.get() < 0) {
+    result.errors.push_back("cannot create " + target + ": " + ErrnoText(errno));
     return result;
-  };
-  for (const auto& e : spool_errors) {
-    if (!e.empty()) return fail(e);
-  }
-  std::vector<ZipPtr> spool_zips;
-  for (size_t s = 0; s < spools && !order.empty(); ++s) {
-    int zerr = 0;
-    spool_zips.emplace_back(zip_open(spool_path(s).c_str(), ZIP_RDONLY, &zerr));
-    if (!spool_zips.back()) return fail(OpenError(spool_path(s), zerr));
   }
 
-  // Pass 3: the capsule itself, every entry in path order with fixed metadata.
+  // Pass 2: every entry in path order. Workers read and deflate the user's files ahead of the
+  // writer (this thread), at most kInFlightBytes ahead; the writer emits each entry, hashing
+  // the archive as it goes. Any thread count gives the same bytes: an entry depends only on
+  // its file.
   struct Entry {
     std::string_view path;
     size_t file = SIZE_MAX;  // index of a user's file, or
@@ -580,86 +511,196 @@ BuildResult Build(const std::vector<InputFile>& files, const jobspec::JobSpec& s
   entries.push_back({kRunnerPath, SIZE_MAX, runner});
   entries.push_back({kManifestPath, SIZE_MAX, manifest_text});
   std::sort(entries.begin(), entries.end(), by_path);
+  std::vector<size_t> user_order;  // positions in `entries` of the user's files
+  for (size_t k = 0; k < entries.size(); ++k)
+    if (entries[k].file != SIZE_MAX) user_order.push_back(k);
 
-  const std::string target = scratch.path() + "/capsule.zip";
-  int zerr = 0;
-  ZipPtr za(zip_open(target.c_str(), ZIP_CREATE | ZIP_EXCL, &zerr));
-  if (!za) return fail(OpenError(target, zerr));
-  ctx.watch_dir = scratch.path();
-  ctx.pending_bytes = 0;
-  for (const Entry& e : entries) {
-    zip_source_t* src = nullptr;
-    zip_int32_t method = ZIP_CM_DEFAULT;  // keep the spool's compressed bytes
-    bool executable = false;
-    if (e.file == SIZE_MAX) {
-      src = zip_source_buffer(za.get(), e.bytes.data(), e.bytes.size(), 0);
-      method = e.bytes.empty() || LooksIncompressible(e.bytes.substr(0, kHeadBytes))
-                   ? ZIP_CM_STORE
-                   : ZIP_CM_DEFLATE;
-    } else if (hashed[e.file].store) {
-      src = NewFileSource(za.get(), &files[e.file], &hashed[e.file], &ctx);
-      method = ZIP_CM_STORE;
-      executable = hashed[e.file].executable;
-    } else {
-      const auto [s, k] = spool_of[e.file];
-      zip_stat_t st;
-      if (zip_stat_index(spool_zips[s].get(), k, 0, &st) != 0)
-        return fail(Printable(e.path) + ": " + ZipError(spool_zips[s].get()));
-      if (st.comp_size >= st.size) {
-        // Deflate did not help (tiny or unlucky files): store the original bytes.
-        src = NewFileSource(za.get(), &files[e.file], &hashed[e.file], &ctx);
-        method = ZIP_CM_STORE;
-      } else {
-        src = zip_source_zip(za.get(), spool_zips[s].get(), k, 0, 0, -1);  // compressed as is
+  std::vector<Prepared> prepared(entries.size());
+  std::vector<char> done(entries.size(), 0);
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t claim = 0;        // next index into user_order a worker takes
+  size_t written = 0;      // user files the writer has finished
+  uint64_t in_flight = 0;  // bytes claimed and not yet written
+  bool stop = false;
+  auto weight = [&](size_t j) {
+    const Hashed& h = hashed[entries[user_order[j]].file];
+    return h.store && h.size >= kStreamStoredBytes ? 0 : h.size + 1;
+  };
+  report(BuildProgress::Phase::kWriting, 0);
+  std::vector<std::thread> pool;
+  for (size_t t = 0; t < threads; ++t) {
+    pool.emplace_back([&] {
+      internal::Compressor c = internal::NewCompressor();
+      std::vector<char> buf(kReadBuffer);
+      while (true) {
+        size_t j;
+        {
+          std::unique_lock<std::mutex> lock(mu);
+          cv.wait(lock, [&] {
+            return stop || claim >= user_order.size() || claim == written ||
+                   in_flight + weight(claim) <= kInFlightBytes;
+          });
+          if (stop || claim >= user_order.size()) return;
+          j = claim++;
+          in_flight += weight(j);
+        }
+        const size_t k = user_order[j];
+        Prepared p;
+        if (!c) {
+          p.error = "out of memory for the compressor";
+        } else {
+          PrepareFile(files[entries[k].file], hashed[entries[k].file], reuse, c.get(), buf, &p);
+        }
+        std::lock_guard<std::mutex> lock(mu);
+        prepared[k] = std::move(p);
+        done[k] = 1;
+        cv.notify_all();
       }
-      executable = hashed[e.file].executable;
+    });
+  }
+  auto stop_workers = [&] {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      stop = true;
     }
-    const zip_int64_t idx =
-        src ? zip_file_add(za.get(), std::string(e.path).c_str(), src, ZIP_FL_ENC_UTF_8) : -1;
-    if (idx < 0 && src) zip_source_free(src);
-    const auto uidx = static_cast<zip_uint64_t>(idx);
-    const zip_uint32_t mode = S_IFREG | (executable ? 0755 : 0644);
-    if (idx < 0 ||
-        (method != ZIP_CM_DEFAULT &&
-         zip_set_file_compression(za.get(), uidx, method,
-                                  method == ZIP_CM_STORE ? 0 : kDeflateLevel) != 0) ||
-        zip_file_set_dostime(za.get(), uidx, kDosTime, kDosDate, 0) != 0 ||
-        zip_file_set_external_attributes(za.get(), uidx, 0, ZIP_OPSYS_UNIX, mode << 16) != 0)
-      return fail(Printable(e.path) + ": " + ZipError(za.get()));
-  }
-  struct ProgressState {
-    std::function<void()> tick;
-    std::chrono::steady_clock::time_point last;
-  } progress{[&] { report(BuildProgress::Phase::kWriting, ctx.bytes_read.load()); }, {}};
-  if (options.progress) {
-    zip_register_progress_callback_with_state(
-        za.get(), 0.001,
-        [](zip_t*, double, void* ud) {
-          auto* p = static_cast<ProgressState*>(ud);
-          const auto now = std::chrono::steady_clock::now();
-          if (now - p->last < std::chrono::milliseconds(100)) return;
-          p->last = now;
-          p->tick();
-        },
-        nullptr, &progress);
-  }
-  if (zip_close(za.get()) != 0) {
-    const std::string mine = ctx.Error();
-    return fail(mine.empty() ? "writing the capsule: " + ZipError(za.get()) : mine);
-  }
-  za.release();  // zip_close freed it
-  spool_zips.clear();
+    cv.notify_all();
+    for (auto& t : pool)
+      t.join();
+    pool.clear();
+  };
 
+  internal::ZipWriter zip(out.get());
+  internal::Compressor own = internal::NewCompressor();
+  std::vector<char> buf(kReadBuffer);
   std::string error;
-  if (!internal::HashPath(target, &result.sha256, &result.size, &error)) return fail(error);
+  bool over = false;
+  uint64_t input_done = 0;
+  auto last_tick = std::chrono::steady_clock::now();
+  for (size_t k = 0; k < entries.size() && error.empty(); ++k) {
+    const Entry& e = entries[k];
+    Prepared p;
+    if (e.file == SIZE_MAX) {
+      p.info.name = std::string(e.path);
+      const bool deflate = !LooksIncompressible(e.bytes.substr(0, kHeadBytes));
+      Encode(own.get(), std::vector<uint8_t>(e.bytes.begin(), e.bytes.end()), deflate, &p);
+    } else {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return done[k] != 0; });
+      p = std::move(prepared[k]);
+    }
+    if (!p.error.empty()) {
+      error = p.error;
+      break;
+    }
+    const uint64_t offset = zip.Begin(p.info);
+    switch (p.kind) {
+      case Prepared::Kind::kBytes:
+        zip.Data(std::move(p.bytes));
+        break;
+      case Prepared::Kind::kReuse:
+        if (p.reuse_offset > previous->size() ||
+            previous->size() - p.reuse_offset < p.info.comp_size) {
+          error = Printable(e.path) + ": the previous capsule " + reuse->capsule().string() +
+                  " is shorter than its index says; build again";
+          break;
+        }
+        zip.DataFromFile(previous->data() + p.reuse_offset, p.info.comp_size, previous->fd(),
+                         p.reuse_offset);
+        ++result.entries_reused;
+        break;
+      case Prepared::Kind::kStream: {
+        // Read a third time: the CRC in the header must be the CRC of these very bytes.
+        const InputFile& in = files[e.file];
+        const Hashed& h = hashed[e.file];
+        Fd fd(::open(in.source.c_str(), O_RDONLY | O_CLOEXEC));
+        struct stat st {};
+        uint32_t crc = 0;
+        uint64_t total = 0;
+        bool ok = fd.get() >= 0 && ::fstat(fd.get(), &st) == 0 && SameFile(st, h);
+        while (ok) {
+          const long n =
+              ReadFull(fd.get(), buf.data(), std::min<uint64_t>(buf.size(), h.size - total + 1));
+          if (n <= 0) {
+            ok = n == 0;
+            break;
+          }
+          total += static_cast<uint64_t>(n);
+          if (total > h.size) {
+            ok = false;
+            break;
+          }
+          crc = libdeflate_crc32(crc, buf.data(), static_cast<size_t>(n));
+          zip.Data(buf.data(), static_cast<size_t>(n));
+        }
+        if (!ok || total != h.size || crc != p.info.crc32 || ::fstat(fd.get(), &st) != 0 ||
+            !SameFile(st, h))
+          error = ChangedMessage(in.path);
+        break;
+      }
+    }
+    if (!error.empty()) break;
+    if (!zip.error().empty()) {
+      error = "writing " + target + ": " + zip.error();
+      break;
+    }
+    if (e.file != SIZE_MAX) {
+      const Hashed& h = hashed[e.file];
+      EntryRecord r;
+      r.path = files[e.file].path;
+      r.sha256 = h.sha256;
+      r.size = h.size;
+      r.method = p.info.method;
+      r.crc32 = p.info.crc32;
+      r.comp_size = p.info.comp_size;
+      r.data_offset = offset;
+      // File times come from a coarse clock: one written in the last 2 s could change again
+      // without its times showing it (git's "racy clean"), so its digest is not trusted later.
+      r.has_stat = std::max(Nanos(h.mtime), Nanos(h.ctime)) < Nanos(started) - 2'000'000'000LL;
+      r.dev = h.dev;
+      r.ino = h.ino;
+      r.mtime_ns = Nanos(h.mtime);
+      r.ctime_ns = Nanos(h.ctime);
+      result.entries.push_back(std::move(r));
+      input_done += h.size;
+      std::lock_guard<std::mutex> lock(mu);
+      ++written;
+      in_flight -= weight(written - 1);
+      cv.notify_all();
+    }
+    if (zip.bytes() > max_bytes) {
+      over = true;
+      break;
+    }
+    if (const auto now = std::chrono::steady_clock::now();
+        now - last_tick >= std::chrono::milliseconds(100)) {
+      last_tick = now;
+      report(BuildProgress::Phase::kWriting, input_done);
+    }
+  }
+  stop_workers();
+  if (over) {
+    result.errors.push_back(TooBigMessage("the capsule would be", max_bytes, files));
+    return result;
+  }
+  if (error.empty() && !zip.Finish()) error = "writing " + target + ": " + zip.error();
+  if (!error.empty()) {
+    result.errors.push_back(error);
+    return result;
+  }
+  result.size = zip.bytes();
+  result.sha256 = zip.HexDigest();
   if (result.size > max_bytes) {
     result.errors.push_back(
         TooBigMessage("the capsule is " + FormatBytes(result.size) + ",", max_bytes, files));
     return result;
   }
+  out.Reset();
   result.path = options.output.empty() ? dir / FileName(result.sha256) : options.output;
-  if (::rename(target.c_str(), result.path.c_str()) != 0)
-    return fail("cannot write " + result.path.string() + ": " + ErrnoText(errno));
+  if (::rename(target.c_str(), result.path.c_str()) != 0) {
+    result.errors.push_back("cannot write " + result.path.string() + ": " + ErrnoText(errno));
+    return result;
+  }
   return result;
 }
 

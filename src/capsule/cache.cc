@@ -2,8 +2,6 @@
 
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zip.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <ctime>
@@ -11,6 +9,7 @@
 #include <sstream>
 
 #include "internal.h"
+#include "starforge/capsule/reuse.h"
 #include "starforge/common/atomic_file.h"
 #include "starforge/jobspec/parse.h"
 #include "starforge/runner/embedded.h"
@@ -18,10 +17,6 @@
 namespace starforge::capsule {
 
 namespace {
-
-// Bump when Build's output for the same inputs changes, so old entries stop matching.
-constexpr const char* kFormat =
-    "starforge-capsule-v1 deflate-6 libzip-" LIBZIP_VERSION " zlib-" ZLIB_VERSION;
 
 // File times come from a coarse kernel clock: a change made within the same tick as an earlier
 // one leaves them equal. Entries are not written while any file is that fresh.
@@ -51,7 +46,7 @@ Fingerprint DigestCache::Compute(const std::vector<InputFile>& files, const jobs
     h.Update(s.data(), s.size());
     h.Update("\0", 1);
   };
-  add(kFormat);
+  add(FormatVersion());  // bumped whenever Build's output for the same inputs changes
   add(jobspec::ToCanonicalText(spec));
   add(internal::Sha256Hex(runner ? *runner : runner::Zipapp()));
   for (const auto& f : files) {

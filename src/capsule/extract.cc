@@ -25,12 +25,8 @@ using internal::ErrnoText;
 using internal::Fd;
 using internal::Printable;
 
-struct ZipCloser {
-  void operator()(zip_t* za) const { zip_discard(za); }
-};
-struct ZipFileCloser {
-  void operator()(zip_file_t* f) const { zip_fclose(f); }
-};
+using internal::ZipCloser;
+using internal::ZipFileCloser;
 
 struct Planned {
   zip_uint64_t index = 0;

@@ -3,9 +3,12 @@
 #include <sys/stat.h>
 #include <zip.h>
 
+#include <algorithm>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "internal.h"
@@ -17,15 +20,12 @@ namespace {
 
 using internal::Printable;
 
-struct ZipCloser {
-  void operator()(zip_t* za) const { zip_discard(za); }
-};
-struct ZipFileCloser {
-  void operator()(zip_file_t* f) const { zip_fclose(f); }
-};
+using internal::ZipCloser;
+using internal::ZipFileCloser;
 
 // The manifest is small; anything bigger than this is not one of ours.
 constexpr uint64_t kMaxManifestBytes = 64 << 20;
+constexpr zip_uint64_t kMissing = ~zip_uint64_t{0};
 
 // Reads entry `index` through libzip (which checks its CRC), at most `limit` bytes; hashes it.
 // Returns false with *error set if it cannot be read; *size is the number of bytes read.
@@ -56,15 +56,10 @@ bool ReadEntry(zip_t* za, zip_uint64_t index, uint64_t limit, std::string* keep,
   return true;
 }
 
-}  // namespace
-
-InspectResult Inspect(const std::filesystem::path& capsule) {
+// Everything but the archive's own digest, which Inspect computes beside it.
+InspectResult InspectEntries(const std::filesystem::path& capsule, const InspectOptions& options) {
   InspectResult r;
   std::string error;
-  if (!internal::HashPath(capsule.string(), &r.sha256, &r.size, &error)) {
-    r.problems.push_back(error);
-    return r;
-  }
   int zerr = 0;
   std::unique_ptr<zip_t, ZipCloser> za(
       zip_open(capsule.c_str(), ZIP_RDONLY | ZIP_CHECKCONS, &zerr));
@@ -83,6 +78,10 @@ InspectResult Inspect(const std::filesystem::path& capsule) {
   std::map<std::string, zip_uint64_t> entries;
   std::set<std::string> top_level;
   const zip_int64_t count = zip_get_num_entries(za.get(), 0);
+  if (count < 0 || static_cast<uint64_t>(count) > options.max_entries) {
+    r.problems.push_back("more than " + std::to_string(options.max_entries) + " entries");
+    return r;
+  }
   for (zip_int64_t i = 0; i < count; ++i) {
     const auto ui = static_cast<zip_uint64_t>(i);
     const char* raw = zip_get_name(za.get(), ui, ZIP_FL_ENC_RAW);
@@ -129,37 +128,70 @@ InspectResult Inspect(const std::filesystem::path& capsule) {
     return r;
   }
 
+  uint64_t total = 0;
+  for (const auto& m : r.manifest->files)
+    total += std::min<uint64_t>(m.size, UINT64_MAX / 2);
+  if (total > options.max_total_bytes) {
+    r.problems.push_back("the manifest's files add up to " + FormatBytes(total) + ", over the " +
+                         FormatBytes(options.max_total_bytes) + " limit");
+    return r;
+  }
+
+  // Each entry is inflated and hashed on one of `threads` threads, each with its own handle on
+  // the archive (a zip_t is not shared between threads); problems are reported in manifest
+  // order whatever the thread count.
   std::set<std::string> listed;
+  std::vector<std::pair<const ManifestEntry*, zip_uint64_t>> work;
   for (const auto& m : r.manifest->files) {
     listed.insert(m.path);
-    const std::string shown = Printable(m.path);
     const auto it = entries.find(m.path);
-    if (it == entries.end()) {
-      r.problems.push_back(shown + ": in the manifest but missing from the archive");
-      continue;
+    work.emplace_back(&m, it == entries.end() ? kMissing : it->second);
+  }
+  std::vector<std::string> verdicts(work.size());
+  std::atomic<size_t> next{0};
+  auto verify = [&](zip_t* handle) {
+    std::string digest, why;
+    uint64_t got = 0;
+    for (size_t w = next.fetch_add(1); w < work.size(); w = next.fetch_add(1)) {
+      const ManifestEntry& m = *work[w].first;
+      const std::string shown = Printable(m.path);
+      std::string& verdict = verdicts[w];
+      if (work[w].second == kMissing) {
+        verdict = shown + ": in the manifest but missing from the archive";
+      } else if (!ReadEntry(handle, work[w].second, m.size, nullptr, &digest, &got, &why)) {
+        verdict = shown + ": cannot be read: " + why;
+      } else if (got != m.size) {
+        verdict = shown + ": size " + (got > m.size ? "over " : "") + std::to_string(got) +
+                  " bytes, the manifest says " + std::to_string(m.size);
+      } else if (digest != m.sha256) {
+        verdict = shown + ": SHA-256 " + digest + ", the manifest says " + m.sha256;
+      } else {
+        zip_uint8_t opsys = 0;
+        zip_uint32_t attributes = 0;
+        if (zip_file_get_external_attributes(handle, work[w].second, 0, &opsys, &attributes) == 0 &&
+            opsys == ZIP_OPSYS_UNIX && (((attributes >> 16) & S_IXUSR) != 0) != m.executable)
+          verdict = shown + ": executable bit in the archive differs from the manifest";
+      }
     }
-    if (!ReadEntry(za.get(), it->second, m.size, nullptr, &hex, &size, &error)) {
-      r.problems.push_back(shown + ": cannot be read: " + error);
-      continue;
-    }
-    if (size != m.size) {
-      r.problems.push_back(shown + ": size " + (size > m.size ? "over " : "") +
-                           std::to_string(size) + " bytes, the manifest says " +
-                           std::to_string(m.size));
-      continue;
-    }
-    if (hex != m.sha256) {
-      r.problems.push_back(shown + ": SHA-256 " + hex + ", the manifest says " + m.sha256);
-      continue;
-    }
-    zip_uint8_t opsys = 0;
-    zip_uint32_t attributes = 0;
-    if (zip_file_get_external_attributes(za.get(), it->second, 0, &opsys, &attributes) == 0 &&
-        opsys == ZIP_OPSYS_UNIX && (((attributes >> 16) & S_IXUSR) != 0) != m.executable) {
-      r.problems.push_back(shown + ": executable bit in the archive differs from the manifest");
-      continue;
-    }
-    ++r.verified;
+  };
+  size_t threads = options.threads > 0 ? static_cast<size_t>(options.threads)
+                                       : std::max(1u, std::thread::hardware_concurrency());
+  threads = std::max<size_t>(1, std::min(threads, work.size()));
+  std::vector<std::thread> pool;
+  std::vector<std::unique_ptr<zip_t, ZipCloser>> handles;
+  for (size_t t = 1; t < threads; ++t) {
+    handles.emplace_back(zip_open(capsule.c_str(), ZIP_RDONLY, &zerr));
+    if (!handles.back()) break;
+    pool.emplace_back(verify, handles.back().get());
+  }
+  verify(za.get());
+  for (auto& t : pool)
+    t.join();
+  for (const auto& v : verdicts) {
+    if (v.empty())
+      ++r.verified;
+    else
+      r.problems.push_back(v);
   }
   for (const auto& [name, index] : entries) {
     if (name != kManifestPath && !listed.count(name))
@@ -169,6 +201,27 @@ InspectResult Inspect(const std::filesystem::path& capsule) {
     if (!listed.count(required))
       r.problems.push_back(std::string(required) + ": not in the manifest");
   }
+  return r;
+}
+
+}  // namespace
+
+InspectResult Inspect(const std::filesystem::path& capsule, const InspectOptions& options) {
+  // The archive's SHA-256 on its own thread: one more pass over bytes already in the page cache.
+  std::string sha256, hash_error;
+  uint64_t size = 0;
+  bool hashed = false;
+  std::thread hasher(
+      [&] { hashed = internal::HashPath(capsule.string(), &sha256, &size, &hash_error); });
+  InspectResult r = InspectEntries(capsule, options);
+  hasher.join();
+  if (!hashed) {
+    InspectResult failed;
+    failed.problems.push_back(hash_error);
+    return failed;
+  }
+  r.sha256 = sha256;
+  r.size = size;
   return r;
 }
 

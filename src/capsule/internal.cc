@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <unistd.h>
+#include <zip.h>
 
 #include <cerrno>
 #include <cstring>
@@ -11,6 +12,14 @@
 #include "starforge/capsule/manifest.h"
 
 namespace starforge::capsule::internal {
+
+void ZipCloser::operator()(zip* za) const {
+  zip_discard(za);
+}
+
+void ZipFileCloser::operator()(zip_file* f) const {
+  zip_fclose(f);
+}
 
 void Fd::Reset(int fd) {
   if (fd_ >= 0) ::close(fd_);

@@ -7,7 +7,18 @@
 
 #include "starforge/common/sha256.h"
 
+struct zip;
+struct zip_file;
+
 namespace starforge::capsule::internal {
+
+// libzip handles closed on destruction (zip_discard: a reader never writes).
+struct ZipCloser {
+  void operator()(zip* za) const;
+};
+struct ZipFileCloser {
+  void operator()(zip_file* f) const;
+};
 
 using starforge::Sha256;  // common/sha256.h
 using starforge::Sha256Hex;

@@ -10,6 +10,7 @@
 #include "starforge/capsule/capsule.h"
 #include "starforge/capsule/collect.h"
 #include "starforge/capsule/inspect.h"
+#include "starforge/capsule/reuse.h"
 #include "starforge/cli/forge.h"
 #include "starforge/common/format.h"
 #include "starforge/jobspec/parse.h"
@@ -20,6 +21,9 @@ namespace {
 
 // Where `forge capsule build` writes without -o, relative to the code directory.
 constexpr const char* kDefaultOutputDir = ".forge/capsules";
+// What the last build of the tree can lend the next one (capsule/reuse.h); in .forge/, which the
+// default rules ignore.
+constexpr const char* kReuseIndexFile = ".forge/capsule.index";
 
 std::string Column(uint64_t bytes) {
   char buf[32];
@@ -99,6 +103,9 @@ int Build(Context& c, const std::string& dir, const std::string& job_file,
     progress.Show(std::string(what) + " " + capsule::FormatBytes(p.bytes_done) + " of " +
                   capsule::FormatBytes(p.bytes_total) + " (" + std::to_string(percent) + "%)");
   };
+  const std::filesystem::path index_file = std::filesystem::path(dir) / kReuseIndexFile;
+  const capsule::ReuseIndex reuse = capsule::ReuseIndex::Load(index_file);
+  opts.reuse = &reuse;
   capsule::BuildResult r = capsule::Build(files.files, *spec, opts);
   progress.Clear();
   if (!r.ok()) {
@@ -106,6 +113,7 @@ int Build(Context& c, const std::string& dir, const std::string& job_file,
       c.err << "forge: " << e << "\n";
     return kExitInvalid;
   }
+  capsule::ReuseIndex::Save(index_file, r.path, r.entries);
   c.out << "capsule  " << r.path.string() << "\n"
         << "sha256   " << r.sha256 << "\n"
         << "size     " << r.size << " bytes (" << capsule::FormatBytes(r.size) << ")\n"

@@ -13,13 +13,15 @@
 #include <thread>
 
 #include "command.h"
+#include "starforge/capsule/cache.h"
 #include "starforge/capsule/capsule.h"
 #include "starforge/capsule/collect.h"
+#include "starforge/capsule/reuse.h"
 #include "starforge/cli/api_client.h"
 #include "starforge/cli/client_config.h"
 #include "starforge/cli/client_output.h"
-#include "starforge/cli/code_archive.h"
 #include "starforge/cli/forge.h"
+#include "starforge/common/sha256.h"
 #include "starforge/doctor/doctor.h"
 #include "starforge/jobspec/parse.h"
 #include "starforge/kube/client_config.h"
@@ -312,42 +314,113 @@ int ExitForPhase(const std::string& phase) {
   return kExitInvalid;
 }
 
-// Zips the code into a private temporary directory (gone when this returns) and POSTs it with
-// the JobSpec text; 0 with *job set, or the exit code after printing why not.
-int SendJob(Context& c, ApiClient& client, const fs::path& dir, const capsule::CollectResult& files,
-            const std::string& spec_text, const std::string& job_file, json* job) {
-  ScratchDir scratch;
-  if (scratch.path().empty()) {
-    c.err << "forge: cannot create a temporary directory in " << fs::temp_directory_path().string()
-          << "\n";
-    return kExitInvalid;
-  }
-  const fs::path zip = scratch.path() / "code.zip";
-  ProgressLine progress(c, std::chrono::milliseconds(0), std::chrono::milliseconds(100));
-  const std::string count =
-      std::to_string(files.files.size()) + (files.files.size() == 1 ? " file" : " files");
-  const std::string error = WriteCodeZip(files.files, zip, [&](double fraction) {
-    progress.Show("zipping " + dir.string() + ": " + count + ", " +
-                  std::to_string(static_cast<int>(fraction * 100)) + "%");
-  });
-  progress.Clear();
-  if (!error.empty()) {
-    c.err << "forge: " << error << "\n";
-    return kExitInvalid;
-  }
+// Where `forge submit` keeps what the next submit of a code directory can reuse — its last
+// capsule, the index that lets the next build borrow from it, the digest cache: per user, per
+// directory, never inside the code directory ($XDG_CACHE_HOME/starforge/submit/<hash of the
+// directory's absolute path>, else ~/.cache/…). Empty: nothing is kept.
+fs::path SubmitCacheDir(const Context& c, const fs::path& dir) {
+  fs::path root;
+  const std::string xdg = Env(c, "XDG_CACHE_HOME");
+  const std::string home = Env(c, "HOME");
+  if (!xdg.empty() && xdg.front() == '/')
+    root = fs::path(xdg) / "starforge";
+  else if (!home.empty())
+    root = fs::path(home) / ".cache" / "starforge";
+  else
+    return {};
   std::error_code ec;
-  const uint64_t zip_size = fs::file_size(zip, ec);
-  c.err << "uploading " << dir.string() << ": " << count << ", "
-        << capsule::FormatBytes(files.TotalBytes()) << " (" << capsule::FormatBytes(zip_size)
-        << " zipped)\n";
+  const fs::path absolute = fs::weakly_canonical(fs::absolute(dir, ec), ec);
+  return root / "submit" / Sha256Hex(absolute.string()).substr(0, 32);
+}
 
+std::string ShortDigest(const std::string& sha) {
+  return "sha256-" + sha.substr(0, 12);
+}
+
+// POSTs the JobSpec with the digest of a capsule the server already holds: 0 with *job set,
+// 409 when the server does not have it for this JobSpec, or the exit code after printing why.
+int SendByDigest(Context& c, ApiClient& client, std::vector<FormPart> parts, const std::string& sha,
+                 json* job) {
+  json info;
+  if (!client.GetJson("/api/v1/capsules/" + sha, &info).ok()) return 409;
+  parts[1] = FormPart{"capsuleSha256", sha, {}, "", ""};
+  const ApiError e = client.PostForm("/api/v1/jobs", parts, nullptr, job);
+  if (e.status == 409) return 409;
+  if (!e.ok()) return Report(c, e);
+  c.err << "capsule " << ShortDigest(sha) << " is already on the server: nothing uploaded\n";
+  return 0;
+}
+
+// Sends the code the cheapest way (docs/capsule.md, "Submitting"): unchanged since the last
+// submit and still on the server → only its digest; otherwise builds the capsule here
+// (reusing the last one's entries) and uploads it once, unless the server already has it.
+// 0 with *job set, or the exit code after printing why not.
+int SendJob(Context& c, ApiClient& client, const config::Config& cfg, const fs::path& dir,
+            const capsule::CollectResult& files, const jobspec::JobSpec& spec,
+            const std::string& spec_text, const std::string& job_file, json* job) {
+  const fs::path state = SubmitCacheDir(c, dir);
+  const capsule::DigestCache digests(state.empty() ? fs::path() : state / "digests");
+  const capsule::Fingerprint before = digests.Compute(files.files, spec);
   std::vector<FormPart> parts(2);
   parts[0].name = "spec";
   parts[0].data = spec_text;
   parts[0].filename = job_file == "-" ? "job.yaml" : fs::path(job_file).filename().string();
-  parts[1].name = "code";
-  parts[1].file = zip;
-  parts[1].filename = "code.zip";
+  auto remember = [&](const std::string& sha, const capsule::Fingerprint& after) {
+    if (!state.empty() && after.key == before.key) digests.Remember(before, sha);
+  };
+  if (const auto known = state.empty() ? std::nullopt : digests.Lookup(before)) {
+    const int sent = SendByDigest(c, client, parts, *known, job);
+    if (sent != 409) return sent;
+  }
+
+  // Build here, into the cache (a temporary directory when there is none).
+  ScratchDir scratch;
+  capsule::BuildOptions opts;
+  opts.output_dir = state / "capsules";
+  std::error_code ec;
+  if (!state.empty()) fs::create_directories(opts.output_dir, ec);
+  const bool keep = !state.empty() && !ec && ::access(opts.output_dir.c_str(), W_OK) == 0;
+  if (!keep) opts.output_dir = scratch.path();
+  const fs::path index_file = state / "capsule.index";
+  const capsule::ReuseIndex reuse =
+      keep ? capsule::ReuseIndex::Load(index_file) : capsule::ReuseIndex();
+  opts.reuse = &reuse;
+  opts.max_bytes = cfg.capsule_max_bytes;
+  ProgressLine progress(c, std::chrono::milliseconds(500), std::chrono::milliseconds(100));
+  opts.progress = [&](const capsule::BuildProgress& p) {
+    const char* what = p.phase == capsule::BuildProgress::Phase::kHashing ? "hashing" : "packing";
+    const int percent = p.bytes_total ? static_cast<int>(100 * p.bytes_done / p.bytes_total) : 100;
+    progress.Show(std::string(what) + " " + dir.string() + ": " + std::to_string(percent) + "%");
+  };
+  const capsule::BuildResult built = capsule::Build(files.files, spec, opts);
+  progress.Clear();
+  if (!built.ok()) {
+    for (const auto& e : built.errors)
+      c.err << "forge: " << e << "\n";
+    return kExitInvalid;
+  }
+  if (keep) {
+    capsule::ReuseIndex::Save(index_file, built.path, built.entries);
+    // Only the newest capsule is kept: the next build needs it, nothing needs the older one.
+    if (!reuse.empty() && reuse.capsule().parent_path() == fs::absolute(opts.output_dir) &&
+        reuse.capsule() != fs::absolute(built.path))
+      fs::remove(reuse.capsule(), ec);
+  }
+  const capsule::Fingerprint after = digests.Compute(files.files, spec);
+
+  // The same tree and JobSpec may be on the server already (sent from another checkout).
+  if (const int sent = SendByDigest(c, client, parts, built.sha256, job); sent != 409) {
+    if (sent == 0) remember(built.sha256, after);
+    return sent;
+  }
+  const size_t n = files.files.size();
+  c.err << "uploading " << dir.string() << ": " << n << (n == 1 ? " file" : " files") << ", "
+        << capsule::FormatBytes(files.TotalBytes()) << " (capsule " << ShortDigest(built.sha256)
+        << ", " << capsule::FormatBytes(built.size) << "; " << built.entries_reused
+        << " entries reused from the last build)\n";
+  parts[1].name = "capsule";
+  parts[1].file = built.path;
+  parts[1].filename = capsule::FileName(built.sha256);
   parts[1].content_type = "application/zip";
   const ApiError e = client.PostForm(
       "/api/v1/jobs", parts,
@@ -359,6 +432,11 @@ int SendJob(Context& c, ApiClient& client, const fs::path& dir, const capsule::C
       job);
   progress.Clear();
   if (!e.ok()) return Report(c, e);
+  // The server's digest: its own reading of the JobSpec may differ from ours (its defaults).
+  std::string stored = built.sha256;
+  if (job->contains("capsule") && (*job)["capsule"].is_object())
+    stored = (*job)["capsule"].value("sha256", stored);
+  remember(stored, after);
   return 0;
 }
 
@@ -409,7 +487,9 @@ int Submit(Context& c, const std::string& server, const SubmitOptions& o) {
     return kExitInvalid;
   }
   json job;
-  if (const int failed = SendJob(c, *client, *dir, files, spec_text, o.job_file, &job); failed != 0)
+  if (const int failed =
+          SendJob(c, *client, cfg, *dir, files, *parsed.spec, spec_text, o.job_file, &job);
+      failed != 0)
     return failed;
   const std::string id = job.value("id", std::string());
   if (id.empty()) {

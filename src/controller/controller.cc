@@ -189,6 +189,7 @@ class Reconciler {
     Outcome stop;
     const auto spec = SpecBeforeSubmit(job, &stop);
     if (!spec) return stop;
+    if (!job.capsule_sha256.empty()) return StoreBuiltCapsule(job);
     if (job.upload_path.empty()) {
       return Finish(job, Phase::kFailed, reasons::kPackagingFailed,
                     "no code was uploaded with the job: submit it with --code DIR");
@@ -238,13 +239,7 @@ class Reconciler {
     auto put = objects_.PutFile(key, built.path.string());
     if (!put) {
       fs::remove_all(work, ec);
-      const std::string message = fmt::format("cannot store the capsule as {} in {}: {}", key,
-                                              objects_.Describe(), put.error().message);
-      if (Retryable(put.error().kind)) {
-        store_.RecordEvent(job.id, "Warning", "CapsuleStoreRetrying", message, kSource);
-        return RetryUntilSubmitDeadline(job, message);
-      }
-      return Finish(job, Phase::kFailed, reasons::kStorageFailed, message);
+      return CapsuleNotStored(job, key, put.error());
     }
     Failpoint("capsule-stored");
 
@@ -254,6 +249,49 @@ class Reconciler {
                       fmt::format("capsule {} ({}, {} files)", key,
                                   capsule::FormatBytes(built.size), built.user_files),
                       [&](Job& j) { j.capsule_sha256 = sha; });
+    if (moved) DiscardUpload(*moved);
+    return Now();
+  }
+
+  // Retried (with an event) while the object store may come back, up to the submit deadline;
+  // otherwise the job fails.
+  Outcome CapsuleNotStored(const Job& job, const std::string& key, const objstore::Error& error) {
+    const std::string message = fmt::format("cannot store the capsule as {} in {}: {}", key,
+                                            objects_.Describe(), error.message);
+    if (Retryable(error.kind)) {
+      store_.RecordEvent(job.id, "Warning", "CapsuleStoreRetrying", message, kSource);
+      return RetryUntilSubmitDeadline(job, message);
+    }
+    return Finish(job, Phase::kFailed, reasons::kStorageFailed, message);
+  }
+
+  // A capsule the client built (the API checked it: capsule/accept.h) is stored as it is; one
+  // named by digest must still be in the object store.
+  Outcome StoreBuiltCapsule(const Job& job) {
+    const std::string key = capsule::ObjectKey(job.capsule_sha256);
+    std::string detail;
+    if (!job.upload_path.empty()) {
+      auto put = objects_.PutFile(key, job.upload_path);
+      if (!put) return CapsuleNotStored(job, key, put.error());
+      detail = fmt::format("capsule {} (built by the client)", key);
+    } else {
+      auto head = objects_.Head(key);
+      if (!head) {
+        const std::string message = fmt::format("cannot look up the capsule {} in {}: {}", key,
+                                                objects_.Describe(), head.error().message);
+        if (Retryable(head.error().kind)) return RetryUntilSubmitDeadline(job, message);
+        return Finish(job, Phase::kFailed, reasons::kStorageFailed, message);
+      }
+      if (!head->has_value()) {
+        return Finish(job, Phase::kFailed, reasons::kPackagingFailed,
+                      fmt::format("the capsule {} is no longer in {}: submit again with the code "
+                                  "(forge submit sends it when the server lacks it)",
+                                  key, objects_.Describe()));
+      }
+      detail = fmt::format("capsule {} (already stored: nothing uploaded)", key);
+    }
+    Failpoint("capsule-stored");
+    auto moved = Move(job, Phase::kSubmitting, "", detail);
     if (moved) DiscardUpload(*moved);
     return Now();
   }

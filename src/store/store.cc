@@ -423,6 +423,7 @@ Job Store::CreateJob(Job job, const std::string& cause) {
   row.fleet = std::move(job.fleet);
   row.spec_json = std::move(job.spec_json);
   row.upload_path = std::move(job.upload_path);
+  row.capsule_sha256 = std::move(job.capsule_sha256);  // a capsule the client built or named
   row.phase = Phase::kQueued;
   row.created_at = row.updated_at = Now();
   row.version = 1;
@@ -430,10 +431,11 @@ Job Store::CreateJob(Job job, const std::string& cause) {
   Tx tx(db_);
   Stmt s(db_,
          "INSERT INTO jobs (id, owner, name, fleet, spec_json, phase, upload_path, created_at, "
-         "updated_at, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+         "updated_at, version, capsule_sha256) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   s.Bind(1, row.id).Bind(2, row.owner).Bind(3, row.name).Bind(4, row.fleet);
   s.Bind(5, row.spec_json).Bind(6, ToString(row.phase)).Bind(7, row.upload_path);
-  s.Bind(8, row.created_at).Bind(9, row.updated_at).Bind(10, row.version).Run();
+  s.Bind(8, row.created_at).Bind(9, row.updated_at).Bind(10, row.version);
+  s.Bind(11, row.capsule_sha256).Run();
   row.seq = sqlite3_last_insert_rowid(db_);
   InsertTransition(db_, row.id, std::nullopt, PhaseChange{Phase::kQueued, "", "", cause},
                    row.created_at);

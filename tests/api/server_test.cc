@@ -13,6 +13,9 @@
 
 #include "api_test_support.h"
 #include "starforge/api/routes.h"
+#include "starforge/capsule/capsule.h"
+#include "starforge/capsule/inspect.h"
+#include "starforge/jobspec/parse.h"
 
 namespace starforge::api {
 namespace {
@@ -886,6 +889,11 @@ TEST_F(Api, EveryDocumentedRouteIsServed) {
         ExpectError(r, 400, "BadRequest", "\"user\"");  // served, and wants a JSON object
         continue;
       }
+      if (path == "/api/v1/capsules/{sha256}") {
+        ExpectError(Get("/api/v1/capsules/" + std::string(64, '0'), admin_), 404, "NotFound",
+                    "send the capsule");  // served: no job of ours ran with it
+        continue;
+      }
       if (path == "/api/v1/tokens/{id}/revoke") {
         ExpectError(r, 404, "NotFound", "token " + id);  // served: no such token
         continue;
@@ -1252,6 +1260,86 @@ TEST(ServeCommand, OneServerPerStorageRoot) {
   auto second = ServeProcess::Start(t / "root", {}, {}, &error);
   ASSERT_TRUE(second) << error;
   EXPECT_EQ(second->Stop(), 0);
+}
+
+}  // namespace
+}  // namespace starforge::api
+
+namespace starforge::api {
+namespace {
+
+// forge submit's way (docs/capsule.md, "Submitting"): a capsule built by the client is checked
+// and stored as it is; a resubmit names it by digest and uploads nothing; only its owner may.
+TEST_F(Api, ClientBuiltCapsulesAreCheckedStoredAndNamedByDigest) {
+  support::WriteFile(tmp_ / "code/main.py", kStepsPy);
+  const capsule::CollectResult files = capsule::Collect(tmp_ / "code");
+  ASSERT_TRUE(files.ok());
+  const jobspec::ParseResult parsed = jobspec::Parse(Spec("cap"), jobspec::Defaults{});
+  ASSERT_TRUE(parsed.ok());
+  capsule::BuildOptions opts;
+  opts.output = tmp_ / "cap.zip";
+  const capsule::BuildResult built = capsule::Build(files.files, *parsed.spec, opts);
+  ASSERT_TRUE(built.ok());
+  const std::string bytes = support::ReadFile(opts.output);
+
+  auto send = [&](const std::string& token, const std::string& spec, const std::string& part,
+                  const std::string& data) {
+    httplib::MultipartFormDataItems items = {{"spec", spec, "", ""},
+                                             {part, data, "capsule.zip", "application/zip"}};
+    return http_->Post("/api/v1/jobs", Auth(token), items);
+  };
+  auto r = send(admin_, Spec("cap"), "capsule", bytes);
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 201) << r->body;
+  const std::string first = Body(r)["id"];
+  const std::string sha = Body(r)["capsule"].value("sha256", "");
+  // The server's reading of the JobSpec (its defaults) may differ from the client's: then it
+  // stores a copy with its own, and says so with the digest.
+  ASSERT_EQ(sha.size(), 64u) << r->body;
+  EXPECT_EQ(WaitForEnd(admin_, first)["phase"], "Succeeded");
+
+  auto known = Get("/api/v1/capsules/" + sha, admin_);
+  ASSERT_TRUE(known);
+  EXPECT_EQ(known->status, 200) << known->body;
+  EXPECT_EQ(Body(known)["key"], "capsules/sha256-" + sha + ".zip");
+  const std::string bob = NewToken("bob");
+  ExpectError(Get("/api/v1/capsules/" + sha, bob), 404, "NotFound", "send the capsule");
+  ExpectError(Get("/api/v1/capsules/nothex", admin_), 400, "BadRequest", "not a SHA-256");
+
+  // A resubmit by digest: nothing uploaded, the same capsule, the job runs.
+  r = send(admin_, Spec("cap"), "capsuleSha256", sha);
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 201) << r->body;
+  EXPECT_EQ(Body(r)["capsule"]["sha256"], sha);
+  const std::string second = Body(r)["id"];
+  EXPECT_EQ(WaitForEnd(admin_, second)["phase"], "Succeeded");
+  // Not for another JobSpec (the capsule holds the JobSpec), nor for another user.
+  ExpectError(send(admin_, Spec("other"), "capsuleSha256", sha), 409, "CapsuleNotFound",
+              "send the capsule itself", "capsuleSha256");
+  ExpectError(send(bob, Spec("cap"), "capsuleSha256", sha), 409, "CapsuleNotFound");
+
+  // A capsule that disagrees with its own manifest, or holds an unsafe name, is refused.
+  auto doctored = [&](const std::string& name, const std::string& extra) {
+    const fs::path out = tmp_ / name;
+    support::Output o = support::Shell(
+        "python3 -c 'import sys, zipfile\n"
+        "src = zipfile.ZipFile(sys.argv[1]); dst = zipfile.ZipFile(sys.argv[2], \"w\")\n"
+        "for i in src.infolist():\n"
+        "    data = src.read(i)\n"
+        "    dst.writestr(i, b\"#\" * len(data) if i.filename == \"main.py\" else data)\n"
+        "if sys.argv[3]: dst.writestr(sys.argv[3], b\"x\")\n"
+        "dst.close()' " +
+        support::Quote(opts.output.string()) + " " + support::Quote(out.string()) + " " +
+        support::Quote(extra));
+    EXPECT_EQ(o.code, 0);
+    return support::ReadFile(out);
+  };
+  ExpectError(send(admin_, Spec("lie"), "capsule", doctored("lie.zip", "")), 422, "Invalid",
+              "main.py: SHA-256", "capsule");
+  ExpectError(send(admin_, Spec("lie"), "capsule", doctored("escape.zip", "../escape.py")), 422,
+              "Invalid", "unsafe entry name", "capsule");
+  ExpectError(send(admin_, Spec("both"), "capsuleSha256", "x" + sha.substr(1)), 400, "BadRequest",
+              "not a SHA-256");
 }
 
 }  // namespace

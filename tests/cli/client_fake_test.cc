@@ -8,9 +8,12 @@
 
 #include <fstream>
 #include <regex>
+#include <thread>
 
 #include "fake_api.h"
 #include "starforge/capsule/extract.h"
+#include "starforge/capsule/inspect.h"
+#include "starforge/common/sha256.h"
 #include "support/files.h"
 #include "support/forge.h"
 #include "support/net.h"
@@ -54,6 +57,13 @@ class ClientFake : public ::testing::Test {
   std::string TinyTrain() {
     fs::copy(kExamples + "/tiny-train", home.path() / "proj", fs::copy_options::recursive);
     return (home.path() / "proj/job.yaml").string();
+  }
+  // `what` in forge submit's cache for the proj/ directory (one directory per code directory).
+  fs::path Cached(const std::string& what) {
+    const fs::path root = home.path() / ".cache/starforge/submit";
+    if (!fs::exists(root)) return root / "none" / what;
+    fs::directory_iterator it(root);
+    return it == fs::directory_iterator() ? root / "none" / what : it->path() / what;
   }
   std::vector<FakeRequest> Requests(const std::string& prefix) {
     std::vector<FakeRequest> out;
@@ -169,7 +179,7 @@ TEST_F(ClientFake, ASavedTokenIsNeverSentToAnotherServer) {
     EXPECT_EQ(req.authorization, "");
 }
 
-TEST_F(ClientFake, SubmitSendsTheJobSpecTextAndTheCodeAsAZip) {
+TEST_F(ClientFake, SubmitSendsTheJobSpecTextAndTheCodeAsACapsule) {
   const std::string job = TinyTrain();
   std::ofstream(home / "proj/run.sh") << "#!/bin/sh\nexec python3 train.py\n";
   ::chmod((home / "proj/run.sh").string().c_str(), 0755);
@@ -179,29 +189,69 @@ TEST_F(ClientFake, SubmitSendsTheJobSpecTextAndTheCodeAsAZip) {
   Result r = Forge("submit proj/job.yaml");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, "job/j-0000000001 submitted\n");
-  EXPECT_THAT(r.err,
-              ContainsRegex("^uploading proj/: 4 files, [0-9.]+ KiB \\([0-9.]+ KiB zipped\\)\n$"));
+  EXPECT_THAT(r.err, ContainsRegex("^uploading proj/: 4 files, [0-9.]+ KiB \\(capsule "
+                                   "sha256-[0-9a-f]{12}, [0-9.]+ KiB; 0 entries reused from the "
+                                   "last build\\)\n$"));
   EXPECT_EQ(api.last_spec(), ReadFile(job)) << "the server parses the user's own text";
-  EXPECT_EQ(api.last_code_filename(), "code.zip");
+  const std::string sha = Sha256Hex(api.last_code());
+  EXPECT_EQ(api.last_code_filename(), "sha256-" + sha + ".zip");
 
   std::ofstream(home / "got.zip", std::ios::binary) << api.last_code();
+  const capsule::InspectResult inspected = capsule::Inspect(home.path() / "got.zip");
+  ASSERT_TRUE(inspected.ok()) << inspected.problems.front();
   const auto x = capsule::ExtractZip(home.path() / "got.zip", home.path() / "got");
   ASSERT_TRUE(x.ok()) << x.errors.front();
-  EXPECT_EQ(x.files, 4u);
+  EXPECT_EQ(x.files, 4u + 3u);  // and StarForge's three
   EXPECT_EQ(ReadFile(home / "got/train.py"), ReadFile(kExamples + "/tiny-train/train.py"));
   EXPECT_FALSE(fs::exists(home.path() / "got/checkpoints")) << ".forgeignore applies";
-  EXPECT_EQ(fs::status(home.path() / "got/run.sh").permissions() & fs::perms::owner_exec,
-            fs::perms::owner_exec);
+  // Kept for the next submit in the user's cache, not in the code directory.
+  EXPECT_FALSE(fs::exists(home.path() / "proj/.forge"));
+  const fs::path capsules = Cached("capsules");
+  EXPECT_TRUE(fs::exists(capsules / ("sha256-" + sha + ".zip")));
 
+  // The same tree again: the server has that capsule, so only its digest goes.
   r = Forge("submit proj/job.yaml -o name");
   EXPECT_EQ(r.out, "job/j-0000000002\n");
+  EXPECT_EQ(r.err, "capsule sha256-" + sha.substr(0, 12) +
+                       " is already on the server: nothing uploaded\n");
+  EXPECT_EQ(api.last_ref(), sha);
+  // A change: built again (reusing the unchanged entries) and sent.
+  std::ofstream(home / "proj/extra.py") << "print('more')\n";
   r = Forge("submit proj/job.yaml -o json --code proj");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(json::parse(r.out)["id"], "j-0000000003");
+  EXPECT_THAT(r.err, HasSubstr("; 4 entries reused from the last build)"));
+  EXPECT_EQ(api.last_ref(), "");
+  // Only the newest capsule is kept.
+  EXPECT_FALSE(fs::exists(capsules / ("sha256-" + sha + ".zip")));
   // From standard input, the code directory is relative to the working directory.
   r = Forge("submit - --code proj", LoggedIn(), ReadFile(job));
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(api.last_spec(), ReadFile(job));
+}
+
+TEST_F(ClientFake, AnUnchangedResubmitReadsNoFileAndSendsOnlyTheDigest) {
+  TinyTrain();
+  // The digest cache trusts file times only once they are older than the clock's granularity.
+  std::this_thread::sleep_for(std::chrono::milliseconds(2100));
+  Result r = Forge("submit proj/job.yaml");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string sha = Sha256Hex(api.last_code());
+  // The capsule is gone; an unchanged tree does not need it: the digest cache answers.
+  std::vector<fs::path> built;
+  for (const auto& e : fs::directory_iterator(Cached("capsules")))
+    built.push_back(e.path());
+  ASSERT_EQ(built.size(), 1u);
+  fs::remove(built[0]);
+  r = Forge("submit proj/job.yaml");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("nothing uploaded"));
+  EXPECT_EQ(api.last_ref(), sha);
+  EXPECT_TRUE(fs::is_empty(Cached("capsules"))) << "nothing was built";
+  std::vector<std::string> asked;
+  for (const auto& q : api.requests())
+    if (q.path.starts_with("/api/v1/capsules/")) asked.push_back(q.path);
+  EXPECT_EQ(asked.back(), "/api/v1/capsules/" + sha);
 }
 
 TEST_F(ClientFake, SubmitChecksTheJobSpecAndCodeBeforeAnyRequest) {

@@ -17,6 +17,9 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <set>
+
+#include "starforge/common/sha256.h"
 
 namespace starforge::cli::testing {
 
@@ -63,6 +66,17 @@ class FakeApi {
     });
     server_.Post("/api/v1/jobs",
                  [this](const httplib::Request& req, httplib::Response& res) { Submit(req, res); });
+    // Capsules uploaded earlier are "on the server" (docs/capsule.md, Submitting).
+    server_.Get(R"(/api/v1/capsules/([^/]+))",
+                [this](const httplib::Request& req, httplib::Response& res) {
+                  std::lock_guard<std::mutex> lock(mu_);
+                  if (capsules_.count(req.matches[1])) {
+                    Json(res, {{"sha256", req.matches[1]}});
+                    return;
+                  }
+                  res.status = 404;
+                  Json(res, {{"error", "NotFound"}, {"message", "no job of yours ran with it"}});
+                });
     server_.Get("/api/v1/jobs",
                 [this](const httplib::Request& req, httplib::Response& res) { List(req, res); });
     server_.Get(R"(/api/v1/jobs/([^/]+))",
@@ -212,6 +226,11 @@ class FakeApi {
     std::lock_guard<std::mutex> lock(mu_);
     return last_code_filename_;
   }
+  // The capsule digest the last submission named instead of sending code ("" if it sent some).
+  std::string last_ref() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return last_ref_;
+  }
 
  private:
   static void Json(httplib::Response& res, const nlohmann::json& body) {
@@ -286,7 +305,24 @@ class FakeApi {
         Json(res, {{"error", "BadRequest"}, {"message", "multipart part \"spec\" is required"}});
         return;
       }
-      if (!req.has_file("code")) {
+      std::string sha;
+      if (req.has_file("capsuleSha256")) {
+        sha = req.get_file_value("capsuleSha256").content;
+        if (!capsules_.count(sha)) {
+          res.status = 409;
+          Json(res, {{"error", "CapsuleNotFound"}, {"message", "send the capsule itself"}});
+          return;
+        }
+        last_ref_ = sha;
+        last_code_.clear();
+        last_code_filename_.clear();
+      } else if (req.has_file("capsule")) {
+        last_code_ = req.get_file_value("capsule").content;
+        last_code_filename_ = req.get_file_value("capsule").filename;
+        sha = Sha256Hex(last_code_);
+        capsules_.insert(sha);
+        last_ref_.clear();
+      } else if (!req.has_file("code")) {
         res.status = 422;
         Json(res, {{"error", "Invalid"},
                    {"field", "code"},
@@ -294,9 +330,12 @@ class FakeApi {
         return;
       }
       last_spec_ = req.get_file_value("spec").content;
-      last_code_ = req.get_file_value("code").content;
-      last_code_filename_ = req.get_file_value("code").filename;
+      if (req.has_file("code")) {
+        last_code_ = req.get_file_value("code").content;
+        last_code_filename_ = req.get_file_value("code").filename;
+      }
       id = AddJobLocked("submitted", "Queued", "admin", {{"image", "img"}});
+      if (!sha.empty()) jobs_[id].job["capsule"] = {{"sha256", sha}};
       res.status = 201;
       res.set_header("Location", "/api/v1/jobs/" + id);
       Json(res, jobs_[id].job);
@@ -439,6 +478,8 @@ class FakeApi {
   std::string last_spec_;
   std::string last_code_;
   std::string last_code_filename_;
+  std::string last_ref_;
+  std::set<std::string> capsules_;  // digests of the capsules uploaded
 };
 
 }  // namespace starforge::cli::testing

@@ -936,5 +936,46 @@ INSTANTIATE_TEST_SUITE_P(Points, FailpointTest,
                            return name;
                          });
 
+// A capsule the client built (the API checked it) is stored as it is, not unpacked and packed
+// again; one named by digest goes on only if the object store still has it.
+TEST_F(ControllerTest, AClientBuiltCapsuleIsStoredAsItIsAndANamedOneMustExist) {
+  support::WriteFile(root() / "code/train.py", "print('hi')\n");
+  const capsule::CollectResult files = capsule::Collect(root() / "code");
+  fs::create_directories(root() / "control/uploads");
+  capsule::BuildOptions opts;
+  opts.output = root() / "control/uploads/built.zip";
+  const capsule::BuildResult built = capsule::Build(files.files, Spec(), opts);
+  ASSERT_TRUE(built.ok());
+  const std::string bytes = ReadFile(opts.output);
+  auto create = [&](const std::string& upload, const std::string& sha) {
+    Job j;
+    j.id = store::NewJobId();
+    j.owner = "alice";
+    j.name = Spec().name;
+    j.fleet = "local";
+    j.spec_json = jobspec::ToCanonicalText(Spec());
+    j.upload_path = upload;
+    j.capsule_sha256 = sha;
+    return store_->CreateJob(j, "user:alice").id;
+  };
+
+  Job job = DriveTo(create(opts.output.string(), built.sha256), Phase::kPending);
+  ASSERT_EQ(job.phase, Phase::kPending) << job.reason << ": " << job.message;
+  EXPECT_EQ(job.capsule_sha256, built.sha256);
+  EXPECT_EQ(ReadFile(root() / "objects" / capsule::ObjectKey(built.sha256)), bytes);
+  EXPECT_FALSE(fs::exists(opts.output));  // the upload is gone once stored
+  EXPECT_FALSE(fs::exists(root() / "control/work" / job.id)) << "nothing was unpacked";
+
+  job = DriveTo(create("", built.sha256), Phase::kPending);
+  EXPECT_EQ(job.phase, Phase::kPending) << job.reason << ": " << job.message;
+  EXPECT_EQ(fleet_.submits.back().capsule_sha256, built.sha256);
+
+  job = Drive(create("", std::string(64, 'a')));
+  EXPECT_EQ(job.phase, Phase::kFailed);
+  EXPECT_EQ(job.reason, store::reasons::kPackagingFailed);
+  EXPECT_THAT(job.message, HasSubstr("is no longer in"));
+  EXPECT_THAT(job.message, HasSubstr("submit again"));
+}
+
 }  // namespace
 }  // namespace starforge::controller

@@ -130,14 +130,16 @@ TEST_F(StoreTest, RefusesAFileThatIsNotADatabase) {
 
 TEST_F(StoreTest, CreateJobStoresItQueuedWithItsFirstTransition) {
   Job in = NewJob("bob", "tiny-train", "kuberay");
-  in.capsule_sha256 = "ignored";  // only the submission's fields are taken
+  in.capsule_sha256 = "c0ffee";  // a capsule the client built or named comes with the submission
+  in.fleet_handle = "ignored";   // only the submission's fields are taken
   in.phase = Phase::kRunning;
   const Job job = store_->CreateJob(in, "user:bob");
   EXPECT_GT(job.seq, 0);
   EXPECT_EQ(job.phase, Phase::kQueued);
   EXPECT_EQ(job.version, 1);
   EXPECT_EQ(job.created_at, 1'000'000);
-  EXPECT_EQ(job.capsule_sha256, "");
+  EXPECT_EQ(job.capsule_sha256, "c0ffee");
+  EXPECT_EQ(job.fleet_handle, "");
 
   auto got = store_->GetJob(job.id);
   ASSERT_TRUE(got);
@@ -145,6 +147,7 @@ TEST_F(StoreTest, CreateJobStoresItQueuedWithItsFirstTransition) {
   EXPECT_EQ(got->name, "tiny-train");
   EXPECT_EQ(got->fleet, "kuberay");
   EXPECT_EQ(got->upload_path, "/tmp/upload.zip");
+  EXPECT_EQ(got->capsule_sha256, "c0ffee");
   EXPECT_EQ(got->phase, Phase::kQueued);
   EXPECT_FALSE(got->exit_code);
   EXPECT_EQ(got->seq, job.seq);

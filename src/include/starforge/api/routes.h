@@ -18,6 +18,7 @@ enum class RouteId {
   kJobArtifacts,
   kDoctor,
   kCapacity,
+  kGetCapsule,
   kWhoami,
   kListTokens,
   kCreateToken,

@@ -13,6 +13,7 @@
 
 #include "starforge/capsule/collect.h"
 #include "starforge/capsule/manifest.h"
+#include "starforge/capsule/reuse.h"
 #include "starforge/jobspec/jobspec.h"
 
 namespace starforge::capsule {
@@ -37,17 +38,25 @@ struct BuildOptions {
   // The runner zipapp stored as .starforge/runner.pyz; unset: runner::Zipapp().
   std::optional<std::string_view> runner;
   int threads = 0;  // threads hashing and deflating; 0: one per core (the output is the same)
+  // The previous build of the same tree (ReuseIndex::Load): files whose stat identity is
+  // unchanged are not read again for their digest, and contents it already holds are copied
+  // from its capsule instead of deflated again. Unset or empty: everything is read and
+  // deflated. The output is the same either way.
+  const ReuseIndex* reuse = nullptr;
   // Called on the calling thread, at most about ten times a second.
   std::function<void(const BuildProgress&)> progress;
 };
 
 struct BuildResult {
-  std::vector<std::string> errors;  // non-empty → no file was written
-  std::string sha256;               // of the archive bytes: the capsule's identity
-  uint64_t size = 0;                // archive bytes
-  std::filesystem::path path;       // where it was written
-  Manifest manifest;                // as stored in .starforge/manifest.json
-  size_t user_files = 0;            // files of the user's (entries = user_files + 3)
+  std::vector<std::string> errors;   // non-empty → no file was written
+  std::string sha256;                // of the archive bytes: the capsule's identity
+  uint64_t size = 0;                 // archive bytes
+  std::filesystem::path path;        // where it was written
+  Manifest manifest;                 // as stored in .starforge/manifest.json
+  size_t user_files = 0;             // files of the user's (entries = user_files + 3)
+  std::vector<EntryRecord> entries;  // the user's files, for ReuseIndex::Save
+  size_t files_read = 0;      // user files read to hash them (the others: digest from `reuse`)
+  size_t entries_reused = 0;  // entries copied from the previous capsule, not read or deflated
   bool ok() const { return errors.empty(); }
 };
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "starforge/capsule/collect.h"
 #include "starforge/capsule/manifest.h"
 
 namespace starforge::capsule {
@@ -20,10 +21,18 @@ struct InspectResult {
   bool ok() const { return manifest.has_value() && problems.empty(); }
 };
 
+struct InspectOptions {
+  int threads = 0;  // entries verified in parallel; 0: one thread per core (same result)
+  // Refused before any entry is inflated: more entries than this, or manifest sizes adding up
+  // to more than this (a zip bomb's manifest may claim anything).
+  size_t max_entries = kMaxFiles + 3;
+  uint64_t max_total_bytes = UINT64_MAX;
+};
+
 // Opens `capsule` and checks it the way the runner will: every manifest entry present with its
 // size, SHA-256 and executable bit; no entry missing from the manifest; safe unique names; no
 // directory entries; StarForge's files present; more than one top-level entry (else Ray would
 // strip the top directory).
-InspectResult Inspect(const std::filesystem::path& capsule);
+InspectResult Inspect(const std::filesystem::path& capsule, const InspectOptions& options = {});
 
 }  // namespace starforge::capsule

@@ -61,7 +61,8 @@ class Store {
 
   int SchemaVersion();  // the applied migration number
 
-  // Inserts `job` (id, owner, name, fleet, spec_json, upload_path; phase Queued) and its first
+  // Inserts `job` (id, owner, name, fleet, spec_json, upload_path, capsule_sha256 — set when the
+  // client built or named the capsule; phase Queued) and its first
   // Transition (from nullopt) in one transaction; fills seq/created_at/updated_at/version.
   Job CreateJob(Job job, const std::string& cause);
   std::optional<Job> GetJob(const std::string& id);
