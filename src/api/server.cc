@@ -945,8 +945,8 @@ struct Server::Impl {
     }
     if (!updated) throw ApiError{404, "NotFound", "job " + job.id + " not found", {}, {}};
     if (first) {
-      store.RecordEvent(job.id, "Normal", "CancelRequested", "cancel requested by " + c.user.name,
-                        "api");
+      store.RecordEvent(job.id, "Normal", reasons::kCancelRequested,
+                        "cancel requested by " + c.user.name, "api");
       spdlog::info("job {}: cancel requested by {}", job.id, c.user.name);
     }
     controller.Enqueue(job.id);

@@ -1,10 +1,9 @@
 #include "starforge/cli/api_client.h"
 
-#include <curl/curl.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -18,16 +17,10 @@ namespace starforge::cli {
 namespace {
 
 using nlohmann::json;
-using Clock = std::chrono::steady_clock;
 
 constexpr size_t kMaxErrorBody = 1 << 20;  // error bodies are small JSON; never hold a huge page
-constexpr long kConnectTimeoutS = 10;
+constexpr std::chrono::seconds kConnectTimeout{10};
 constexpr std::chrono::seconds kRequestIdle{60};
-
-void GlobalInit() {
-  static std::once_flag once;
-  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-}
 
 std::string LowerFirst(std::string text) {
   if (!text.empty() && text[0] >= 'A' && text[0] <= 'Z') text[0] = static_cast<char>(text[0] + 32);
@@ -51,26 +44,27 @@ std::string Excerpt(std::string_view body) {
   return out;
 }
 
-std::string TransportReason(CURLcode rc, long os_errno, const char* errbuf) {
-  switch (rc) {
-    case CURLE_COULDNT_CONNECT:
-      return os_errno != 0 ? LowerFirst(std::strerror(static_cast<int>(os_errno)))
+// Why the exchange failed, in words for the user.
+std::string TransportReason(const net::Response& r) {
+  if (r.fault == net::Fault::kConnect) {
+    return r.os_errno != 0 ? LowerFirst(std::strerror(static_cast<int>(r.os_errno)))
                            : "cannot connect";
-    case CURLE_COULDNT_RESOLVE_HOST:
-      return "unknown host";
-    case CURLE_OPERATION_TIMEDOUT:
-      return "timed out";
-    case CURLE_ABORTED_BY_CALLBACK:
-      return "no data for too long";
-    case CURLE_UNSUPPORTED_PROTOCOL:
-      return "unsupported protocol (use http:// or https://)";
-    default:
-      break;
   }
-  std::string text = errbuf[0] != '\0' ? errbuf : curl_easy_strerror(rc);
+  static const std::map<net::Fault, std::string_view> kWords = {
+      {net::Fault::kResolveHost, "unknown host"},
+      {net::Fault::kTimeout, "timed out"},
+      {net::Fault::kIdle, "no data for too long"},
+      {net::Fault::kUnsupportedProtocol, "unsupported protocol (use http:// or https://)"}};
+  if (auto it = kWords.find(r.fault); it != kWords.end()) return std::string(it->second);
+  std::string text = r.error;
   while (!text.empty() && (text.back() == '\n' || text.back() == ' '))
     text.pop_back();
   return LowerFirst(text);
+}
+
+std::string ContentType(const net::Response& r) {
+  auto it = r.headers.find("content-type");
+  return it == r.headers.end() ? std::string() : it->second;
 }
 
 }  // namespace
@@ -237,93 +231,13 @@ struct ApiClient::Request {
   std::function<bool(std::string_view)> on_data;  // 2xx bodies; false = stop (not an error)
   std::chrono::seconds idle{kRequestIdle};
 
-  // Results.
-  int status = 0;
-  std::string content_type;
-  std::string response_body;
-  uint64_t received = 0;  // body bytes of a 2xx answer
-  curl_off_t uploaded = 0;
-  bool stopped = false;
-  Clock::time_point last_data = Clock::now();
+  net::Response response;  // filled as it arrives: on_data may read its headers
 };
-
-namespace {
-
-size_t OnHeader(char* data, size_t size, size_t n, void* user) {
-  auto* r = static_cast<ApiClient::Request*>(user);
-  std::string_view line(data, size * n);
-  constexpr std::string_view kName = "content-type:";
-  if (line.size() > kName.size()) {
-    std::string lower(line.substr(0, kName.size()));
-    std::transform(lower.begin(), lower.end(), lower.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    if (lower == kName) {
-      std::string_view value = line.substr(kName.size());
-      while (!value.empty() && value.front() == ' ')
-        value.remove_prefix(1);
-      while (!value.empty() &&
-             (value.back() == '\r' || value.back() == '\n' || value.back() == ' '))
-        value.remove_suffix(1);
-      r->content_type = value;
-    }
-  }
-  r->last_data = Clock::now();
-  return size * n;
-}
-
-struct WriteState {
-  ApiClient::Request* request;
-  CURL* curl;
-};
-
-size_t OnBody(char* data, size_t size, size_t n, void* user) {
-  auto* w = static_cast<WriteState*>(user);
-  ApiClient::Request* r = w->request;
-  const size_t bytes = size * n;
-  r->last_data = Clock::now();
-  long status = 0;
-  curl_easy_getinfo(w->curl, CURLINFO_RESPONSE_CODE, &status);
-  const bool success = status >= 200 && status < 300;
-  if (success) r->received += bytes;
-  if (success && r->on_data) {
-    if (!r->on_data(std::string_view(data, bytes))) {
-      r->stopped = true;
-      return 0;  // ends the transfer (CURLE_WRITE_ERROR), which Perform treats as success
-    }
-    return bytes;
-  }
-  if (!success && r->response_body.size() >= kMaxErrorBody) return bytes;
-  r->response_body.append(data, bytes);
-  return bytes;
-}
-
-int OnProgress(void* user, curl_off_t, curl_off_t, curl_off_t ultotal, curl_off_t ulnow) {
-  auto* r = static_cast<ApiClient::Request*>(user);
-  if (r->progress != nullptr && *r->progress && ultotal > 0) {
-    (*r->progress)(static_cast<uint64_t>(ulnow), static_cast<uint64_t>(ultotal));
-  }
-  // Uploading counts as activity: a slow link may take long to send a big archive.
-  if (ulnow != r->uploaded) {
-    r->uploaded = ulnow;
-    r->last_data = Clock::now();
-  }
-  return Clock::now() - r->last_data > r->idle ? 1 : 0;
-}
-
-struct CurlDeleter {
-  void operator()(CURL* c) const { curl_easy_cleanup(c); }
-};
-struct SlistDeleter {
-  void operator()(curl_slist* s) const { curl_slist_free_all(s); }
-};
-struct MimeDeleter {
-  void operator()(curl_mime* m) const { curl_mime_free(m); }
-};
-
-}  // namespace
 
 ApiClient::ApiClient(std::string server, std::string token)
-    : server_(std::move(server)), token_(std::move(token)) {
+    : server_(std::move(server)),
+      token_(std::move(token)),
+      transport_(std::make_shared<net::Transport>()) {
   while (!server_.empty() && server_.back() == '/')
     server_.pop_back();
 }
@@ -337,90 +251,49 @@ std::string ApiClient::Scrub(std::string text) const {
 }
 
 ApiError ApiClient::Perform(Request& r) {
-  GlobalInit();
-  std::unique_ptr<CURL, CurlDeleter> curl(curl_easy_init());
-  if (!curl) {
-    ApiError e;
-    e.kind = ApiError::Kind::kUnreachable;
-    e.message = "cannot start an HTTP request (libcurl failed to initialise)";
-    return e;
-  }
-  CURL* c = curl.get();
-  const std::string url = server_ + r.path;
-  char errbuf[CURL_ERROR_SIZE] = {0};
-  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, kConnectTimeoutS);
-  curl_easy_setopt(c, CURLOPT_USERAGENT, "forge/" STARFORGE_VERSION);
-  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
-  curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-
-  std::unique_ptr<curl_slist, SlistDeleter> headers;
-  auto add_header = [&headers](const std::string& h) {
-    headers.reset(curl_slist_append(headers.release(), h.c_str()));
-  };
-  if (!token_.empty()) add_header("Authorization: Bearer " + token_);
-  for (const auto& h : r.headers)
-    add_header(h);
-  add_header("Expect:");  // send bodies at once; the server answers errors after reading them
-
-  std::unique_ptr<curl_mime, MimeDeleter> mime;
-  if (r.form != nullptr) {
-    mime.reset(curl_mime_init(c));
-    for (const FormPart& p : *r.form) {
-      curl_mimepart* part = curl_mime_addpart(mime.get());
-      curl_mime_name(part, p.name.c_str());
-      if (!p.file.empty()) {
-        curl_mime_filedata(part, p.file.c_str());
-      } else {
-        curl_mime_data(part, p.data.data(), p.data.size());
-      }
-      // After filedata, which sets the file's own name.
-      curl_mime_filename(part, p.filename.empty() ? nullptr : p.filename.c_str());
-      if (!p.content_type.empty()) curl_mime_type(part, p.content_type.c_str());
-    }
-    curl_easy_setopt(c, CURLOPT_MIMEPOST, mime.get());
-  } else if (r.method == "POST") {
+  net::Request n;
+  n.method = r.method;
+  n.url = server_ + r.path;
+  n.connect_timeout = kConnectTimeout;
+  n.idle_timeout = r.idle;
+  n.user_agent = "forge/" STARFORGE_VERSION;
+  n.max_error_body = kMaxErrorBody;
+  if (!token_.empty()) n.headers.push_back("Authorization: Bearer " + token_);
+  n.headers.insert(n.headers.end(), r.headers.begin(), r.headers.end());
+  n.headers.push_back("Expect:");  // send bodies at once; the server answers errors after reading
+  n.form = r.form;
+  if (r.form == nullptr && r.method == "POST") {
     if (!r.body) r.body.emplace();
-    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(r.body->size()));
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, r.body->data());
+    n.body = *r.body;
   }
-  curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers.get());
+  n.on_data = r.on_data;
+  if (r.progress != nullptr && *r.progress) {
+    n.on_progress = [&r](const net::Progress& p) {
+      if (p.send_total > 0) {
+        (*r.progress)(static_cast<uint64_t>(p.sent), static_cast<uint64_t>(p.send_total));
+      }
+    };
+  }
+  transport_->Perform(n, &r.response);
+  const net::Response& resp = r.response;
+  if (resp.stopped) return {};
 
-  WriteState ws{&r, c};
-  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, OnHeader);
-  curl_easy_setopt(c, CURLOPT_HEADERDATA, &r);
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, OnBody);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, &ws);
-  curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
-  curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, OnProgress);
-  curl_easy_setopt(c, CURLOPT_XFERINFODATA, &r);
-
-  r.last_data = Clock::now();
-  const CURLcode rc = curl_easy_perform(c);
-  long status = 0;
-  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-  r.status = static_cast<int>(status);
-  if (r.stopped) return {};
-
-  if (rc != CURLE_OK) {
-    long os_errno = 0;
-    curl_easy_getinfo(c, CURLINFO_OS_ERRNO, &os_errno);
+  if (resp.fault != net::Fault::kNone) {
     ApiError e;
     e.kind = ApiError::Kind::kUnreachable;
-    const std::string reason = TransportReason(rc, os_errno, errbuf);
-    if (status == 0) {
+    const std::string reason = TransportReason(resp);
+    if (resp.status == 0) {
       e.message = "cannot reach the StarForge server at " + server_ + ": " + reason +
                   " — is `forge serve` running? set FORGE_SERVER or run `forge login`";
     } else {
-      e.status = r.status;
+      e.status = resp.status;
       e.message = "the connection to " + server_ + " broke: " + reason;
     }
     e.message = Scrub(e.message);
     return e;
   }
-  if (status < 200 || status >= 300) {
-    ApiError e = ErrorFromResponse(r.status, r.response_body, server_, !token_.empty());
+  if (resp.status < 200 || resp.status >= 300) {
+    ApiError e = ErrorFromResponse(resp.status, resp.body, server_, !token_.empty());
     e.message = Scrub(e.message);
     for (auto& d : e.details)
       d.second = Scrub(d.second);
@@ -451,14 +324,14 @@ ApiError ApiClient::GetJson(const std::string& path, json* out) {
   r.headers.push_back("Accept: application/json");
   ApiError e = Perform(r);
   if (!e.ok()) return e;
-  return ParseJson(r.response_body, "GET " + path, out);
+  return ParseJson(r.response.body, "GET " + path, out);
 }
 
 ApiError ApiClient::GetText(const std::string& path, std::string* out) {
   Request r;
   r.path = path;
   ApiError e = Perform(r);
-  if (e.ok()) *out = std::move(r.response_body);
+  if (e.ok()) *out = std::move(r.response.body);
   return e;
 }
 
@@ -473,8 +346,8 @@ ApiError ApiClient::PostJson(const std::string& path, const json& body, json* ou
   }
   ApiError e = Perform(r);
   if (!e.ok()) return e;
-  if (status != nullptr) *status = r.status;
-  return ParseJson(r.response_body, "POST " + path, out);
+  if (status != nullptr) *status = r.response.status;
+  return ParseJson(r.response.body, "POST " + path, out);
 }
 
 ApiError ApiClient::PostForm(const std::string& path, const std::vector<FormPart>& parts,
@@ -487,8 +360,8 @@ ApiError ApiClient::PostForm(const std::string& path, const std::vector<FormPart
   r.headers.push_back("Accept: application/json");
   ApiError e = Perform(r);
   if (!e.ok()) return e;
-  if (status != nullptr) *status = r.status;
-  return ParseJson(r.response_body, "POST " + path, out);
+  if (status != nullptr) *status = r.response.status;
+  return ParseJson(r.response.body, "POST " + path, out);
 }
 
 ApiError ApiClient::Stream(const std::string& path, std::string* last_event_id,
@@ -506,9 +379,11 @@ ApiError ApiClient::Stream(const std::string& path, std::string* last_event_id,
     if (!last_event_id->empty()) r.headers.push_back("Last-Event-ID: " + *last_event_id);
     bool stop = false;
     bool wrong_type = false;
+    uint64_t received = 0;  // bytes of the stream
     parser.Reset();
     r.on_data = [&](std::string_view bytes) {
-      if (r.content_type.rfind("text/event-stream", 0) != 0) {
+      received += bytes.size();
+      if (ContentType(r.response).rfind("text/event-stream", 0) != 0) {
         wrong_type = true;
         return false;
       }
@@ -524,7 +399,8 @@ ApiError ApiClient::Stream(const std::string& path, std::string* last_event_id,
       ApiError p;
       p.kind = ApiError::Kind::kProtocol;
       p.message = "the server answered " + path + " with " +
-                  (r.content_type.empty() ? std::string("no content type") : r.content_type) +
+                  (ContentType(r.response).empty() ? std::string("no content type")
+                                                   : ContentType(r.response)) +
                   ", not an event stream (is FORGE_SERVER a StarForge server?)";
       return p;
     }
@@ -532,7 +408,7 @@ ApiError ApiClient::Stream(const std::string& path, std::string* last_event_id,
     // An answer other than the stream (401, 404, …) is final; a broken or ended stream is not,
     // once the stream has been open: the server may be restarting.
     if (e.kind != ApiError::Kind::kNone && e.kind != ApiError::Kind::kUnreachable) return e;
-    if (r.received > 0) {
+    if (received > 0) {
       opened = true;
       failures = 0;
     }

@@ -11,7 +11,8 @@ namespace {
 // A parsed quantity as exact decimal arithmetic needs it: value = digits * 10^exp10 * 2^exp2.
 struct Parts {
   bool negative = false;
-  std::string digits;  // integer and fraction digits, leading zeros stripped
+  bool binary = false;  // a Ki..Ei suffix
+  std::string digits;   // integer and fraction digits, leading zeros stripped
   int64_t exp10 = 0;
   int exp2 = 0;
 };
@@ -37,7 +38,7 @@ bool ApplySuffix(std::string_view suffix, Parts& p) {
     if (suffix == s) return p.exp10 += e, true;
   }
   for (const auto& [s, e] : kBinary) {
-    if (suffix == s) return p.exp2 = e, true;
+    if (suffix == s) return p.exp2 = e, p.binary = true, true;
   }
   // Only an exponent remains possible: 'e' or 'E' and a signed integer ("1E3" is 1000, "1E" exa).
   if (suffix.size() < 2 || (suffix[0] != 'e' && suffix[0] != 'E')) return false;
@@ -127,13 +128,54 @@ int64_t ScaledCeil(const Parts& parts, int scale) {
 std::optional<Quantity> Quantity::Parse(std::string_view text) {
   const std::optional<Parts> parts = ParseParts(text);
   if (!parts) return std::nullopt;
-  return Quantity(std::string(text), ScaledCeil(*parts, 3));
+  return Quantity(std::string(text), ScaledCeil(*parts, 3),
+                  parts->binary ? Format::kBinarySI : Format::kDecimalSI);
 }
 
 int64_t Quantity::Value() const {
   // Recomputed from the text: a value near INT64_MAX units has no representable milli-value.
   const std::optional<Parts> parts = ParseParts(text_);
   return parts ? ScaledCeil(*parts, 0) : 0;
+}
+
+void Quantity::Add(const Quantity& other) {
+  if (!has_format_) {
+    format_ = other.format_;
+    has_format_ = other.has_format_;
+  }
+  milli_ += other.milli_;
+  text_ = String();
+}
+
+void Quantity::Mul(int64_t n) {
+  milli_ *= n;
+  text_ = String();
+}
+
+std::string Quantity::String() const {
+  if (milli_ == 0) return "0";
+  const bool negative = milli_ < 0;
+  const int64_t magnitude = negative ? -milli_ : milli_;
+  const std::string sign = negative ? "-" : "";
+  if (magnitude % 1000 != 0) return sign + std::to_string(magnitude) + "m";
+  const int64_t units = magnitude / 1000;
+  // The largest suffix that leaves a whole number (k8s.io/apimachinery/pkg/api/resource).
+  auto largest = [&](int64_t base, const char* const* suffixes) -> std::string {
+    int index = -1;
+    int64_t m = units;
+    while (m % base == 0 && index < 5) {
+      m /= base;
+      ++index;
+    }
+    return index < 0 ? std::string() : sign + std::to_string(m) + suffixes[index];
+  };
+  static const char* const kBinary[] = {"Ki", "Mi", "Gi", "Ti", "Pi", "Ei"};
+  static const char* const kDecimal[] = {"k", "M", "G", "T", "P", "E"};
+  if (format_ == Format::kBinarySI) {
+    if (std::string out = largest(1024, kBinary); !out.empty()) return out;
+  }
+  if (std::string out = largest(1000, kDecimal); !out.empty()) return out;
+  return sign + std::to_string(units);
 }
 
 }  // namespace starforge

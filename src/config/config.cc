@@ -34,9 +34,9 @@ std::string ToString(FleetKind kind) {
 std::string ToString(SubmissionMode mode) {
   switch (mode) {
     case SubmissionMode::kK8sJobMode:
-      return "K8sJobMode";
+      return kK8sJobModeName;
     case SubmissionMode::kHTTPMode:
-      return "HTTPMode";
+      return kHTTPModeName;
   }
   return "unknown";
 }
@@ -651,11 +651,11 @@ const std::vector<Entry>& Table() {
     t.push_back(Choice<SubmissionMode>(
         "FORGE_KUBERAY_SUBMISSION_MODE", &Config::kuberay_submission_mode,
         {SubmissionMode::kK8sJobMode, SubmissionMode::kHTTPMode},
-        {{"InteractiveMode",
+        {{kInteractiveModeName,
           "InteractiveMode is not supported: KubeRay then waits for someone to submit the job by "
           "hand, which StarForge never does, so every job would hang until its pre-running "
           "deadline; use K8sJobMode or HTTPMode"},
-         {"SidecarMode",
+         {kSidecarModeName,
           "SidecarMode is not supported: it needs KubeRay v1.5 or later (StarForge supports "
           "v1.4) and runs the submitter inside the head pod, which StarForge's RayJobs are not "
           "built for; use K8sJobMode or HTTPMode"}},

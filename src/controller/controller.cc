@@ -219,7 +219,7 @@ class Reconciler {
     }
     const capsule::CollectResult collected = capsule::Collect(code);
     for (const auto& warning : collected.warnings) {
-      store_.RecordEvent(job.id, "Warning", "PackagingWarning", warning, kSource);
+      store_.RecordEvent(job.id, "Warning", reasons::kPackagingWarning, warning, kSource);
     }
     if (!collected.ok()) {
       fs::remove_all(work, ec);
@@ -259,7 +259,7 @@ class Reconciler {
     const std::string message = fmt::format("cannot store the capsule as {} in {}: {}", key,
                                             objects_.Describe(), error.message);
     if (Retryable(error.kind)) {
-      store_.RecordEvent(job.id, "Warning", "CapsuleStoreRetrying", message, kSource);
+      store_.RecordEvent(job.id, "Warning", reasons::kCapsuleStoreRetrying, message, kSource);
       return RetryUntilSubmitDeadline(job, message);
     }
     return Finish(job, Phase::kFailed, reasons::kStorageFailed, message);

@@ -36,17 +36,13 @@ using json_read::Field;
 using json_read::Label;
 using json_read::Name;
 using json_read::Str;
-using kuberay::RayJobState;
+using kuberay::Deleting;
 using nlohmann::json;
 
 constexpr const char* kFieldManager = "starforge";
 // After this many failed CollectLogs calls for one job, what could not be read is recorded in
 // collect-errors.txt and archiving ends (the RayJob's TTL frees the cluster regardless).
 constexpr int kMaxCollectAttempts = 5;
-
-bool Deleting(const json& obj) {
-  return !Field(Field(obj, "metadata"), "deletionTimestamp").is_null();
-}
 
 std::vector<json> Values(const std::map<std::string, json>& m) {
   std::vector<json> out;
@@ -68,19 +64,6 @@ json Redacted(json value) {
       v = Redacted(std::move(v));
   }
   return value;
-}
-
-// The first line of an operator's or Ray's message, without the log tail Ray appends to a FAILED
-// message ("…exit code 3, last available logs (truncated to 20,000 chars):\n…"): the job's
-// message is one line, and the output is in its logs.
-std::string OneLine(const std::string& message) {
-  std::string line = message.substr(0, message.find('\n'));
-  for (const char* tail : {", last available logs", ". Last available logs"}) {
-    if (size_t at = line.find(tail); at != std::string::npos) line.resize(at);
-  }
-  while (!line.empty() && (line.back() == ' ' || line.back() == ':' || line.back() == '\r'))
-    line.pop_back();
-  return line;
 }
 
 // Failures that go away by themselves (or by waiting): the controller retries them.
@@ -580,67 +563,22 @@ struct KubeRayFleet::Impl {
       obs.message = "reading RayJob " + ns + "/" + name + ": " + Describe(e);
       return obs;
     }
-    const bool cancelled = IsCancelled(job_id);
-    // The RayJob is gone (or going) before the job ended: a cancel of ours, or someone else's.
-    auto deleted = [&](const std::string& how) {
-      if (cancelled) {
-        obs.state = State::kCancelled;
-        obs.message = "cancelled: StarForge deleted RayJob " + ns + "/" + name;
-      } else {
-        obs.state = State::kFailed;
-        obs.reason = reasons::kRayJobDeleted;
-        obs.message =
-            "RayJob " + ns + "/" + name + " " + how + " outside StarForge before the job ended";
-      }
-      return obs;
-    };
-    if (!rj) return deleted("was deleted");
-    const kuberay::StatusView sv = kuberay::ReadStatus(*rj);
-    const JobObjects objs = Gather(*rj, name);
-    obs.events = ToFleetEvents(kuberay::NormalizeEvents(objs.events));
-    if (Deleting(*rj) && !sv.terminal) return deleted("is being deleted");
-    switch (sv.state) {
-      case RayJobState::kPending:
-      case RayJobState::kUnknown: {
+    const std::string ref = ns + "/" + name;
+    kuberay::JobReading job = kuberay::ReadJob(rj ? &*rj : nullptr, IsCancelled(job_id), ref);
+    if (rj) {
+      const JobObjects objs = Gather(*rj, name);
+      obs.events = ToFleetEvents(kuberay::NormalizeEvents(objs.events));
+      if (job.diagnose) {
         const kuberay::Diagnosis d = DiagnoseJob(job_id, objs, spec);
         obs.events = ToFleetEvents(d.events);
-        obs.state = State::kPending;
-        obs.reason = !d.reason.empty() ? d.reason : sv.reason;
-        obs.message = RedactUrlQueries(!d.message.empty() ? d.message : sv.message);
-        // Suspended (Kueue's webhook creates a queued RayJob suspended and unsuspends it at
-        // admission; docs/kuberay-fleet.md): waiting for a turn, not failing to start.
-        obs.queued = Field(Field(*rj, "spec"), "suspend") == json(true) ||
-                     sv.job_deployment_status == kuberay::kDeploymentSuspending ||
-                     sv.job_deployment_status == kuberay::kDeploymentSuspended;
-        if (cancelled) obs.state = State::kCancelled;  // deleted by us, status not updated yet
-        break;
+        kuberay::AddDiagnosis(d, &job);
       }
-      case RayJobState::kRunning:
-        obs.state = cancelled ? State::kCancelled : State::kRunning;
-        obs.message = RedactUrlQueries(OneLine(sv.message));
-        break;
-      case RayJobState::kSucceeded:
-        obs.state = State::kSucceeded;
-        obs.exit_code = 0;
-        obs.message = RedactUrlQueries(OneLine(sv.message));
-        break;
-      case RayJobState::kFailed:
-        obs.state = State::kFailed;
-        obs.exit_code = sv.exit_code;
-        obs.message = RedactUrlQueries(OneLine(sv.message));
-        obs.reason = kuberay::JobReason(sv);
-        if (obs.message.empty() && obs.reason == reasons::kRejected)
-          obs.message = "the KubeRay operator refused the RayJob";
-        if (cancelled) obs.state = State::kCancelled;
-        break;
-      case RayJobState::kStopped:
-        obs.state = State::kCancelled;
-        if (!cancelled) {
-          obs.reason = reasons::kRayJobStopped;
-          obs.message = "the Ray job was stopped outside StarForge (e.g. `ray job stop`)";
-        }
-        break;
     }
+    obs.state = job.state;
+    obs.queued = job.queued;
+    obs.reason = std::move(job.reason);
+    obs.message = RedactUrlQueries(std::move(job.message));
+    obs.exit_code = job.exit_code;
     return obs;
   }
 

@@ -471,50 +471,24 @@ struct LocalFleet::Impl {
 
   // ---- Observing a launched (or cancelled/failed) job from its files ------------------------
 
+  static void AddEvent(Observation* o, const char* type, std::string reason, std::string message) {
+    o->events.push_back({type, std::move(reason), std::move(message), kSource});
+  }
+
+  // Reads the job's files under fleet/ (launch.json, cancel.json, failed.json, status.json and the
+  // runner's lock) and says what they mean, in the steps below.
   Observation ObserveFiles(const std::string& id) {
     const JobPaths p = Paths(id);
-    Observation o;
     const auto launch = local::ReadJson(p.launch);
     const auto cancel = local::ReadJson(p.cancel);
-    const auto failed = local::ReadJson(p.failed);
     std::string lock_error;
     const LockState lock = local::ProbeLock(p.lock, &lock_error);
-    auto event = [&](const char* type, std::string reason, std::string message) {
-      o.events.push_back({type, std::move(reason), std::move(message), kSource});
-    };
+    if (!launch && lock != LockState::kHeld) return NeverLaunched(p, cancel.has_value());
 
-    if (!launch && lock != LockState::kHeld) {
-      if (failed) {
-        o.state = State::kFailed;
-        o.reason = JsonString(*failed, "reason");
-        o.message = JsonString(*failed, "message");
-        event("Warning", o.reason, o.message);
-        return o;
-      }
-      if (cancel) {
-        o.state = State::kCancelled;
-        o.reason = "";  // the controller's CancelledByUser, as for every fleet
-        o.message = "cancelled before it started";
-        return o;
-      }
-      return o;  // kUnknown
-    }
-
+    Observation o;
     const int64_t runner_pid = launch ? JsonInt(*launch, "pid") : 0;
     const std::string runner_host = launch ? JsonString(*launch, "host") : host;
-    if (launch) {
-      event("Normal", "Started",
-            fmt::format("runner pid {} started on {}", runner_pid, runner_host));
-    }
-    const int64_t sigterm_at = cancel ? JsonInt(*cancel, "sigtermAt") : 0;
-    const int64_t sigkill_at = cancel ? JsonInt(*cancel, "sigkillAt") : 0;
-    if (sigterm_at > 0)
-      event("Normal", "Stopping", fmt::format("sent SIGTERM to the runner (pid {})", runner_pid));
-    if (sigkill_at > 0) {
-      event("Warning", "Killing",
-            "the job did not stop within " + Seconds(options.cancel_grace_ms) +
-                " of SIGTERM; sent SIGKILL");
-    }
+    const bool cancel_sent = AddLaunchEvents(launch, cancel, runner_pid, runner_host, &o);
 
     const auto status = local::ReadJson(p.status);
     const std::string state = status ? JsonString(*status, "state") : "";
@@ -529,68 +503,130 @@ struct LocalFleet::Impl {
       const int64_t beat = ParseRfc3339(JsonString(*status, "heartbeatAt")).value_or(0);
       alive = state == "running" && NowMs() - beat < options.heartbeat_stale_ms;
     }
-    if (alive) {
-      o.state = State::kRunning;
-      const int64_t pid = status && state == "running" ? JsonInt(*status, "pid") : 0;
-      if (pid > 0)
-        o.message = fmt::format("the entrypoint (pid {}) runs on {}", pid, runner_host);
-      else if (runner_pid > 0)
-        o.message =
-            fmt::format("the runner (pid {}) is starting the job on {}", runner_pid, runner_host);
-      else
-        o.message = "a runner holds fleet/run.lock and is starting the job on " + runner_host;
+    if (alive) return Running(status, state, runner_pid, runner_host, std::move(o));
+    if (state == "succeeded" || state == "failed") {
+      return Exited(*status, state, cancel_sent, std::move(o));
+    }
+    if (state == "signalled") return Signalled(*status, cancel_sent, std::move(o));
+    return RunnerGone(p, runner_pid, cancel_sent, std::move(o));
+  }
+
+  // No runner was launched and none holds the lock: failed before launch, cancelled before it
+  // started, or unknown.
+  static Observation NeverLaunched(const JobPaths& p, bool cancel_recorded) {
+    Observation o;
+    if (const auto failed = local::ReadJson(p.failed)) {
+      o.state = State::kFailed;
+      o.reason = JsonString(*failed, "reason");
+      o.message = JsonString(*failed, "message");
+      AddEvent(&o, "Warning", o.reason, o.message);
       return o;
     }
-
-    const bool cancel_sent = sigterm_at > 0;
-    const bool stop_seen = status && status->contains("stopSignal");
-    auto cancelled = [&](std::string message) {
+    if (cancel_recorded) {
       o.state = State::kCancelled;
       o.reason = "";  // the controller's CancelledByUser, as for every fleet
-      o.message = std::move(message);
-      event("Normal", "Cancelled", o.message);
-      return o;
-    };
-    if (state == "succeeded" || state == "failed") {
-      const int64_t code = JsonInt(*status, "exitCode", -1);
-      if (cancel_sent && stop_seen)
-        return cancelled(fmt::format("cancelled: the job exited with code {} after SIGTERM", code));
-      o.exit_code = static_cast<int>(code);
-      if (state == "succeeded") {
-        o.state = State::kSucceeded;
-        o.reason = reasons::kCompleted;
-        o.message = "the entrypoint exited with code 0";
-        return o;
-      }
-      const std::string error = JsonString(*status, "error");
-      o.state = State::kFailed;
-      o.reason = error.empty() ? reasons::kAppFailed : RunnerReason(code);
-      o.message = error.empty() ? fmt::format("the entrypoint exited with code {}", code) : error;
-      event("Warning", o.reason, o.message);
+      o.message = "cancelled before it started";
+    }
+    return o;  // kUnknown unless cancelled
+  }
+
+  // The Started, Stopping and Killing events the launch and cancel records tell of; returns
+  // whether SIGTERM was sent (a cancel is under way).
+  bool AddLaunchEvents(const std::optional<nlohmann::json>& launch,
+                       const std::optional<nlohmann::json>& cancel, int64_t runner_pid,
+                       const std::string& runner_host, Observation* o) const {
+    if (launch) {
+      AddEvent(o, "Normal", reasons::kStarted,
+               fmt::format("runner pid {} started on {}", runner_pid, runner_host));
+    }
+    const int64_t sigterm_at = cancel ? JsonInt(*cancel, "sigtermAt") : 0;
+    const int64_t sigkill_at = cancel ? JsonInt(*cancel, "sigkillAt") : 0;
+    if (sigterm_at > 0) {
+      AddEvent(o, "Normal", reasons::kStopping,
+               fmt::format("sent SIGTERM to the runner (pid {})", runner_pid));
+    }
+    if (sigkill_at > 0) {
+      AddEvent(o, "Warning", reasons::kKilling,
+               "the job did not stop within " + Seconds(options.cancel_grace_ms) +
+                   " of SIGTERM; sent SIGKILL");
+    }
+    return sigterm_at > 0;
+  }
+
+  static Observation Running(const std::optional<nlohmann::json>& status, const std::string& state,
+                             int64_t runner_pid, const std::string& runner_host, Observation o) {
+    o.state = State::kRunning;
+    const int64_t pid = status && state == "running" ? JsonInt(*status, "pid") : 0;
+    if (pid > 0)
+      o.message = fmt::format("the entrypoint (pid {}) runs on {}", pid, runner_host);
+    else if (runner_pid > 0)
+      o.message =
+          fmt::format("the runner (pid {}) is starting the job on {}", runner_pid, runner_host);
+    else
+      o.message = "a runner holds fleet/run.lock and is starting the job on " + runner_host;
+    return o;
+  }
+
+  static Observation Cancelled(std::string message, Observation o) {
+    o.state = State::kCancelled;
+    o.reason = "";  // the controller's CancelledByUser, as for every fleet
+    o.message = std::move(message);
+    AddEvent(&o, "Normal", reasons::kCancelled, o.message);
+    return o;
+  }
+
+  // The runner's final status.json says the entrypoint exited (state succeeded or failed).
+  static Observation Exited(const nlohmann::json& status, const std::string& state,
+                            bool cancel_sent, Observation o) {
+    const int64_t code = JsonInt(status, "exitCode", -1);
+    if (cancel_sent && status.contains("stopSignal")) {
+      return Cancelled(fmt::format("cancelled: the job exited with code {} after SIGTERM", code),
+                       std::move(o));
+    }
+    o.exit_code = static_cast<int>(code);
+    if (state == "succeeded") {
+      o.state = State::kSucceeded;
+      o.reason = reasons::kCompleted;
+      o.message = "the entrypoint exited with code 0";
       return o;
     }
-    if (state == "signalled") {
-      const std::string name = JsonString(*status, "signalName");
-      const std::string signal =
-          name.empty() ? "signal " + std::to_string(JsonInt(*status, "signal")) : name;
-      if (cancel_sent) {
-        if (status->value("forcedKill", false)) {
-          return cancelled(
-              "cancelled: the job did not stop within the grace period after "
-              "SIGTERM and was killed with " +
-              signal);
-        }
-        return cancelled("cancelled: the job ended on " + signal);
+    const std::string error = JsonString(status, "error");
+    o.state = State::kFailed;
+    o.reason = error.empty() ? reasons::kAppFailed : RunnerReason(code);
+    o.message = error.empty() ? fmt::format("the entrypoint exited with code {}", code) : error;
+    AddEvent(&o, "Warning", o.reason, o.message);
+    return o;
+  }
+
+  // The runner's final status.json says the entrypoint died on a signal.
+  static Observation Signalled(const nlohmann::json& status, bool cancel_sent, Observation o) {
+    const std::string name = JsonString(status, "signalName");
+    const std::string signal =
+        name.empty() ? "signal " + std::to_string(JsonInt(status, "signal")) : name;
+    if (cancel_sent) {
+      if (status.value("forcedKill", false)) {
+        return Cancelled(
+            "cancelled: the job did not stop within the grace period after SIGTERM and was "
+            "killed with " +
+                signal,
+            std::move(o));
       }
-      o.state = State::kFailed;
-      o.reason = reasons::kSignalled;
-      o.message = "killed by " + signal;
-      event("Warning", o.reason, o.message);
-      return o;
+      return Cancelled("cancelled: the job ended on " + signal, std::move(o));
     }
-    // The runner is gone without a final status.json.
-    if (cancel_sent)
-      return cancelled("cancelled: the runner was killed with SIGKILL after the grace period");
+    o.state = State::kFailed;
+    o.reason = reasons::kSignalled;
+    o.message = "killed by " + signal;
+    AddEvent(&o, "Warning", o.reason, o.message);
+    return o;
+  }
+
+  // The runner is gone without a final status.json: the end of its log says what it last did.
+  static Observation RunnerGone(const JobPaths& p, int64_t runner_pid, bool cancel_sent,
+                                Observation o) {
+    if (cancel_sent) {
+      return Cancelled("cancelled: the runner was killed with SIGKILL after the grace period",
+                       std::move(o));
+    }
     o.state = State::kFailed;
     o.reason = reasons::kRunnerLost;
     std::string tail;
@@ -601,7 +637,7 @@ struct LocalFleet::Impl {
                                 : std::string("the runner")) +
                 " ended without reporting how the job ended; " +
                 (tail.empty() ? "logs/runner.log is empty" : "logs/runner.log ends with: " + tail);
-    event("Warning", o.reason, o.message);
+    AddEvent(&o, "Warning", o.reason, o.message);
     return o;
   }
 

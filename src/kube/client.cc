@@ -1,19 +1,15 @@
-// The REST client: one curl easy handle per request, connections shared through a curl share
-// handle; the retry rules of errors.h; streaming bodies for watch, logs and proxy.
+// The REST client: requests over net/http.h's transport (connections shared between calls); the
+// retry rules of errors.h; streaming bodies for watch, logs and proxy.
 #include "starforge/kube/client.h"
 
-#include <curl/curl.h>
-
 #include <algorithm>
-#include <array>
-#include <cctype>
-#include <exception>
 #include <mutex>
 #include <thread>
 
 #include <fmt/format.h>
 
 #include "starforge/kube/watch_decoder.h"
+#include "starforge/net/http.h"
 
 namespace starforge::kube {
 
@@ -37,16 +33,11 @@ struct Client::Request {
   std::chrono::milliseconds timeout{0};  // 0 = options_.request_timeout; negative = none
 };
 
-struct Client::Response {
-  int status = 0;
-  std::map<std::string, std::string> headers;  // lower-case names
-  std::string body;
-  bool stopped = false;  // the caller (callback or stop flag) ended the transfer
-};
+// A reply as the transport gives it.
+struct Client::Response : net::Response {};
 
 struct Client::Shared {
-  CURLSH* share = nullptr;
-  std::array<std::mutex, CURL_LOCK_DATA_LAST> locks;
+  net::Transport transport;
   std::atomic<int64_t> requests{0};
   std::atomic<int64_t> retries{0};
   std::mutex rng_mu;
@@ -54,78 +45,6 @@ struct Client::Shared {
 };
 
 namespace {
-
-void GlobalInit() {
-  static std::once_flag once;
-  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-}
-
-void LockShare(CURL*, curl_lock_data data, curl_lock_access, void* user) {
-  static_cast<Client::Shared*>(user)->locks[static_cast<size_t>(data)].lock();
-}
-void UnlockShare(CURL*, curl_lock_data data, void* user) {
-  static_cast<Client::Shared*>(user)->locks[static_cast<size_t>(data)].unlock();
-}
-
-struct Transfer {
-  CURL* curl = nullptr;
-  Client::Response* response = nullptr;
-  const std::function<bool(std::string_view)>* on_data = nullptr;
-  const std::atomic<bool>* stop = nullptr;
-  bool callback_stopped = false;
-  std::exception_ptr error;  // thrown by a callback; rethrown after curl returns
-};
-
-size_t OnHeader(char* data, size_t size, size_t n, void* user) {
-  auto* t = static_cast<Transfer*>(user);
-  std::string_view line(data, size * n);
-  if (line.starts_with("HTTP/")) {
-    t->response->headers.clear();  // a new response (e.g. after 100 Continue)
-    return size * n;
-  }
-  size_t colon = line.find(':');
-  if (colon != std::string_view::npos) {
-    std::string name(line.substr(0, colon));
-    std::transform(name.begin(), name.end(), name.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    std::string_view value = line.substr(colon + 1);
-    while (!value.empty() && (value.front() == ' ' || value.front() == '\t'))
-      value.remove_prefix(1);
-    while (!value.empty() &&
-           (value.back() == '\r' || value.back() == '\n' || value.back() == ' ')) {
-      value.remove_suffix(1);
-    }
-    t->response->headers[name] = std::string(value);
-  }
-  return size * n;
-}
-
-size_t OnBody(char* data, size_t size, size_t n, void* user) {
-  auto* t = static_cast<Transfer*>(user);
-  size_t bytes = size * n;
-  long status = 0;
-  curl_easy_getinfo(t->curl, CURLINFO_RESPONSE_CODE, &status);
-  // Error bodies are always collected whole (they are small Status objects) for classification.
-  if (t->on_data != nullptr && status >= 200 && status < 300) {
-    try {
-      if (!(*t->on_data)(std::string_view(data, bytes))) {
-        t->callback_stopped = true;
-        return 0;  // aborts the transfer with CURLE_WRITE_ERROR
-      }
-    } catch (...) {
-      t->error = std::current_exception();
-      return 0;
-    }
-    return bytes;
-  }
-  t->response->body.append(data, bytes);
-  return bytes;
-}
-
-int OnProgress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
-  auto* t = static_cast<Transfer*>(user);
-  return t->stop != nullptr && t->stop->load() ? 1 : 0;
-}
 
 std::string Context(const std::string& method, const std::string& path) {
   return fmt::format("{} {}", method, path);
@@ -201,64 +120,31 @@ Client::Client(ClientConfig config, ClientOptions options)
   }
   while (!config_.server.empty() && config_.server.back() == '/')
     config_.server.pop_back();
-  GlobalInit();
-  shared_->share = curl_share_init();
-  curl_share_setopt(shared_->share, CURLSHOPT_LOCKFUNC, &LockShare);
-  curl_share_setopt(shared_->share, CURLSHOPT_UNLOCKFUNC, &UnlockShare);
-  curl_share_setopt(shared_->share, CURLSHOPT_USERDATA, shared_.get());
-  curl_share_setopt(shared_->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT);
-  curl_share_setopt(shared_->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
-  curl_share_setopt(shared_->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
 }
 
-Client::~Client() {
-  if (shared_ && shared_->share) curl_share_cleanup(shared_->share);
-}
+Client::~Client() = default;
 
 ClientStats Client::stats() const {
   return ClientStats{shared_->requests.load(), shared_->retries.load()};
 }
 
 std::chrono::milliseconds Client::Backoff(int attempt) {
-  // Full jitter in [d/2, d] with d = base * 2^(attempt-1), capped: retries of many clients
-  // spread out instead of arriving in lockstep.
-  int64_t d = options_.backoff_base.count();
-  for (int i = 1; i < attempt && d < options_.backoff_cap.count(); ++i)
-    d *= 2;
-  d = std::min<int64_t>(d, options_.backoff_cap.count());
-  std::lock_guard lock(shared_->rng_mu);
-  std::uniform_int_distribution<int64_t> dist(d / 2, std::max<int64_t>(d / 2, d));
-  return std::chrono::milliseconds(dist(shared_->rng));
+  double uniform01 = 0;
+  {
+    std::lock_guard lock(shared_->rng_mu);
+    uniform01 = std::uniform_real_distribution<double>(0.0, 1.0)(shared_->rng);
+  }
+  return net::Backoff(attempt, options_.backoff_base, options_.backoff_cap, uniform01);
 }
 
-Client::Response Client::SendOnce(const Request& req, bool* nothing_sent) {
-  *nothing_sent = false;
-  std::unique_ptr<CURL, decltype(&curl_easy_cleanup)> curl(curl_easy_init(), &curl_easy_cleanup);
-  if (!curl) throw ApiError(Reason::kTransport, 0, "cannot create a curl handle");
-  CURL* c = curl.get();
-  Response response;
-  Transfer t;
-  t.curl = c;
-  t.response = &response;
-  t.on_data = req.on_data ? &req.on_data : nullptr;
-  t.stop = req.stop;
-
-  std::string url = config_.server + req.path;
-  if (!req.query.empty()) url += "?" + QueryString(req.query);
-
-  curl_slist* headers = nullptr;
-  headers = curl_slist_append(headers, ("Accept: " + req.accept).c_str());
-  if (!req.content_type.empty()) {
-    headers = curl_slist_append(headers, ("Content-Type: " + req.content_type).c_str());
-  }
+std::vector<std::string> Client::Headers(const Request& req) {
+  std::vector<std::string> headers = {"Accept: " + req.accept};
+  if (!req.content_type.empty()) headers.push_back("Content-Type: " + req.content_type);
   for (const auto& [name, value] : options_.extra_headers) {
-    if (req.headers.count(name) == 0) {
-      headers = curl_slist_append(headers, (name + ": " + value).c_str());
-    }
+    if (req.headers.count(name) == 0) headers.push_back(name + ": " + value);
   }
-  for (const auto& [name, value] : req.headers) {
-    headers = curl_slist_append(headers, (name + ": " + value).c_str());
-  }
+  for (const auto& [name, value] : req.headers)
+    headers.push_back(name + ": " + value);
   // client-go attaches credentials only over TLS (reference §7.1): a token must not travel in
   // clear text.
   if (IsHttps(config_.server) && !tokens_.empty()) {
@@ -270,97 +156,44 @@ Client::Response Client::SendOnce(const Request& req, bool* nothing_sent) {
       throw ApiError(Reason::kTransport, 0, e.what(), Context(req.method, req.path))
           .set_nothing_sent(true);
     }
-    if (!token.empty()) {
-      headers = curl_slist_append(headers, ("Authorization: Bearer " + token.Reveal()).c_str());
-    }
+    if (!token.empty()) headers.push_back("Authorization: Bearer " + token.Reveal());
   }
-  headers = curl_slist_append(headers, "Expect:");  // no 100-continue round trip
-  std::unique_ptr<curl_slist, decltype(&curl_slist_free_all)> header_list(headers,
-                                                                          &curl_slist_free_all);
-  std::array<char, CURL_ERROR_SIZE> errbuf{};
+  headers.push_back("Expect:");  // no 100-continue round trip
+  return headers;
+}
 
-  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(c, CURLOPT_SHARE, shared_->share);
-  curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
-  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf.data());
-  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(c, CURLOPT_USERAGENT, options_.user_agent.c_str());
-  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
-                   static_cast<long>(options_.connect_timeout.count()));
-  std::chrono::milliseconds timeout =
-      req.timeout.count() == 0 ? options_.request_timeout : req.timeout;
-  if (timeout.count() > 0)
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout.count()));
-  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, &OnHeader);
-  curl_easy_setopt(c, CURLOPT_HEADERDATA, &t);
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, &OnBody);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, &t);
-  curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
-  curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, &OnProgress);
-  curl_easy_setopt(c, CURLOPT_XFERINFODATA, &t);
-  curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
-
-  // TLS.
-  if (!config_.ca_file.empty()) curl_easy_setopt(c, CURLOPT_CAINFO, config_.ca_file.c_str());
-  curl_blob ca_blob{};
-  if (!config_.ca_data.empty()) {
-    ca_blob = {const_cast<char*>(config_.ca_data.data()), config_.ca_data.size(), CURL_BLOB_NOCOPY};
-    curl_easy_setopt(c, CURLOPT_CAINFO_BLOB, &ca_blob);
-  }
-  if (config_.insecure_skip_tls_verify) {
-    curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
-    curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
-  }
-  curl_blob cert_blob{};
-  curl_blob key_blob{};
-  if (!config_.client_cert_file.empty()) {
-    curl_easy_setopt(c, CURLOPT_SSLCERT, config_.client_cert_file.c_str());
-  } else if (!config_.client_cert_data.empty()) {
-    cert_blob = {const_cast<char*>(config_.client_cert_data.data()),
-                 config_.client_cert_data.size(), CURL_BLOB_NOCOPY};
-    curl_easy_setopt(c, CURLOPT_SSLCERT_BLOB, &cert_blob);
-    curl_easy_setopt(c, CURLOPT_SSLCERTTYPE, "PEM");
-  }
-  if (!config_.client_key_file.empty()) {
-    curl_easy_setopt(c, CURLOPT_SSLKEY, config_.client_key_file.c_str());
-  } else if (!config_.client_key_data.empty()) {
-    const std::string& key = config_.client_key_data.Reveal();
-    key_blob = {const_cast<char*>(key.data()), key.size(), CURL_BLOB_NOCOPY};
-    curl_easy_setopt(c, CURLOPT_SSLKEY_BLOB, &key_blob);
-    curl_easy_setopt(c, CURLOPT_SSLKEYTYPE, "PEM");
-  }
-
-  // Method and body.
-  if (req.method == "GET") {
-    curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
-  } else {
-    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, req.method.c_str());
-    if (!req.body.empty() || req.method == "POST" || req.method == "PUT" || req.method == "PATCH") {
-      curl_easy_setopt(c, CURLOPT_POSTFIELDS, req.body.data());
-      curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(req.body.size()));
-    }
-  }
+Client::Response Client::SendOnce(const Request& req, bool* nothing_sent) {
+  *nothing_sent = false;
+  net::Request n;
+  n.method = req.method;
+  n.url = config_.server + req.path;
+  if (!req.query.empty()) n.url += "?" + QueryString(req.query);
+  n.headers = Headers(req);
+  if (!req.body.empty() || req.method == "POST" || req.method == "PUT" || req.method == "PATCH")
+    n.body = req.body;
+  n.on_data = req.on_data;
+  n.stop = req.stop;
+  n.user_agent = options_.user_agent;
+  n.connect_timeout = options_.connect_timeout;
+  n.timeout = req.timeout.count() == 0 ? options_.request_timeout : req.timeout;
+  n.tls.ca_file = config_.ca_file;
+  n.tls.ca_pem = config_.ca_data;
+  n.tls.insecure_skip_verify = config_.insecure_skip_tls_verify;
+  n.tls.client_cert_file = config_.client_cert_file;
+  n.tls.client_cert_pem = config_.client_cert_data;
+  n.tls.client_key_file = config_.client_key_file;
+  n.tls.client_key_pem = config_.client_key_data.Reveal();
 
   shared_->requests.fetch_add(1);
-  CURLcode code = curl_easy_perform(c);
-  if (t.error) std::rethrow_exception(t.error);
-  long status = 0;
-  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-  response.status = static_cast<int>(status);
-  if (code == CURLE_OK) return response;
-  if (t.callback_stopped || code == CURLE_ABORTED_BY_CALLBACK) {
-    response.stopped = true;
-    return response;
-  }
-  // CURLINFO_REQUEST_SIZE counts the request bytes issued; zero means the server never saw us,
-  // so even a non-idempotent request may be resent.
-  long sent = 0;
-  curl_easy_getinfo(c, CURLINFO_REQUEST_SIZE, &sent);
-  *nothing_sent = sent == 0;
-  std::string what = errbuf[0] != '\0' ? errbuf.data() : curl_easy_strerror(code);
-  std::string message = fmt::format("cannot reach the API server {}: {}", config_.server, what);
-  if (code == CURLE_OPERATION_TIMEDOUT) {
-    message = fmt::format("request to the API server {} timed out: {}", config_.server, what);
+  Response response;
+  shared_->transport.Perform(n, &response);
+  if (response.fault == net::Fault::kNone) return response;
+  *nothing_sent = response.nothing_sent;
+  std::string message =
+      fmt::format("cannot reach the API server {}: {}", config_.server, response.error);
+  if (response.fault == net::Fault::kTimeout) {
+    message =
+        fmt::format("request to the API server {} timed out: {}", config_.server, response.error);
   }
   ApiError error(Reason::kTransport, 0, Scrub(std::move(message), TokenForScrub()),
                  Context(req.method, req.path));

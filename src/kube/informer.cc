@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "starforge/net/http.h"
+
 namespace starforge::kube {
 
 using nlohmann::json;
@@ -216,11 +218,8 @@ void Informer::Run() {
   int failures = 0;
   std::mt19937_64 rng{std::random_device{}()};
   auto backoff = [&]() {
-    int64_t d = options_.backoff_base.count();
-    for (int i = 1; i < failures && d < options_.backoff_cap.count(); ++i)
-      d *= 2;
-    d = std::min<int64_t>(d, options_.backoff_cap.count());
-    return std::chrono::milliseconds(std::uniform_int_distribution<int64_t>(d / 2, d)(rng));
+    const double uniform01 = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+    return net::Backoff(failures, options_.backoff_base, options_.backoff_cap, uniform01);
   };
   while (!stop_) {
     try {

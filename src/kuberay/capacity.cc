@@ -60,9 +60,9 @@ std::vector<std::string> BlockedReasons(const json& node) {
     for (const json& t : taints) {
       const std::string key = Str(t, "key");
       const std::string effect = Str(t, "effect");
-      if (effect != "NoSchedule" && effect != "NoExecute") continue;
+      if (effect != kTaintNoSchedule && effect != kTaintNoExecute) continue;
       // The GPU pods StarForge renders tolerate nvidia.com/gpu:NoSchedule.
-      if (key == kGpuTaintKey && effect == "NoSchedule") continue;
+      if (key == kGpuTaintKey && effect == kTaintNoSchedule) continue;
       // Already said: the node controller's taints for cordon and NotReady.
       if (cordoned && key == "node.kubernetes.io/unschedulable") continue;
       if (not_ready &&

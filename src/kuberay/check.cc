@@ -188,7 +188,8 @@ FieldErrors CheckRayJob(const json& rayjob) {
   // The CRD has no enum here: an unknown mode is accepted and then waits forever (upstream-facts
   // §1).
   if (const json* mode = Find(spec, "submissionMode"); mode != nullptr) {
-    static const char* kModes[] = {"K8sJobMode", "HTTPMode", "InteractiveMode", "SidecarMode"};
+    static const char* kModes[] = {config::kK8sJobModeName, config::kHTTPModeName,
+                                   config::kInteractiveModeName, config::kSidecarModeName};
     bool known = false;
     for (const char* m : kModes)
       known = known || (*mode == m);

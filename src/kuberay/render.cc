@@ -255,7 +255,7 @@ json PodTemplate(const PodContext& ctx, const Pool& pool, bool head) {
   if (pool.gpus_per_machine > 0 && ctx.cfg.k8s_gpu_passthrough) {
     // GPU nodes are commonly tainted nvidia.com/gpu:NoSchedule to keep CPU pods off them.
     pod_spec["tolerations"] = {
-        {{"key", kGpuResource}, {"operator", "Exists"}, {"effect", "NoSchedule"}}};
+        {{"key", kGpuResource}, {"operator", "Exists"}, {"effect", kTaintNoSchedule}}};
   }
   if (ctx.fetch_capsule) pod_spec["initContainers"] = json::array({FetchInitContainer(ctx)});
 

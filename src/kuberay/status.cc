@@ -5,6 +5,7 @@
 #include "starforge/common/json_read.h"
 #include "starforge/common/reasons.h"
 #include "starforge/kuberay/constants.h"
+#include "starforge/kuberay/diagnose.h"
 
 namespace starforge::kuberay {
 namespace {
@@ -141,6 +142,95 @@ StatusView ReadStatus(const json& rayjob) {
   v.reason = reasons::kUnknownDeploymentStatus;
   v.message = "the RayJob has jobDeploymentStatus \"" + ds + "\", which StarForge does not know";
   return v;
+}
+
+std::string OneLine(const std::string& message) {
+  std::string line = message.substr(0, message.find('\n'));
+  for (const char* tail : {", last available logs", ". Last available logs"}) {
+    if (size_t at = line.find(tail); at != std::string::npos) line.resize(at);
+  }
+  while (!line.empty() && (line.back() == ' ' || line.back() == ':' || line.back() == '\r'))
+    line.pop_back();
+  return line;
+}
+
+namespace {
+
+// The RayJob is gone (or going) before the job ended: a cancel of ours, or someone else's.
+JobReading Deleted(bool cancelled, std::string_view ref, std::string_view how) {
+  JobReading r;
+  if (cancelled) {
+    r.state = RunState::kCancelled;
+    r.message = "cancelled: StarForge deleted RayJob " + std::string(ref);
+  } else {
+    r.state = RunState::kFailed;
+    r.reason = reasons::kRayJobDeleted;
+    r.message = "RayJob " + std::string(ref) + " " + std::string(how) +
+                " outside StarForge before the job ended";
+  }
+  return r;
+}
+
+// Asked to wait (spec.suspend, what Kueue sets) or already waiting (the operator's status).
+bool Suspended(const json& rayjob, const StatusView& sv) {
+  const bool suspend =
+      json_read::Field(json_read::Field(rayjob, "spec"), "suspend") == json(true);
+  return suspend || sv.job_deployment_status == kDeploymentSuspending ||
+         sv.job_deployment_status == kDeploymentSuspended;
+}
+
+}  // namespace
+
+bool Deleting(const json& object) {
+  return !json_read::Field(json_read::Field(object, "metadata"), "deletionTimestamp").is_null();
+}
+
+JobReading ReadJob(const json* rayjob, bool cancelled, std::string_view ref) {
+  if (rayjob == nullptr) return Deleted(cancelled, ref, "was deleted");
+  const StatusView sv = ReadStatus(*rayjob);
+  if (Deleting(*rayjob) && !sv.terminal) return Deleted(cancelled, ref, "is being deleted");
+  JobReading r;
+  switch (sv.state) {
+    case RayJobState::kPending:
+    case RayJobState::kUnknown:
+      // Deleted by us, the status not updated yet: cancelled.
+      r.state = cancelled ? RunState::kCancelled : RunState::kPending;
+      r.reason = sv.reason;
+      r.message = sv.message;
+      r.diagnose = true;
+      r.queued = Suspended(*rayjob, sv);
+      break;
+    case RayJobState::kRunning:
+      r.state = cancelled ? RunState::kCancelled : RunState::kRunning;
+      r.message = OneLine(sv.message);
+      break;
+    case RayJobState::kSucceeded:
+      r.state = RunState::kSucceeded;
+      r.exit_code = 0;
+      r.message = OneLine(sv.message);
+      break;
+    case RayJobState::kFailed:
+      r.state = cancelled ? RunState::kCancelled : RunState::kFailed;
+      r.exit_code = sv.exit_code;
+      r.message = OneLine(sv.message);
+      r.reason = JobReason(sv);
+      if (r.message.empty() && r.reason == reasons::kRejected)
+        r.message = "the KubeRay operator refused the RayJob";
+      break;
+    case RayJobState::kStopped:
+      r.state = RunState::kCancelled;
+      if (!cancelled) {
+        r.reason = reasons::kRayJobStopped;
+        r.message = "the Ray job was stopped outside StarForge (e.g. `ray job stop`)";
+      }
+      break;
+  }
+  return r;
+}
+
+void AddDiagnosis(const Diagnosis& diagnosis, JobReading* reading) {
+  if (!diagnosis.reason.empty()) reading->reason = diagnosis.reason;
+  if (!diagnosis.message.empty()) reading->message = diagnosis.message;
 }
 
 std::string JobReason(const StatusView& status) {

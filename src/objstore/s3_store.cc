@@ -1,6 +1,5 @@
 #include "starforge/objstore/s3_store.h"
 
-#include <curl/curl.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -17,6 +16,7 @@
 #include <thread>
 
 #include "starforge/common/sha256.h"
+#include "starforge/net/http.h"
 #include "starforge/objstore/s3_wire.h"
 
 namespace starforge::objstore {
@@ -75,20 +75,9 @@ struct Response {
 };
 
 struct Attempt {
-  CURLcode code = CURLE_OK;
-  std::string curl_error;
+  net::Fault fault = net::Fault::kNone;
+  std::string error;  // the transport's words for the fault
   Response response;
-};
-
-// What the libcurl callbacks of one transfer share.
-struct Transfer {
-  CURL* curl = nullptr;
-  std::string_view memory;
-  FILE* in = nullptr;
-  int64_t in_left = 0;
-  FILE* sink = nullptr;
-  Response* response = nullptr;
-  const Call* call = nullptr;
 };
 
 // Error bodies are small XML documents; a proxy's HTML page is cut rather than kept whole.
@@ -96,68 +85,6 @@ constexpr size_t kMaxErrorBody = size_t{1} << 20;
 
 bool Is2xx(long status) {
   return status >= 200 && status < 300;
-}
-
-size_t ReadBody(char* buf, size_t size, size_t n, void* p) {
-  auto* t = static_cast<Transfer*>(p);
-  const size_t room = size * n;
-  if (t->in) {
-    const size_t want = std::min(room, static_cast<size_t>(t->in_left));
-    const size_t got = want ? std::fread(buf, 1, want, t->in) : 0;
-    if (got < want && std::ferror(t->in)) return CURL_READFUNC_ABORT;
-    t->in_left -= static_cast<int64_t>(got);
-    return got;
-  }
-  const size_t got = std::min(room, t->memory.size());
-  std::memcpy(buf, t->memory.data(), got);
-  t->memory.remove_prefix(got);
-  return got;
-}
-
-size_t WriteBody(char* data, size_t size, size_t n, void* p) {
-  auto* t = static_cast<Transfer*>(p);
-  const size_t len = size * n;
-  long status = 0;
-  curl_easy_getinfo(t->curl, CURLINFO_RESPONSE_CODE, &status);
-  if (Is2xx(status)) {
-    if (t->sink) return std::fwrite(data, 1, len, t->sink);
-    t->response->body.append(data, len);
-    return len;
-  }
-  if (t->response->body.size() < kMaxErrorBody) t->response->body.append(data, len);
-  return len;
-}
-
-size_t WriteHeader(char* data, size_t size, size_t n, void* p) {
-  auto* t = static_cast<Transfer*>(p);
-  const size_t len = size * n;
-  std::string_view line(data, len);
-  while (!line.empty() && (line.back() == '\r' || line.back() == '\n')) {
-    line.remove_suffix(1);
-  }
-  // Each status line (a "100 Continue" comes first) starts a new set of headers.
-  if (line.starts_with("HTTP/")) {
-    t->response->headers.clear();
-    return len;
-  }
-  const size_t colon = line.find(':');
-  if (colon == std::string_view::npos) return len;
-  std::string name(line.substr(0, colon));
-  for (char& c : name)
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  std::string_view value = line.substr(colon + 1);
-  while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) {
-    value.remove_prefix(1);
-  }
-  t->response->headers[name] = std::string(value);
-  return len;
-}
-
-int OnProgress(void* p, curl_off_t dltotal, curl_off_t dlnow, curl_off_t /*ultotal*/,
-               curl_off_t ulnow) {
-  auto* t = static_cast<Transfer*>(p);
-  if (t->call->progress) t->call->progress(ulnow, dlnow, dltotal);
-  return 0;
 }
 
 struct Endpoint {
@@ -199,21 +126,12 @@ std::optional<Endpoint> ParseEndpoint(std::string url, std::string* why) {
   return e;
 }
 
-void EnsureCurlGlobalInit() {
-  static std::once_flag once;
-  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-}
-
 class S3Store : public ObjectStore {
  public:
   S3Store(S3Options options, Endpoint endpoint)
-      : options_(std::move(options)),
-        endpoint_(std::move(endpoint)),
-        curl_(curl_easy_init()),
-        rng_(std::random_device{}()) {
+      : options_(std::move(options)), endpoint_(std::move(endpoint)), rng_(std::random_device{}()) {
     if (!options_.clock) options_.clock = [] { return std::time(nullptr); };
   }
-  ~S3Store() override { curl_easy_cleanup(curl_); }
   S3Store(const S3Store&) = delete;
   S3Store& operator=(const S3Store&) = delete;
 
@@ -497,7 +415,7 @@ class S3Store : public ObjectStore {
         std::rewind(call.sink);
       }
       Attempt a = PerformOnce(call, payload_hash.value());
-      if (a.code == CURLE_OK) {
+      if (a.fault == net::Fault::kNone) {
         Response& resp = a.response;
         resp.attempts = attempt;
         if (call.error_in_200 && Is2xx(resp.status) &&
@@ -509,63 +427,42 @@ class S3Store : public ObjectStore {
             attempt >= max_attempts) {
           return std::move(resp);
         }
-      } else if (!IsRetryableCurl(a.code) || attempt >= max_attempts) {
-        return CurlFailure(call, a, attempt);
+      } else if (!net::Transient(a.fault) || attempt >= max_attempts) {
+        return TransportFailure(call, a, attempt);
       }
       std::uniform_real_distribution<double> uniform(0.0, 1.0);
-      std::this_thread::sleep_for(s3wire::BackoffDelay(attempt, options_.backoff_base,
-                                                       options_.backoff_cap, uniform(rng_)));
+      std::this_thread::sleep_for(
+          net::Backoff(attempt, options_.backoff_base, options_.backoff_cap, uniform(rng_)));
     }
   }
 
-  static bool IsRetryableCurl(CURLcode code) {
-    switch (code) {
-      case CURLE_COULDNT_CONNECT:
-      case CURLE_COULDNT_RESOLVE_HOST:
-      case CURLE_OPERATION_TIMEDOUT:
-      case CURLE_SEND_ERROR:
-      case CURLE_RECV_ERROR:
-      case CURLE_GOT_NOTHING:
-      case CURLE_PARTIAL_FILE:
-      case CURLE_HTTP2:
-      case CURLE_HTTP2_STREAM:
-        return true;
-      default:
-        return false;
-    }
-  }
-
-  Error CurlFailure(const Call& call, const Attempt& a, int attempts) const {
+  Error TransportFailure(const Call& call, const Attempt& a, int attempts) const {
     const std::string after = attempts > 1 ? fmt::format(" (after {} attempts)", attempts) : "";
     Error e;
-    switch (a.code) {
-      case CURLE_COULDNT_CONNECT:
-      case CURLE_COULDNT_RESOLVE_HOST:
-      case CURLE_COULDNT_RESOLVE_PROXY:
-      case CURLE_SSL_CONNECT_ERROR:
-      case CURLE_PEER_FAILED_VERIFICATION:
-      case CURLE_SEND_ERROR:
-      case CURLE_RECV_ERROR:
-      case CURLE_GOT_NOTHING:
+    switch (a.fault) {
+      case net::Fault::kConnect:
+      case net::Fault::kResolveHost:
+      case net::Fault::kResolveProxy:
+      case net::Fault::kTls:
+      case net::Fault::kConnectionLost:
         e = {ErrorKind::kUnreachable,
-             fmt::format("cannot reach {}: {}{}", options_.endpoint, a.curl_error, after)};
+             fmt::format("cannot reach {}: {}{}", options_.endpoint, a.error, after)};
         break;
-      case CURLE_OPERATION_TIMEDOUT:
+      case net::Fault::kTimeout:
         e = {ErrorKind::kTimeout,
-             fmt::format("timed out talking to {}: {}{}", options_.endpoint, a.curl_error, after)};
+             fmt::format("timed out talking to {}: {}{}", options_.endpoint, a.error, after)};
         break;
-      case CURLE_READ_ERROR:
-      case CURLE_ABORTED_BY_CALLBACK:
+      case net::Fault::kReadBody:
         e = {ErrorKind::kInvalid,
-             fmt::format("cannot read the data to upload to \"{}\": {}", call.key, a.curl_error)};
+             fmt::format("cannot read the data to upload to \"{}\": {}", call.key, a.error)};
         break;
-      case CURLE_WRITE_ERROR:
+      case net::Fault::kWriteBody:
         e = {ErrorKind::kInvalid,
-             fmt::format("cannot write the download of \"{}\": {}", call.key, a.curl_error)};
+             fmt::format("cannot write the download of \"{}\": {}", call.key, a.error)};
         break;
       default:
         e = {ErrorKind::kUnreachable,
-             fmt::format("request to {} failed: {}{}", options_.endpoint, a.curl_error, after)};
+             fmt::format("request to {} failed: {}{}", options_.endpoint, a.error, after)};
     }
     return Redacted(std::move(e));
   }
@@ -596,26 +493,52 @@ class S3Store : public ObjectStore {
 
   Attempt PerformOnce(const Call& call, const std::string& payload_hash) {
     Attempt a;
-    Transfer t;
-    t.curl = curl_;
-    t.response = &a.response;
-    t.call = &call;
+    net::Request n;
     File in;
+    std::string_view memory;
+    int64_t in_left = 0;
     if (call.body.present) {
       if (call.body.file.empty()) {
-        t.memory = call.body.memory;
+        memory = call.body.memory;
       } else {
         in.reset(std::fopen(call.body.file.c_str(), "rb"));
         if (!in || ::fseeko(in.get(), call.body.offset, SEEK_SET) != 0) {
-          a.code = CURLE_READ_ERROR;
-          a.curl_error = fmt::format("{}: {}", call.body.file, std::strerror(errno));
+          a.fault = net::Fault::kReadBody;
+          a.error = fmt::format("{}: {}", call.body.file, std::strerror(errno));
           return a;
         }
-        t.in = in.get();
-        t.in_left = call.body.length;
+        in_left = call.body.length;
       }
     }
-    t.sink = call.sink;
+    if (call.method == "PUT" || call.method == "POST") {
+      n.reader_size = call.body.present ? call.body.length : 0;
+      n.reader = [&](char* buf, size_t room) -> std::optional<size_t> {
+        if (in) {
+          const size_t want = std::min(room, static_cast<size_t>(in_left));
+          const size_t got = want ? std::fread(buf, 1, want, in.get()) : 0;
+          if (got < want && std::ferror(in.get())) return std::nullopt;
+          in_left -= static_cast<int64_t>(got);
+          return got;
+        }
+        const size_t got = std::min(room, memory.size());
+        std::memcpy(buf, memory.data(), got);
+        memory.remove_prefix(got);
+        return got;
+      };
+    }
+    int sink_errno = 0;
+    if (call.sink) {
+      n.on_data = [&](std::string_view bytes) {
+        if (std::fwrite(bytes.data(), 1, bytes.size(), call.sink) == bytes.size()) return true;
+        sink_errno = errno;
+        return false;
+      };
+    }
+    if (call.progress) {
+      n.on_progress = [&](const net::Progress& p) {
+        call.progress(p.sent, p.received, p.receive_total);
+      };
+    }
 
     // One reading of the clock: the x-amz-date header and the credential scope must agree.
     const std::time_t now = options_.clock();
@@ -629,65 +552,40 @@ class S3Store : public ObjectStore {
     req.headers.insert(req.headers.end(), call.extra_headers.begin(), call.extra_headers.end());
     req.payload_hash = payload_hash;
     const sigv4::Signed s = sigv4::SignHeaders(req, options_.credentials, Scope(now));
-
-    curl_slist* headers = nullptr;
     for (const auto& [name, value] : req.headers)
-      headers = curl_slist_append(headers, (name + ": " + value).c_str());
-    headers = curl_slist_append(headers, ("authorization: " + s.authorization).c_str());
-    std::unique_ptr<curl_slist, decltype(&curl_slist_free_all)> header_list(headers,
-                                                                            &curl_slist_free_all);
-    std::string url = endpoint_.scheme + "://" + Host() + sigv4::UriEncode(req.path, true);
-    if (!req.query.empty()) url += "?" + sigv4::CanonicalQuery(req.query);
+      n.headers.push_back(name + ": " + value);
+    n.headers.push_back("authorization: " + s.authorization);
+    n.method = call.method;
+    n.url = endpoint_.scheme + "://" + Host() + sigv4::UriEncode(req.path, true);
+    if (!req.query.empty()) n.url += "?" + sigv4::CanonicalQuery(req.query);
+    n.user_agent = "starforge";
+    n.connect_timeout = options_.connect_timeout;
+    n.low_speed_bytes = options_.low_speed_bytes;
+    n.low_speed_time = options_.low_speed_time;
+    n.max_error_body = kMaxErrorBody;
 
-    std::array<char, CURL_ERROR_SIZE> errbuf{};
-    curl_easy_reset(curl_);
-    curl_easy_setopt(curl_, CURLOPT_URL, url.c_str());
-    curl_easy_setopt(curl_, CURLOPT_HTTPHEADER, headers);
-    curl_easy_setopt(curl_, CURLOPT_ERRORBUFFER, errbuf.data());
-    curl_easy_setopt(curl_, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(curl_, CURLOPT_USERAGENT, "starforge");
-    curl_easy_setopt(curl_, CURLOPT_CONNECTTIMEOUT_MS,
-                     static_cast<long>(options_.connect_timeout.count()));
-    curl_easy_setopt(curl_, CURLOPT_LOW_SPEED_LIMIT, static_cast<long>(options_.low_speed_bytes));
-    curl_easy_setopt(curl_, CURLOPT_LOW_SPEED_TIME,
-                     static_cast<long>(options_.low_speed_time.count()));
-    curl_easy_setopt(curl_, CURLOPT_HEADERFUNCTION, &WriteHeader);
-    curl_easy_setopt(curl_, CURLOPT_HEADERDATA, &t);
-    curl_easy_setopt(curl_, CURLOPT_WRITEFUNCTION, &WriteBody);
-    curl_easy_setopt(curl_, CURLOPT_WRITEDATA, &t);
-    curl_easy_setopt(curl_, CURLOPT_NOPROGRESS, 0L);
-    curl_easy_setopt(curl_, CURLOPT_XFERINFOFUNCTION, &OnProgress);
-    curl_easy_setopt(curl_, CURLOPT_XFERINFODATA, &t);
-    if (call.method == "HEAD") {
-      curl_easy_setopt(curl_, CURLOPT_NOBODY, 1L);
-    } else if (call.method == "PUT") {
-      curl_easy_setopt(curl_, CURLOPT_UPLOAD, 1L);
-      curl_easy_setopt(curl_, CURLOPT_READFUNCTION, &ReadBody);
-      curl_easy_setopt(curl_, CURLOPT_READDATA, &t);
-      curl_easy_setopt(curl_, CURLOPT_INFILESIZE_LARGE,
-                       static_cast<curl_off_t>(call.body.present ? call.body.length : 0));
-    } else if (call.method == "POST") {
-      curl_easy_setopt(curl_, CURLOPT_POST, 1L);
-      curl_easy_setopt(curl_, CURLOPT_READFUNCTION, &ReadBody);
-      curl_easy_setopt(curl_, CURLOPT_READDATA, &t);
-      curl_easy_setopt(curl_, CURLOPT_POSTFIELDSIZE_LARGE,
-                       static_cast<curl_off_t>(call.body.present ? call.body.length : 0));
-    } else if (call.method != "GET") {
-      curl_easy_setopt(curl_, CURLOPT_CUSTOMREQUEST, call.method.c_str());
-    }
-    a.code = curl_easy_perform(curl_);
-    if (a.code != CURLE_OK) {
-      a.curl_error = errbuf[0] != '\0' ? errbuf.data() : curl_easy_strerror(a.code);
+    net::Response r;
+    transport_.Perform(n, &r);
+    if (r.stopped && call.sink) {  // only a failed write stops a download
+      a.fault = net::Fault::kWriteBody;
+      a.error = std::strerror(sink_errno);
       return a;
     }
-    curl_easy_getinfo(curl_, CURLINFO_RESPONSE_CODE, &a.response.status);
+    if (r.fault != net::Fault::kNone) {
+      a.fault = r.fault;
+      a.error = std::move(r.error);
+      return a;
+    }
+    a.response.status = r.status;
+    a.response.headers = std::move(r.headers);
+    a.response.body = std::move(r.body);
     return a;
   }
 
   S3Options options_;
   Endpoint endpoint_;
-  CURL* curl_;
-  std::mutex mu_;  // guards curl_ and rng_
+  net::Transport transport_;
+  std::mutex mu_;  // one request at a time; guards rng_
   std::mt19937_64 rng_;
 };
 
@@ -722,7 +620,6 @@ Result<std::unique_ptr<ObjectStore>> OpenS3(S3Options options) {
   if (options.multipart_threshold < 1 || options.part_size < 1) {
     return Error{ErrorKind::kInvalid, "the multipart threshold and part size must be positive"};
   }
-  EnsureCurlGlobalInit();
   return std::unique_ptr<ObjectStore>(
       std::make_unique<S3Store>(std::move(options), std::move(*endpoint)));
 }

@@ -167,15 +167,6 @@ int64_t ChoosePartSize(int64_t size, int64_t preferred) {
   return part;
 }
 
-std::chrono::milliseconds BackoffDelay(int retry, std::chrono::milliseconds base,
-                                       std::chrono::milliseconds cap, double uniform01) {
-  const int shift = std::clamp(retry - 1, 0, 30);
-  const double full = std::min(static_cast<double>(cap.count()),
-                               static_cast<double>(base.count()) * std::ldexp(1.0, shift));
-  const double u = std::clamp(uniform01, 0.0, 1.0);
-  return std::chrono::milliseconds(static_cast<int64_t>(full / 2 + u * full / 2));
-}
-
 std::string Redact(std::string text, const std::vector<std::string_view>& needles) {
   for (std::string_view needle : needles) {
     if (needle.empty()) continue;

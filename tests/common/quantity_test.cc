@@ -73,5 +73,39 @@ TEST(QuantityTest, IsPositive) {
   EXPECT_FALSE(Quantity::Parse("-1")->IsPositive());
 }
 
+TEST(QuantityTest, StringIsCanonical) {
+  EXPECT_EQ(Quantity::Parse("2")->String(), "2");
+  EXPECT_EQ(Quantity::Parse("1.5")->String(), "1500m");
+  EXPECT_EQ(Quantity::Parse("4096Mi")->String(), "4Gi");
+  EXPECT_EQ(Quantity::Parse("1.2Gi")->String(), "1288490188800m");  // not whole: milli-units
+  EXPECT_EQ(Quantity::Parse("1224Mi")->String(), "1224Mi");
+  EXPECT_EQ(Quantity::Parse("200000k")->String(), "200M");
+  EXPECT_EQ(Quantity::Parse("1000Ki")->String(), "1000Ki");
+  EXPECT_EQ(Quantity::Parse("1e3")->String(), "1k");
+  EXPECT_EQ(Quantity::Parse("0Gi")->String(), "0");
+  EXPECT_EQ(Quantity().String(), "0");
+}
+
+TEST(QuantityTest, SumsKeepTheFirstFormat) {
+  Quantity total;  // a resource total: zero, no format until the first addend
+  total.Add(*Quantity::Parse("1Gi"));
+  total.Add(*Quantity::Parse("512Mi"));
+  EXPECT_EQ(total.String(), "1536Mi");
+  EXPECT_EQ(total.Text(), "1536Mi");
+  EXPECT_EQ(total.Value(), int64_t{1536} << 20);
+  total.Mul(2);
+  EXPECT_EQ(total.String(), "3Gi");
+  Quantity cpus;
+  cpus.Add(*Quantity::Parse("500m"));
+  cpus.Add(*Quantity::Parse("1"));
+  EXPECT_EQ(cpus.String(), "1500m");
+  EXPECT_EQ(cpus.Value(), 2);
+  // Binary units that do not divide into Ki fall back to decimal SI, as apimachinery does.
+  Quantity odd;
+  odd.Add(*Quantity::Parse("1Ki"));
+  odd.Add(*Quantity::Parse("1000"));
+  EXPECT_EQ(odd.String(), "2024");
+}
+
 }  // namespace
 }  // namespace starforge

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include "starforge/kuberay/diagnose.h"
+
 namespace starforge::kuberay {
 namespace {
 
@@ -279,6 +281,130 @@ INSTANTIATE_TEST_SUITE_P(
                  "task.",
                  std::nullopt},
         ExitCase{"", std::nullopt}));
+
+// ---- ReadJob: the job as StarForge reports it from its RayJob ----
+
+constexpr std::string_view kRef = "starforge/sf-j-1";
+
+json Failed(const json& patch) {
+  return RunningDeployment(With({{"jobDeploymentStatus", "Failed"}, {"failed", 1}}, patch));
+}
+
+TEST(ReadJob, NoRayJobIsDeletedOutsideUnlessCancelled) {
+  const JobReading gone = ReadJob(nullptr, /*cancelled=*/false, kRef);
+  EXPECT_EQ(gone.state, RunState::kFailed);
+  EXPECT_EQ(gone.reason, "RayJobDeleted");
+  EXPECT_EQ(gone.message,
+            "RayJob starforge/sf-j-1 was deleted outside StarForge before the job ended");
+  const JobReading ours = ReadJob(nullptr, /*cancelled=*/true, kRef);
+  EXPECT_EQ(ours.state, RunState::kCancelled);
+  EXPECT_EQ(ours.reason, "");
+  EXPECT_EQ(ours.message, "cancelled: StarForge deleted RayJob starforge/sf-j-1");
+}
+
+TEST(ReadJob, BeingDeletedBeforeTheEndIsDeleted) {
+  json rj = RayJob(RunningDeployment({{"jobStatus", "RUNNING"}}));
+  rj["metadata"]["deletionTimestamp"] = "2026-03-01T10:06:00Z";
+  const JobReading r = ReadJob(&rj, false, kRef);
+  EXPECT_EQ(r.state, RunState::kFailed);
+  EXPECT_EQ(r.reason, "RayJobDeleted");
+  EXPECT_NE(r.message.find("is being deleted"), std::string::npos) << r.message;
+  // A terminal RayJob being deleted (TTL, Release) keeps its outcome.
+  json done =
+      RayJob(RunningDeployment({{"jobStatus", "SUCCEEDED"}, {"jobDeploymentStatus", "Complete"}}));
+  done["metadata"]["deletionTimestamp"] = "2026-03-01T10:06:00Z";
+  EXPECT_EQ(ReadJob(&done, false, kRef).state, RunState::kSucceeded);
+}
+
+TEST(ReadJob, PendingAsksForADiagnosis) {
+  const json rj = RayJob(Initializing());
+  const JobReading r = ReadJob(&rj, false, kRef);
+  EXPECT_EQ(r.state, RunState::kPending);
+  EXPECT_TRUE(r.diagnose);
+  EXPECT_EQ(r.reason, "Initializing");
+  EXPECT_TRUE(ReadJob(&rj, true, kRef).state == RunState::kCancelled);
+}
+
+// Kueue creates a queued RayJob with spec.suspend and the operator reports it Suspended: the job
+// is waiting for its turn (its pre-running deadline does not run), not failing to start.
+TEST(ReadJob, ASuspendedRayJobIsQueued) {
+  json rj = RayJob(Initializing());
+  EXPECT_FALSE(ReadJob(&rj, false, kRef).queued);
+  rj["spec"]["suspend"] = true;
+  const JobReading asked = ReadJob(&rj, false, kRef);
+  EXPECT_EQ(asked.state, RunState::kPending);
+  EXPECT_TRUE(asked.queued);
+  rj["spec"]["suspend"] = false;
+  EXPECT_FALSE(ReadJob(&rj, false, kRef).queued);
+  json waiting = RayJob(json{{"jobDeploymentStatus", "Suspended"}});
+  EXPECT_TRUE(ReadJob(&waiting, false, kRef).queued);
+  // Running is running, whatever the spec says a moment before the operator acts on it.
+  json running = RayJob(RunningDeployment({{"jobStatus", "RUNNING"}}));
+  running["spec"]["suspend"] = true;
+  EXPECT_FALSE(ReadJob(&running, false, kRef).queued);
+}
+
+TEST(ReadJob, AddDiagnosisKeepsTheStatusWhereTheDiagnosisIsSilent) {
+  const json rj = RayJob(Initializing());
+  JobReading r = ReadJob(&rj, false, kRef);
+  AddDiagnosis(Diagnosis{"Unschedulable", "0/3 nodes have 8 free GPUs", {}}, &r);
+  EXPECT_EQ(r.reason, "Unschedulable");
+  EXPECT_EQ(r.message, "0/3 nodes have 8 free GPUs");
+  JobReading quiet = ReadJob(&rj, false, kRef);
+  AddDiagnosis(Diagnosis{}, &quiet);
+  EXPECT_EQ(quiet.reason, "Initializing");
+  EXPECT_EQ(quiet.message, "the RayCluster for the job is being created");
+}
+
+TEST(ReadJob, FailedKeepsOneLineAndTheExitCode) {
+  const json rj =
+      RayJob(Failed({{"jobStatus", "FAILED"}, {"reason", "AppFailed"}, {"message", kRayFailed}}));
+  const JobReading r = ReadJob(&rj, false, kRef);
+  EXPECT_EQ(r.state, RunState::kFailed);
+  EXPECT_EQ(r.reason, "AppFailed");
+  EXPECT_EQ(r.message, "Job entrypoint command failed with exit code 3");
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_FALSE(r.diagnose);
+  EXPECT_EQ(ReadJob(&rj, true, kRef).state, RunState::kCancelled);
+}
+
+TEST(ReadJob, ValidationFailedIsRejected) {
+  const json rj =
+      RayJob(Failed({{"jobDeploymentStatus", "ValidationFailed"},
+                     {"message", "The RayJob spec is invalid: entrypoint is required"}}));
+  const JobReading r = ReadJob(&rj, false, kRef);
+  EXPECT_EQ(r.state, RunState::kFailed);
+  EXPECT_EQ(r.reason, "Rejected");
+  EXPECT_EQ(r.message, "The RayJob spec is invalid: entrypoint is required");
+}
+
+TEST(ReadJob, StoppedOutsideStarForgeSaysSo) {
+  const json rj =
+      RayJob(RunningDeployment({{"jobStatus", "STOPPED"}, {"jobDeploymentStatus", "Complete"}}));
+  const JobReading outside = ReadJob(&rj, false, kRef);
+  EXPECT_EQ(outside.state, RunState::kCancelled);
+  EXPECT_EQ(outside.reason, "RayJobStopped");
+  const JobReading ours = ReadJob(&rj, true, kRef);
+  EXPECT_EQ(ours.state, RunState::kCancelled);
+  EXPECT_EQ(ours.reason, "");
+}
+
+TEST(ReadJob, SucceededHasExitCodeZero) {
+  const json rj = RayJob(RunningDeployment({{"jobStatus", "SUCCEEDED"},
+                                            {"jobDeploymentStatus", "Complete"},
+                                            {"message", "Job finished successfully."}}));
+  const JobReading r = ReadJob(&rj, false, kRef);
+  EXPECT_EQ(r.state, RunState::kSucceeded);
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.message, "Job finished successfully.");
+}
+
+TEST(OneLine, DropsRaysLogTail) {
+  EXPECT_EQ(OneLine(kRayFailed), "Job entrypoint command failed with exit code 3");
+  EXPECT_EQ(OneLine("Job entrypoint command failed with exit code 137. Last available logs:\nx"),
+            "Job entrypoint command failed with exit code 137");
+  EXPECT_EQ(OneLine("first: \r\nsecond"), "first");
+}
 
 }  // namespace
 }  // namespace starforge::kuberay

@@ -88,16 +88,6 @@ TEST(S3Retry, OnlyTransientRepliesAreRetried) {
   EXPECT_FALSE(s3wire::IsRetryableHttp(403, "AccessDenied"));
 }
 
-TEST(S3Retry, BackoffDoublesWithJitterAndCap) {
-  EXPECT_EQ(s3wire::BackoffDelay(1, 200ms, 10s, 0.0), 100ms);
-  EXPECT_EQ(s3wire::BackoffDelay(1, 200ms, 10s, 0.999), 199ms);
-  EXPECT_EQ(s3wire::BackoffDelay(2, 200ms, 10s, 0.0), 200ms);
-  EXPECT_EQ(s3wire::BackoffDelay(3, 200ms, 10s, 0.5), 600ms);
-  EXPECT_EQ(s3wire::BackoffDelay(20, 200ms, 10s, 0.0), 5s);
-  EXPECT_EQ(s3wire::BackoffDelay(20, 200ms, 10s, 1.0), 10s);
-  EXPECT_EQ(s3wire::BackoffDelay(100000, 200ms, 10s, 1.0), 10s);  // no overflow
-}
-
 TEST(S3Multipart, PartSizeStaysWithinTenThousandParts) {
   constexpr int64_t kMiB = 1 << 20;
   EXPECT_EQ(s3wire::ChoosePartSize(100 * kMiB, 16 * kMiB), 16 * kMiB);

@@ -110,6 +110,13 @@ class Translator {
   json Node(const json& in, Where where);
 
  private:
+  // The steps of Node, each for one family of keywords; `all_of` collects what needs an allOf.
+  static std::string Types(const json& in, json& out);
+  void ValueConstraints(const json& in, json& out);
+  static void Format(const json& in, const std::string& type, json& out, json& all_of);
+  void Object(const json& in, Where where, const std::string& type, json& out);
+  static json Required(const json& in);
+  void Junctors(const json& in, json& out, json& all_of);
   // std::regex speaks ECMAScript, Kubernetes speaks RE2. A pattern that std::regex rejects would
   // make valijson throw while validating, so it is dropped here instead (documented).
   bool PatternUsable(const std::string& pattern);
@@ -131,15 +138,33 @@ bool Translator::PatternUsable(const std::string& pattern) {
 json Translator::Node(const json& in, Where where) {
   if (!in.is_object()) return json::object();  // not a schema: accept anything rather than throw
   json out = json::object();
-  const bool value_only = where == Where::kValueOnly;
-  const Where child_where = value_only ? Where::kValueOnly : Where::kStructural;
-  const bool nullable = Flag(in, "nullable");
-  const bool preserve_unknown = Flag(in, kPreserveUnknown);
-  const bool embedded = Flag(in, kEmbeddedResource);
-  std::string type = StringField(in, "type");
-
-  // Types. OpenAPI's `nullable` has no draft-4 equivalent; "null" as an extra type is exactly it.
   json all_of = json::array();
+  const std::string type = Types(in, out);
+  ValueConstraints(in, out);
+  Format(in, type, out, all_of);
+  // list-type "set": items must be unique, which draft 4 can say. list-type "map" (unique by key
+  // fields, after defaulting) cannot be said in JSON Schema; CrdValidator checks it separately.
+  if (StringField(in, kListType) == "set") out["uniqueItems"] = true;
+  Object(in, where, type, out);
+  // Arrays. OpenAPI v3 `items` is a single schema; a tuple form is not valid in a CRD.
+  if (in.contains("items") && in["items"].is_object()) {
+    out["items"] =
+        Node(in["items"], where == Where::kValueOnly ? Where::kValueOnly : Where::kStructural);
+  }
+  Junctors(in, out, all_of);
+  if (!all_of.empty()) out["allOf"] = std::move(all_of);
+
+  // Everything else is dropped on purpose: description/title/example/externalDocs are prose,
+  // `default` is applied by the server rather than checked, `nullable`/`format`/x-kubernetes-*
+  // were consumed above, and x-kubernetes-validations (CEL) has no JSON Schema equivalent.
+  return out;
+}
+
+// Types; returns the node's type ("" for int-or-string or none). OpenAPI's `nullable` has no
+// draft-4 equivalent; "null" as an extra type is exactly it.
+std::string Translator::Types(const json& in, json& out) {
+  const bool nullable = Flag(in, "nullable");
+  std::string type = StringField(in, "type");
   if (Flag(in, kIntOrString)) {
     // The structural form of IntOrString: no `type`, anyOf integer|string (controller-gen also
     // writes that anyOf; it is rebuilt here so a hand-written schema without it works too).
@@ -150,10 +175,13 @@ json Translator::Node(const json& in, Where where) {
   } else if (!type.empty()) {
     out["type"] = nullable ? json::array({type, "null"}) : json(type);
   }
+  return type;
+}
 
-  // Value constraints that mean the same in OpenAPI v3.0 and draft 4. Each is copied only when
-  // well-formed: valijson throws on a malformed keyword, and the API server would not have
-  // accepted such a CRD anyway.
+// Value constraints that mean the same in OpenAPI v3.0 and draft 4. Each is copied only when
+// well-formed: valijson throws on a malformed keyword, and the API server would not have accepted
+// such a CRD anyway.
+void Translator::ValueConstraints(const json& in, json& out) {
   if (in.contains("enum") && in["enum"].is_array()) out["enum"] = in["enum"];
   if (in.contains("uniqueItems") && in["uniqueItems"].is_boolean()) {
     out["uniqueItems"] = in["uniqueItems"];
@@ -178,44 +206,47 @@ json Translator::Node(const json& in, Where where) {
     const std::string pattern = in["pattern"].get<std::string>();
     if (PatternUsable(pattern)) out["pattern"] = pattern;
   }
+}
 
-  // `format`: valijson's FormatConstraint is unsafe on non-strings (see kDateTimePattern), so no
-  // `format` keyword is ever emitted; the formats that matter become ranges or patterns.
-  if (const std::string format = StringField(in, "format"); !format.empty()) {
-    if ((format == "int32" || format == "int64") && type == "integer") {
-      // kube-apiserver itself does not range-check integer formats, but the operator decodes
-      // these fields into Go int32/int64: an out-of-range value is stored and then the RayJob
-      // cannot be read by the controller at all. Rejecting it up front is the useful behaviour.
-      const bool is32 = format == "int32";
-      const json lo = is32 ? json(std::numeric_limits<int32_t>::min())
-                           : json(std::numeric_limits<int64_t>::min());
-      const json hi = is32 ? json(std::numeric_limits<int32_t>::max())
-                           : json(std::numeric_limits<int64_t>::max());
-      if (!out.contains("minimum") || out["minimum"].get<double>() < lo.get<double>()) {
-        out["minimum"] = lo;
-        out.erase("exclusiveMinimum");
-      }
-      if (!out.contains("maximum") || out["maximum"].get<double>() > hi.get<double>()) {
-        out["maximum"] = hi;
-        out.erase("exclusiveMaximum");
-      }
-    } else if (format == "date-time" || format == "date") {
-      const json pattern = format == "date" ? kDatePattern : kDateTimePattern;
-      // A node can carry both a format and a pattern; the second one goes through allOf.
-      if (out.contains("pattern")) {
-        all_of.push_back({{"pattern", pattern}});
-      } else {
-        out["pattern"] = pattern;
-      }
+// `format`: valijson's FormatConstraint is unsafe on non-strings (see kDateTimePattern), so no
+// `format` keyword is ever emitted; the formats that matter become ranges or patterns.
+void Translator::Format(const json& in, const std::string& type, json& out, json& all_of) {
+  const std::string format = StringField(in, "format");
+  if ((format == "int32" || format == "int64") && type == "integer") {
+    // kube-apiserver itself does not range-check integer formats, but the operator decodes these
+    // fields into Go int32/int64: an out-of-range value is stored and then the RayJob cannot be
+    // read by the controller at all. Rejecting it up front is the useful behaviour.
+    const bool is32 = format == "int32";
+    const json lo = is32 ? json(std::numeric_limits<int32_t>::min())
+                         : json(std::numeric_limits<int64_t>::min());
+    const json hi = is32 ? json(std::numeric_limits<int32_t>::max())
+                         : json(std::numeric_limits<int64_t>::max());
+    if (!out.contains("minimum") || out["minimum"].get<double>() < lo.get<double>()) {
+      out["minimum"] = lo;
+      out.erase("exclusiveMinimum");
     }
-    // Other formats (byte, uuid, ipv4, cidr, ...) are dropped: see docs/crd-validation.md.
+    if (!out.contains("maximum") || out["maximum"].get<double>() > hi.get<double>()) {
+      out["maximum"] = hi;
+      out.erase("exclusiveMaximum");
+    }
+  } else if (format == "date-time" || format == "date") {
+    const json pattern = format == "date" ? kDatePattern : kDateTimePattern;
+    // A node can carry both a format and a pattern; the second one goes through allOf.
+    if (out.contains("pattern")) {
+      all_of.push_back({{"pattern", pattern}});
+    } else {
+      out["pattern"] = pattern;
+    }
   }
+  // Other formats (byte, uuid, ipv4, cidr, ...) are dropped: see docs/crd-validation.md.
+}
 
-  // list-type "set": items must be unique, which draft 4 can say. list-type "map" (unique by key
-  // fields, after defaulting) cannot be said in JSON Schema; CrdValidator checks it separately.
-  if (StringField(in, kListType) == "set") out["uniqueItems"] = true;
-
-  // Objects.
+// Objects: properties, the implicit fields of an embedded resource, additionalProperties (what
+// structural pruning means) and required.
+void Translator::Object(const json& in, Where where, const std::string& type, json& out) {
+  const bool value_only = where == Where::kValueOnly;
+  const Where child_where = value_only ? Where::kValueOnly : Where::kStructural;
+  const bool embedded = Flag(in, kEmbeddedResource);
   const bool is_object = type == "object" || in.contains("properties");
   if (in.contains("properties") && in["properties"].is_object()) {
     json props = json::object();
@@ -240,37 +271,38 @@ json Translator::Node(const json& in, Where where) {
     } else if (ap.is_boolean()) {
       out["additionalProperties"] = ap;
     }
-  } else if (is_object && !value_only && where != Where::kRootMetadata && !preserve_unknown) {
+  } else if (is_object && !value_only && where != Where::kRootMetadata &&
+             !Flag(in, kPreserveUnknown)) {
     // Structural pruning drops every field the schema does not declare, and fieldValidation=Strict
     // (kubectl's default) turns each dropped field into an error. An object without `properties`
     // is no exception: the server prunes all of its fields. ObjectMeta is exempt because the
     // server validates it itself; x-kubernetes-preserve-unknown-fields switches pruning off.
     out["additionalProperties"] = false;
   }
-  if (in.contains("required") && in["required"].is_array()) {
-    // The server defaults before it validates, so a required field that has a default can never
-    // be missing by the time `required` is checked.
-    json required = json::array();
-    const json* props = in.contains("properties") ? &in["properties"] : nullptr;
-    for (const auto& name : in["required"]) {
-      if (!name.is_string()) continue;
-      const std::string field = name.get<std::string>();
-      const bool has_default = props && props->contains(field) && (*props)[field].is_object() &&
-                               (*props)[field].contains("default") &&
-                               !(*props)[field]["default"].is_null();
-      if (!has_default) required.push_back(field);
-    }
-    // draft 4 wants at least one entry; an empty list is simply omitted.
-    if (!required.empty()) out["required"] = std::move(required);
-  }
+  if (json required = Required(in); !required.empty()) out["required"] = std::move(required);
+}
 
-  // Arrays. OpenAPI v3 `items` is a single schema; a tuple form is not valid in a CRD.
-  if (in.contains("items") && in["items"].is_object()) {
-    out["items"] = Node(in["items"], child_where);
+// `required` less the fields that have a default: the server defaults before it validates, so
+// such a field can never be missing by then. (draft 4 wants at least one entry: an empty list is
+// omitted.)
+json Translator::Required(const json& in) {
+  json required = json::array();
+  if (!in.contains("required") || !in["required"].is_array()) return required;
+  const json* props = in.contains("properties") ? &in["properties"] : nullptr;
+  for (const auto& name : in["required"]) {
+    if (!name.is_string()) continue;
+    const std::string field = name.get<std::string>();
+    const bool has_default = props && props->contains(field) && (*props)[field].is_object() &&
+                             (*props)[field].contains("default") &&
+                             !(*props)[field]["default"].is_null();
+    if (!has_default) required.push_back(field);
   }
+  return required;
+}
 
-  // Junctors only add value validation in structural schemas: their branches never declare
-  // fields, so they must not get additionalProperties:false.
+// Junctors only add value validation in structural schemas: their branches never declare fields,
+// so they must not get additionalProperties:false.
+void Translator::Junctors(const json& in, json& out, json& all_of) {
   for (const char* key : {"allOf", "anyOf", "oneOf"}) {
     if (!in.contains(key) || !in[key].is_array()) continue;
     if (key == std::string_view("anyOf") && out.contains("anyOf")) {
@@ -299,12 +331,6 @@ json Translator::Node(const json& in, Where where) {
     }
   }
   if (in.contains("not") && in["not"].is_object()) out["not"] = Node(in["not"], Where::kValueOnly);
-  if (!all_of.empty()) out["allOf"] = std::move(all_of);
-
-  // Everything else is dropped on purpose: description/title/example/externalDocs are prose,
-  // `default` is applied by the server rather than checked, `nullable`/`format`/x-kubernetes-*
-  // were consumed above, and x-kubernetes-validations (CEL) has no JSON Schema equivalent.
-  return out;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -569,176 +595,192 @@ std::vector<std::string> AllowedTypes(const json& schema) {
   return types;
 }
 
+using Explained = std::vector<LocatedError>;
+
+void Add(Explained* out, const Steps& at, std::string message) {
+  out->push_back({at, FieldError{"", std::move(message)}});
+}
+
+// The value's JSON type is none the schema allows: the message, or "" when the type is right.
+std::string WrongType(const json& schema, const json& value) {
+  const std::vector<std::string> types = AllowedTypes(schema);
+  if (types.empty() || std::any_of(types.begin(), types.end(),
+                                   [&](const std::string& t) { return TypeMatches(value, t); })) {
+    return "";
+  }
+  std::string message = "expected " + JoinOr(types) + ", got " + Describe(value);
+  const bool wants_int = std::find(types.begin(), types.end(), "integer") != types.end();
+  const bool wants_string = std::find(types.begin(), types.end(), "string") != types.end();
+  if (wants_int && value.is_number_float() && std::abs(value.get<double>()) >= 9.2e18) {
+    message += " (too large for a 64-bit integer)";
+  } else if (wants_int && wants_string && value.is_number_float()) {
+    // The classic int-or-string trap (`cpu: 0.5`): only a quoted quantity is accepted.
+    message += "; quote it: \"" + Scalar(value) + "\"";
+  }
+  return message;
+}
+
+void ExplainEnum(const json& schema, const json& value, const Steps& steps, Explained* out) {
+  const auto e = schema.find("enum");
+  if (e == schema.end() || !e->is_array() || std::find(e->begin(), e->end(), value) != e->end())
+    return;
+  std::string list;
+  for (const auto& a : *e) {
+    list += (list.empty() ? "" : ", ") + Scalar(a);
+  }
+  Add(out, steps, "unsupported value " + Scalar(value) + ": must be one of " + list);
+}
+
+void ExplainNumber(const json& schema, const json* original, const json& value, const Steps& steps,
+                   Explained* out) {
+  const double d = value.get<double>();
+  if (const auto m = schema.find("minimum"); m != schema.end() && m->is_number()) {
+    const double bound = m->get<double>();
+    const bool exclusive = Flag(schema, "exclusiveMinimum");
+    if (exclusive ? d <= bound : d < bound) {
+      Add(out, steps,
+          std::string(exclusive ? "must be greater than " : "must be at least ") +
+              FormatNumber(bound) + RangeNote(original, bound) + ", got " + Scalar(value));
+    }
+  }
+  if (const auto m = schema.find("maximum"); m != schema.end() && m->is_number()) {
+    const double bound = m->get<double>();
+    const bool exclusive = Flag(schema, "exclusiveMaximum");
+    if (exclusive ? d >= bound : d > bound) {
+      Add(out, steps,
+          std::string(exclusive ? "must be less than " : "must be at most ") + FormatNumber(bound) +
+              RangeNote(original, bound) + ", got " + Scalar(value));
+    }
+  }
+  if (const auto m = schema.find("multipleOf"); m != schema.end() && m->is_number()) {
+    const double divisor = m->get<double>();
+    if (divisor > 0 && std::fmod(d, divisor) != 0) {
+      Add(out, steps, "must be a multiple of " + FormatNumber(divisor) + ", got " + Scalar(value));
+    }
+  }
+}
+
+void ExplainString(const json& schema, const json& value, const Steps& steps, Explained* out) {
+  const std::string s = value.get<std::string>();
+  const size_t length = Utf8Length(s);
+  if (const auto n = CountField(schema, "minLength"); n && length < *n) {
+    Add(out, steps,
+        "must be at least " + Count(*n, "character") + " long, got " + std::to_string(length));
+  }
+  if (const auto n = CountField(schema, "maxLength"); n && length > *n) {
+    Add(out, steps,
+        "must be at most " + Count(*n, "character") + " long, got " + std::to_string(length));
+  }
+  const std::string pattern = StringField(schema, "pattern");
+  if (pattern.empty() || std::regex_search(s, std::regex(pattern))) return;
+  std::string what = "does not match the regular expression " + json(pattern).dump();
+  if (pattern == kDateTimePattern) {
+    what = "is not an RFC 3339 date-time (e.g. \"2024-05-01T12:00:00Z\")";
+  } else if (pattern == kDatePattern) {
+    what = "is not a date (YYYY-MM-DD)";
+  } else if (pattern == kQuantityPattern) {
+    what = "is not a quantity (e.g. \"2\", \"500m\", \"4Gi\")";
+  }
+  Add(out, steps, Scalar(value) + " " + what);
+}
+
+void ExplainArray(const json& schema, const json& value, const Steps& steps, Explained* out) {
+  if (const auto n = CountField(schema, "minItems"); n && value.size() < *n) {
+    Add(out, steps,
+        "must have at least " + Count(*n, "item") + ", got " + std::to_string(value.size()));
+  }
+  if (const auto n = CountField(schema, "maxItems"); n && value.size() > *n) {
+    Add(out, steps,
+        "must have at most " + Count(*n, "item") + ", got " + std::to_string(value.size()));
+  }
+  if (!Flag(schema, "uniqueItems")) return;
+  for (size_t j = 1; j < value.size(); ++j) {
+    for (size_t i = 0; i < j; ++i) {
+      if (value[i] == value[j]) {
+        Add(out, Append(steps, Index(j)),
+            "duplicate value " + Scalar(value[j]) + " (already at index " + std::to_string(i) +
+                ")");
+        break;
+      }
+    }
+  }
+}
+
+void ExplainObject(const json& schema, const json& value, const Steps& steps, Explained* out) {
+  const auto props = schema.find("properties");
+  const bool has_props = props != schema.end() && props->is_object();
+  if (const auto req = schema.find("required"); req != schema.end() && req->is_array()) {
+    for (const auto& name : *req) {
+      if (name.is_string() && !value.contains(name.get<std::string>())) {
+        Add(out, Append(steps, Key(name.get<std::string>())),
+            "missing required field " + name.dump());
+      }
+    }
+  }
+  if (const auto ap = schema.find("additionalProperties");
+      ap != schema.end() && ap->is_boolean() && !ap->get<bool>()) {
+    std::vector<std::string> known;
+    if (has_props) {
+      for (const auto& [name, sub] : props->items()) {
+        known.push_back(name);
+      }
+    }
+    for (const auto& [name, sub] : value.items()) {
+      if (has_props && props->contains(name)) continue;
+      Add(out, Append(steps, Key(name)),
+          "unknown field " + json(name).dump() + DidYouMeanSuffix(name, known));
+    }
+  }
+  if (const auto n = CountField(schema, "minProperties"); n && value.size() < *n) {
+    Add(out, steps,
+        "must have at least " + Count(*n, "field") + ", got " + std::to_string(value.size()));
+  }
+  if (const auto n = CountField(schema, "maxProperties"); n && value.size() > *n) {
+    Add(out, steps,
+        "must have at most " + Count(*n, "field") + ", got " + std::to_string(value.size()));
+  }
+}
+
+// Value-validation junctors cannot be explained keyword by keyword; valijson's verdict at this
+// very node is reported in plain words instead.
+void ExplainJunctors(const json& schema, const Steps& steps,
+                     const std::vector<std::string>& raw_messages, Explained* out) {
+  for (const std::string& raw : raw_messages) {
+    if (raw.find("anyOf constraint") != std::string::npos && !AnyOfIsTypesOnly(schema)) {
+      Add(out, steps, "does not match any of the allowed alternatives (anyOf)");
+    } else if (raw.find("oneOf constraint") != std::string::npos ||
+               raw.find("exactly one child schema") != std::string::npos) {
+      Add(out, steps, "must match exactly one of the allowed alternatives (oneOf)");
+    } else if (raw.find("'not' constraint") != std::string::npos) {
+      Add(out, steps, "matches a schema it must not match (not)");
+    }
+  }
+}
+
 // Explains why `value` violates the keywords of `schema` (the translated node) itself, not those
 // of its children: valijson reports every failing ancestor too, and only the node that actually
 // breaks a rule should produce a message. `original` is the untranslated node, for wording.
-std::vector<LocatedError> ExplainNode(const json& schema, const json* original, const json& value,
-                                      const Steps& steps,
-                                      const std::vector<std::string>& raw_messages) {
-  std::vector<LocatedError> out;
-  auto add = [&](const Steps& at, std::string message) {
-    out.push_back({at, FieldError{"", std::move(message)}});
-  };
-
-  const std::vector<std::string> types = AllowedTypes(schema);
-  if (!types.empty() && std::none_of(types.begin(), types.end(),
-                                     [&](const std::string& t) { return TypeMatches(value, t); })) {
-    std::string message = "expected " + JoinOr(types) + ", got " + Describe(value);
-    const bool wants_int = std::find(types.begin(), types.end(), "integer") != types.end();
-    const bool wants_string = std::find(types.begin(), types.end(), "string") != types.end();
-    if (wants_int && value.is_number_float() && std::abs(value.get<double>()) >= 9.2e18) {
-      message += " (too large for a 64-bit integer)";
-    } else if (wants_int && wants_string && value.is_number_float()) {
-      // The classic int-or-string trap (`cpu: 0.5`): only a quoted quantity is accepted.
-      message += "; quote it: \"" + Scalar(value) + "\"";
-    }
-    add(steps, std::move(message));
+Explained ExplainNode(const json& schema, const json* original, const json& value,
+                      const Steps& steps, const std::vector<std::string>& raw_messages) {
+  Explained out;
+  if (std::string wrong = WrongType(schema, value); !wrong.empty()) {
+    Add(&out, steps, std::move(wrong));
     return out;  // every other keyword assumes the right type
   }
-
-  if (const auto e = schema.find("enum"); e != schema.end() && e->is_array()) {
-    if (std::find(e->begin(), e->end(), value) == e->end()) {
-      std::vector<std::string> allowed;
-      for (const auto& a : *e) {
-        allowed.push_back(Scalar(a));
-      }
-      std::string list;
-      for (const auto& a : allowed) {
-        list += (list.empty() ? "" : ", ") + a;
-      }
-      add(steps, "unsupported value " + Scalar(value) + ": must be one of " + list);
-    }
-  }
-
-  if (value.is_number()) {
-    const double d = value.get<double>();
-    if (const auto m = schema.find("minimum"); m != schema.end() && m->is_number()) {
-      const double bound = m->get<double>();
-      const bool exclusive = Flag(schema, "exclusiveMinimum");
-      if (exclusive ? d <= bound : d < bound) {
-        add(steps, std::string(exclusive ? "must be greater than " : "must be at least ") +
-                       FormatNumber(bound) + RangeNote(original, bound) + ", got " + Scalar(value));
-      }
-    }
-    if (const auto m = schema.find("maximum"); m != schema.end() && m->is_number()) {
-      const double bound = m->get<double>();
-      const bool exclusive = Flag(schema, "exclusiveMaximum");
-      if (exclusive ? d >= bound : d > bound) {
-        add(steps, std::string(exclusive ? "must be less than " : "must be at most ") +
-                       FormatNumber(bound) + RangeNote(original, bound) + ", got " + Scalar(value));
-      }
-    }
-    if (const auto m = schema.find("multipleOf"); m != schema.end() && m->is_number()) {
-      const double divisor = m->get<double>();
-      if (divisor > 0 && std::fmod(d, divisor) != 0) {
-        add(steps, "must be a multiple of " + FormatNumber(divisor) + ", got " + Scalar(value));
-      }
-    }
-  }
-
-  if (value.is_string()) {
-    const std::string s = value.get<std::string>();
-    const size_t length = Utf8Length(s);
-    if (const auto n = CountField(schema, "minLength"); n && length < *n) {
-      add(steps,
-          "must be at least " + Count(*n, "character") + " long, got " + std::to_string(length));
-    }
-    if (const auto n = CountField(schema, "maxLength"); n && length > *n) {
-      add(steps,
-          "must be at most " + Count(*n, "character") + " long, got " + std::to_string(length));
-    }
-    if (const std::string pattern = StringField(schema, "pattern"); !pattern.empty()) {
-      if (!std::regex_search(s, std::regex(pattern))) {
-        std::string what = "does not match the regular expression " + json(pattern).dump();
-        if (pattern == kDateTimePattern) {
-          what = "is not an RFC 3339 date-time (e.g. \"2024-05-01T12:00:00Z\")";
-        } else if (pattern == kDatePattern) {
-          what = "is not a date (YYYY-MM-DD)";
-        } else if (pattern == kQuantityPattern) {
-          what = "is not a quantity (e.g. \"2\", \"500m\", \"4Gi\")";
-        }
-        add(steps, Scalar(value) + " " + what);
-      }
-    }
-  }
-
-  if (value.is_array()) {
-    if (const auto n = CountField(schema, "minItems"); n && value.size() < *n) {
-      add(steps,
-          "must have at least " + Count(*n, "item") + ", got " + std::to_string(value.size()));
-    }
-    if (const auto n = CountField(schema, "maxItems"); n && value.size() > *n) {
-      add(steps,
-          "must have at most " + Count(*n, "item") + ", got " + std::to_string(value.size()));
-    }
-    if (Flag(schema, "uniqueItems")) {
-      for (size_t j = 1; j < value.size(); ++j) {
-        for (size_t i = 0; i < j; ++i) {
-          if (value[i] == value[j]) {
-            add(Append(steps, Index(j)), "duplicate value " + Scalar(value[j]) +
-                                             " (already at index " + std::to_string(i) + ")");
-            break;
-          }
-        }
-      }
-    }
-  }
-
-  if (value.is_object()) {
-    const auto props = schema.find("properties");
-    const bool has_props = props != schema.end() && props->is_object();
-    if (const auto req = schema.find("required"); req != schema.end() && req->is_array()) {
-      for (const auto& name : *req) {
-        if (name.is_string() && !value.contains(name.get<std::string>())) {
-          add(Append(steps, Key(name.get<std::string>())), "missing required field " + name.dump());
-        }
-      }
-    }
-    if (const auto ap = schema.find("additionalProperties");
-        ap != schema.end() && ap->is_boolean() && !ap->get<bool>()) {
-      std::vector<std::string> known;
-      if (has_props) {
-        for (const auto& [name, sub] : props->items()) {
-          known.push_back(name);
-        }
-      }
-      for (const auto& [name, sub] : value.items()) {
-        if (has_props && props->contains(name)) continue;
-        add(Append(steps, Key(name)),
-            "unknown field " + json(name).dump() + DidYouMeanSuffix(name, known));
-      }
-    }
-    if (const auto n = CountField(schema, "minProperties"); n && value.size() < *n) {
-      add(steps,
-          "must have at least " + Count(*n, "field") + ", got " + std::to_string(value.size()));
-    }
-    if (const auto n = CountField(schema, "maxProperties"); n && value.size() > *n) {
-      add(steps,
-          "must have at most " + Count(*n, "field") + ", got " + std::to_string(value.size()));
-    }
-  }
-
+  ExplainEnum(schema, value, steps, &out);
+  if (value.is_number()) ExplainNumber(schema, original, value, steps, &out);
+  if (value.is_string()) ExplainString(schema, value, steps, &out);
+  if (value.is_array()) ExplainArray(schema, value, steps, &out);
+  if (value.is_object()) ExplainObject(schema, value, steps, &out);
   // allOf branches apply to this same value; their own keywords are explained the same way.
   if (const auto all = schema.find("allOf"); all != schema.end() && all->is_array()) {
     for (const auto& branch : *all) {
       if (!branch.is_object()) continue;
-      auto more = ExplainNode(branch, nullptr, value, steps, {});
+      Explained more = ExplainNode(branch, nullptr, value, steps, {});
       out.insert(out.end(), more.begin(), more.end());
     }
   }
-
-  // Value-validation junctors cannot be explained keyword by keyword; valijson's verdict at this
-  // very node is reported in plain words instead.
-  for (const std::string& raw : raw_messages) {
-    if (raw.find("anyOf constraint") != std::string::npos && !AnyOfIsTypesOnly(schema)) {
-      add(steps, "does not match any of the allowed alternatives (anyOf)");
-    } else if (raw.find("oneOf constraint") != std::string::npos ||
-               raw.find("exactly one child schema") != std::string::npos) {
-      add(steps, "must match exactly one of the allowed alternatives (oneOf)");
-    } else if (raw.find("'not' constraint") != std::string::npos) {
-      add(steps, "matches a schema it must not match (not)");
-    }
-  }
+  ExplainJunctors(schema, steps, raw_messages, &out);
   return out;
 }
 

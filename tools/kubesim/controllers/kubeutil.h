@@ -10,6 +10,7 @@
 
 #include "starforge/common/format.h"
 #include "starforge/common/json_read.h"
+#include "starforge/common/quantity.h"
 
 namespace kubesim::controllers {
 
@@ -48,21 +49,8 @@ bool PodRunningAndReady(const json& pod);  // phase Running and no Ready conditi
 std::string PodPhase(const json& pod);
 bool IsDeleting(const json& obj);  // metadata.deletionTimestamp set
 
-// Resource quantities, held as milli-units (exact for the values used here).
-struct Quantity {
-  int64_t milli = 0;
-  enum Format { kDecimalSI, kBinarySI, kDecimalExponent } format = kDecimalSI;
-  bool set = false;  // false: the zero Quantity{} (format of the first addend wins in Add)
-
-  static bool Parse(const std::string& text, Quantity* out);
-  // Quantity.Value(): rounded up to an integer.
-  int64_t Value() const;
-  void Add(const Quantity& other);
-  void Mul(int64_t n) { milli *= n; }
-  bool IsZero() const { return milli == 0; }
-  // Quantity.String() in canonical form: "2", "1500m", "4Gi", "1224Mi", "200M", "0".
-  std::string String() const;
-};
+// Resource quantities (parsing, sums, canonical text): common/quantity.h.
+using starforge::Quantity;
 
 // Go strconv.Quote for UTF-8 text.
 std::string GoQuote(const std::string& s);

@@ -87,8 +87,10 @@ void UpdateParamsResources(Params& p, const json& group_resources) {
   if (!group_resources.is_object() || group_resources.empty()) return;
   std::map<std::string, double> custom;
   for (const auto& [name, qv] : group_resources.items()) {
-    Quantity q;
-    if (!qv.is_string() || !Quantity::Parse(qv.get<std::string>(), &q)) continue;
+    if (!qv.is_string()) continue;
+    const std::optional<Quantity> parsed = Quantity::Parse(qv.get<std::string>());
+    if (!parsed) continue;
+    const Quantity& q = *parsed;
     std::string lower = name;
     std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
     if (lower == "cpu") {
@@ -98,7 +100,7 @@ void UpdateParamsResources(Params& p, const json& group_resources) {
     } else if (IsGpuKey(lower)) {
       p["num-gpus"] = std::to_string(q.Value());
     } else {
-      custom[name] = static_cast<double>(q.milli) / 1000.0;
+      custom[name] = static_cast<double>(q.MilliValue()) / 1000.0;
     }
   }
   if (!custom.empty()) p["resources"] = "'" + FloatMapJson(custom) + "'";
@@ -143,8 +145,10 @@ std::string RayStartCommand(bool head, Params& p, const json& resources) {
   const json& limits = resources.value("limits", json::object());
   const json& requests = resources.value("requests", json::object());
   auto qty = [](const json& list, const char* key, Quantity* q) {
-    return list.is_object() && list.contains(key) && list[key].is_string() &&
-           Quantity::Parse(list[key].get<std::string>(), q) && !q->IsZero();
+    if (!list.is_object() || !list.contains(key) || !list[key].is_string()) return false;
+    const std::optional<Quantity> parsed = Quantity::Parse(list[key].get<std::string>());
+    if (parsed) *q = *parsed;
+    return parsed && !parsed->IsZero();
   };
   Quantity q;
   if (p.count("num-cpus") == 0) {
@@ -178,8 +182,10 @@ std::string RayStartCommand(bool head, Params& p, const json& resources) {
       keys.push_back(k);
     std::sort(keys.begin(), keys.end());
     for (const std::string& k : keys) {
-      Quantity v;
-      if (!limits[k].is_string() || !Quantity::Parse(limits[k].get<std::string>(), &v)) continue;
+      if (!limits[k].is_string()) continue;
+      const std::optional<Quantity> parsed = Quantity::Parse(limits[k].get<std::string>());
+      if (!parsed) continue;
+      const Quantity& v = *parsed;
       if (p.count("num-gpus") == 0 && IsGpuKey(k) && !v.IsZero()) {
         p["num-gpus"] = std::to_string(v.Value());
       }
@@ -187,7 +193,7 @@ std::string RayStartCommand(bool head, Params& p, const json& resources) {
         auto it = accel.find(k);
         if (it != accel.end() && !v.IsZero()) {
           if (res_map.count(it->second) == 0) {
-            res_map[it->second] = static_cast<double>(v.milli) / 1000.0;
+            res_map[it->second] = static_cast<double>(v.MilliValue()) / 1000.0;
             p["resources"] = "'" + FloatMapJson(res_map) + "'";
           }
           accel_added = true;
@@ -510,8 +516,7 @@ std::map<std::string, Quantity> PodResources(const json& pod_spec) {
       if (!list.is_object()) continue;
       for (const auto& [k, v] : list.items()) {
         if (cr.count(k) != 0 || !v.is_string()) continue;
-        Quantity q;
-        if (Quantity::Parse(v.get<std::string>(), &q)) cr[k] = q;
+        if (const std::optional<Quantity> q = Quantity::Parse(v.get<std::string>())) cr[k] = *q;
       }
     }
     for (const auto& [k, q] : cr)

@@ -1574,95 +1574,68 @@ void Kubelet::Teardown(Pod& p) {
 // ---------------------------------------------------------------------------------------------
 // Status
 
-json Kubelet::ComputeStatus(Pod& p, const json& pod, bool terminal) {
-  const json& spec = Obj(pod, "spec");
-  const std::string policy =
-      Str(spec, "restartPolicy").empty() ? "Always" : Str(spec, "restartPolicy");
-  const bool has_inits = !p.inits.empty();
-  auto container_status = [&](const Container& c) {
-    json st = {{"name", c.name},
-               {"image", Str(c.spec, "image")},
-               {"imageID", ""},
-               {"ready", c.pid > 0 && c.ready},
-               {"restartCount", c.restarts},
-               {"started", c.pid > 0}};
-    if (c.state.is_object()) {
-      st["state"] = c.state;
-    } else {
-      st["state"] = {
-          {"waiting", {{"reason", has_inits ? "PodInitializing" : "ContainerCreating"}}}};
-    }
-    st["lastState"] = c.last_state;
-    if (!c.container_id.empty() && !st["state"].contains("waiting")) {
-      st["containerID"] = c.container_id;
-      st["imageID"] = NormalizeImage(Str(c.spec, "image"));
-    }
-    return st;
-  };
-  json init_statuses = json::array();
-  for (const Container& c : p.inits)
-    init_statuses.push_back(container_status(c));
-  json statuses = json::array();
-  for (const Container& c : p.mains)
-    statuses.push_back(container_status(c));
+namespace {
 
-  // Phase (kubelet_pods.go getPhase).
-  std::string phase;
-  std::vector<std::string> incomplete;
-  bool init_failed = false;
-  for (const Container& c : p.inits) {
-    if (c.has_exit() && TerminatedCode(c.state) == 0) continue;
-    incomplete.push_back(c.name);
-    if (c.has_exit() && policy == "Never") init_failed = true;
-  }
-  if (!incomplete.empty()) {
-    phase = init_failed || terminal ? "Failed" : "Pending";
+json ContainerStatus(const Kubelet::Container& c, bool has_inits) {
+  json st = {{"name", c.name},
+             {"image", Str(c.spec, "image")},
+             {"imageID", ""},
+             {"ready", c.pid > 0 && c.ready},
+             {"restartCount", c.restarts},
+             {"started", c.pid > 0}};
+  if (c.state.is_object()) {
+    st["state"] = c.state;
   } else {
-    int running = 0, waiting = 0, stopped = 0, succeeded = 0;
-    for (const Container& c : p.mains) {
-      if (c.pid > 0) {
-        ++running;
-      } else if (c.has_exit()) {
-        ++stopped;
-        if (TerminatedCode(c.state) == 0) ++succeeded;
-      } else if (c.last_state.is_object() && c.last_state.contains("terminated")) {
-        ++stopped;
-        if (TerminatedCode(c.last_state) == 0) ++succeeded;
-      } else {
-        ++waiting;
-      }
-    }
-    const int n = static_cast<int>(p.mains.size());
-    if (terminal) {
-      phase = stopped == n && succeeded == n ? "Succeeded" : "Failed";
-    } else if (waiting > 0) {
-      phase = "Pending";
-    } else if (running > 0) {
-      phase = "Running";
-    } else if (stopped == n) {
-      if (policy == "Always") {
-        phase = "Running";
-      } else if (policy == "OnFailure") {
-        phase = stopped == succeeded ? "Succeeded" : "Running";
-      } else {
-        phase = stopped == succeeded ? "Succeeded" : "Failed";
-      }
+    st["state"] = {{"waiting", {{"reason", has_inits ? "PodInitializing" : "ContainerCreating"}}}};
+  }
+  st["lastState"] = c.last_state;
+  if (!c.container_id.empty() && !st["state"].contains("waiting")) {
+    st["containerID"] = c.container_id;
+    st["imageID"] = NormalizeImage(Str(c.spec, "image"));
+  }
+  return st;
+}
+
+// The phase once every init container completed (kubelet_pods.go getPhase).
+std::string MainsPhase(const Kubelet::Pod& p, const std::string& policy, bool terminal) {
+  int running = 0, waiting = 0, stopped = 0, succeeded = 0;
+  for (const Kubelet::Container& c : p.mains) {
+    if (c.pid > 0) {
+      ++running;
+    } else if (c.has_exit()) {
+      ++stopped;
+      if (TerminatedCode(c.state) == 0) ++succeeded;
+    } else if (c.last_state.is_object() && c.last_state.contains("terminated")) {
+      ++stopped;
+      if (TerminatedCode(c.last_state) == 0) ++succeeded;
     } else {
-      phase = "Pending";
+      ++waiting;
     }
   }
+  const int n = static_cast<int>(p.mains.size());
+  if (terminal) return stopped == n && succeeded == n ? "Succeeded" : "Failed";
+  if (waiting > 0) return "Pending";
+  if (running > 0) return "Running";
+  if (stopped != n) return "Pending";
+  if (policy == "Always") return "Running";
+  if (policy == "OnFailure") return stopped == succeeded ? "Succeeded" : "Running";
+  return stopped == succeeded ? "Succeeded" : "Failed";
+}
 
-  // Conditions, keeping the transition time of those that did not change.
+std::string NameList(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names)
+    out += (out.empty() ? "" : " ") + n;
+  return "[" + out + "]";
+}
+
+// The four conditions the kubelet owns, as they are now.
+std::vector<json> KubeletConditions(const Kubelet::Pod& p, const std::string& phase, bool terminal,
+                                    const std::vector<std::string>& incomplete) {
   std::vector<std::string> unready;
-  for (const Container& c : p.mains) {
+  for (const Kubelet::Container& c : p.mains) {
     if (!(c.pid > 0 && c.ready)) unready.push_back(c.name);
   }
-  auto list = [](const std::vector<std::string>& names) {
-    std::string out;
-    for (const auto& n : names)
-      out += (out.empty() ? "" : " ") + n;
-    return "[" + out + "]";
-  };
   std::vector<json> mine;
   mine.push_back({{"type", "PodReadyToStartContainers"},
                   {"status", p.sandbox && !terminal ? "True" : "False"}});
@@ -1674,7 +1647,7 @@ json Kubelet::ComputeStatus(Pod& p, const json& pod, bool terminal) {
     mine.push_back({{"type", "Initialized"},
                     {"status", "False"},
                     {"reason", "ContainersNotInitialized"},
-                    {"message", "containers with incomplete status: " + list(incomplete)}});
+                    {"message", "containers with incomplete status: " + NameList(incomplete)}});
   }
   json ready;
   if (phase == "Succeeded" || phase == "Failed") {
@@ -1684,7 +1657,7 @@ json Kubelet::ComputeStatus(Pod& p, const json& pod, bool terminal) {
   } else {
     ready = {{"status", "False"},
              {"reason", "ContainersNotReady"},
-             {"message", "containers with unready status: " + list(unready)}};
+             {"message", "containers with unready status: " + NameList(unready)}};
   }
   json r1 = ready;
   r1["type"] = "Ready";
@@ -1692,7 +1665,12 @@ json Kubelet::ComputeStatus(Pod& p, const json& pod, bool terminal) {
   r2["type"] = "ContainersReady";
   mine.push_back(r1);
   mine.push_back(r2);
-  const json& existing = Obj(Obj(pod, "status"), "conditions");
+  return mine;
+}
+
+// `mine` after the pod's current conditions: an unchanged condition keeps its transition time,
+// and conditions others own (PodScheduled, …) stay.
+json MergeConditions(const std::vector<json>& mine, const json& existing) {
   json conditions = json::array();
   for (json c : mine) {
     c["lastProbeTime"] = nullptr;
@@ -1716,6 +1694,35 @@ json Kubelet::ComputeStatus(Pod& p, const json& pod, bool terminal) {
       }
     }
   }
+  return conditions;
+}
+
+}  // namespace
+
+json Kubelet::ComputeStatus(Pod& p, const json& pod, bool terminal) {
+  const json& spec = Obj(pod, "spec");
+  const std::string policy =
+      Str(spec, "restartPolicy").empty() ? "Always" : Str(spec, "restartPolicy");
+  json init_statuses = json::array();
+  for (const Container& c : p.inits)
+    init_statuses.push_back(ContainerStatus(c, !p.inits.empty()));
+  json statuses = json::array();
+  for (const Container& c : p.mains)
+    statuses.push_back(ContainerStatus(c, !p.inits.empty()));
+
+  // Phase (kubelet_pods.go getPhase): init containers first.
+  std::vector<std::string> incomplete;
+  bool init_failed = false;
+  for (const Container& c : p.inits) {
+    if (c.has_exit() && TerminatedCode(c.state) == 0) continue;
+    incomplete.push_back(c.name);
+    if (c.has_exit() && policy == "Never") init_failed = true;
+  }
+  const std::string phase = !incomplete.empty() ? (init_failed || terminal ? "Failed" : "Pending")
+                                                : MainsPhase(p, policy, terminal);
+
+  const json conditions = MergeConditions(KubeletConditions(p, phase, terminal, incomplete),
+                                          Obj(Obj(pod, "status"), "conditions"));
   json status = {{"phase", phase},
                  {"conditions", conditions},
                  {"hostIP", p.host_ip},

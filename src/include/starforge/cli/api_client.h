@@ -1,12 +1,13 @@
-// The `forge` side of the REST API (docs/cli.md): a libcurl client with bearer auth, JSON in and
-// out, multipart upload with progress, and Server-Sent Events with resume. Every failure becomes
-// an ApiError whose text tells the user what to do; the token never appears in any of it.
+// The `forge` side of the REST API (docs/cli.md): a client (net/http.h) with bearer auth, JSON in
+// and out, multipart upload with progress, and Server-Sent Events with resume. Every failure
+// becomes an ApiError whose text tells the user what to do; the token never appears in any of it.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -14,6 +15,8 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "starforge/net/http.h"
 
 namespace starforge::cli {
 
@@ -80,13 +83,7 @@ class SseParser {
 };
 
 // A part of a multipart/form-data body: inline `data`, or the contents of `file`.
-struct FormPart {
-  std::string name;
-  std::string data;
-  std::filesystem::path file;  // when non-empty, sent instead of `data`
-  std::string filename;        // Content-Disposition filename ("" = none)
-  std::string content_type;    // "" = libcurl's default
-};
+using FormPart = net::FormPart;
 
 // Called as bytes go out: (sent, total).
 using UploadProgress = std::function<void(uint64_t sent, uint64_t total)>;
@@ -136,6 +133,7 @@ class ApiClient {
 
   std::string server_;
   std::string token_;
+  std::shared_ptr<net::Transport> transport_;  // shared by copies of the client
 };
 
 // Percent-encodes a query value or path segment.

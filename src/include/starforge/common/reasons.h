@@ -30,6 +30,9 @@ inline constexpr const char* kReleaseFailed = "ReleaseFailed";
 inline constexpr const char* kCancelFailed = "CancelFailed";
 inline constexpr const char* kQueued = "Queued";      // the fleet's queue holds the job (Kueue)
 inline constexpr const char* kAdmitted = "Admitted";  // … and let it go: pre-running starts
+inline constexpr const char* kCancelRequested = "CancelRequested";    // by the API, with the user
+inline constexpr const char* kPackagingWarning = "PackagingWarning";  // e.g. a file left out
+inline constexpr const char* kCapsuleStoreRetrying = "CapsuleStoreRetrying";  // store unreachable
 
 // ---- The local fleet (runner exit codes, runner/README.md) ----
 inline constexpr const char* kCapsuleVerificationFailed = "CapsuleVerificationFailed";  // 65
@@ -37,6 +40,11 @@ inline constexpr const char* kInvalidJob = "InvalidJob";                        
 inline constexpr const char* kEntrypointNotRunnable = "EntrypointNotRunnable";          // 126, 127
 inline constexpr const char* kSignalled = "Signalled";  // the entrypoint died on a signal
 inline constexpr const char* kStarting = "Starting";    // Pending: being launched / pods start
+// Its events: the runner started, SIGTERM sent, SIGKILL sent, the job ended by a cancel.
+inline constexpr const char* kStarted = "Started";
+inline constexpr const char* kStopping = "Stopping";
+inline constexpr const char* kKilling = "Killing";
+inline constexpr const char* kCancelled = "Cancelled";
 
 // ---- The kuberay fleet: the RayJob's status (kuberay/status.cc) ----
 inline constexpr const char* kFailed = "Failed";      // the operator failed the RayJob, no reason

@@ -18,6 +18,12 @@ namespace starforge::config {
 
 enum class FleetKind { kLocal, kKuberay };
 enum class SubmissionMode { kK8sJobMode, kHTTPMode };
+// KubeRay's RayJob spec.submissionMode values: the two StarForge renders (SubmissionMode) and the
+// two it refuses (config.cc says why).
+inline constexpr const char* kK8sJobModeName = "K8sJobMode";
+inline constexpr const char* kHTTPModeName = "HTTPMode";
+inline constexpr const char* kInteractiveModeName = "InteractiveMode";
+inline constexpr const char* kSidecarModeName = "SidecarMode";
 enum class S3Addressing { kPath, kVirtual };
 
 std::string ToString(FleetKind kind);       // "local" | "kuberay"

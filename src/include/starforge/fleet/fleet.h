@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "starforge/common/reasons.h"
+#include "starforge/common/run_state.h"
 #include "starforge/common/status.h"
 #include "starforge/jobspec/jobspec.h"
 
@@ -41,15 +42,8 @@ struct SubmitResult {
   std::string handle;  // when ok: the fleet's name for the job; stored and passed to every call
 };
 
-// What the fleet sees of one job now.
-enum class State {
-  kPending,    // accepted, not running yet (waiting for resources, scheduling, image pull …)
-  kRunning,    // the entrypoint runs
-  kSucceeded,  // exit code 0
-  kFailed,     // ended otherwise
-  kCancelled,  // ended because Cancel was called
-  kUnknown,    // the fleet has no record of it (never submitted, or lost)
-};
+// What the fleet sees of one job now (common/run_state.h).
+using State = RunState;
 
 struct FleetEvent {
   std::string type;  // "Normal" | "Warning"
@@ -128,8 +122,6 @@ class Fleet {
   std::mutex notify_mu_;
   std::function<void(const std::string&)> notify_;
 };
-
-std::string_view ToString(State state);  // "Pending", …, "Unknown"
 
 // "" → ok; otherwise a retryable fault with `reason` (the fleets' helpers report errors as text,
 // and every such fault may clear by itself).

@@ -1,7 +1,8 @@
 // A Kubernetes REST client over libcurl: CRUD, paging, watch, status subresource, pod logs,
 // service proxy and SelfSubjectAccessReview. Objects are plain JSON (nlohmann::json); every
-// failure throws ApiError (errors.h). Thread-safe: each call uses its own curl handle, and
-// connections are shared between calls. Credentials are sent only over https, as client-go does.
+// failure throws ApiError (errors.h). Thread-safe: each call is its own exchange over
+// net/http.h's transport, and connections are shared between calls. Credentials are sent only over
+// https, as client-go does.
 #pragma once
 
 #include <atomic>
@@ -224,6 +225,8 @@ class Client {
  private:
   Response Send(const Request& request);
   Response SendOnce(const Request& request, bool* nothing_sent);
+  // The request's headers: Accept, Content-Type, the extra ones and, over https, the token.
+  std::vector<std::string> Headers(const Request& request);
   nlohmann::json JsonCall(const Request& request);
   std::chrono::milliseconds Backoff(int attempt);
   // The current token, to mask it in error text; "" when none or unreadable.

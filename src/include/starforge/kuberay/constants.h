@@ -106,6 +106,9 @@ inline constexpr const char* kClientPortName = "client";
 // Node taints the GPU pods StarForge renders tolerate (render.cc: nvidia.com/gpu Exists
 // NoSchedule), so they do not count as blocking a GPU node.
 inline constexpr const char* kGpuTaintKey = "nvidia.com/gpu";
+// Taint effects that keep pods off a node (Kubernetes' core/v1 TaintEffect).
+inline constexpr const char* kTaintNoSchedule = "NoSchedule";
+inline constexpr const char* kTaintNoExecute = "NoExecute";
 // A node's "series" when it has no FORGE_K8S_GPU_NODE_LABEL label (capacity grouping).
 inline constexpr const char* kUnlabelledSeries = "";
 

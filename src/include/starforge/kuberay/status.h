@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "starforge/common/run_state.h"
+
 namespace starforge::kuberay {
 
 enum class RayJobState {
@@ -52,5 +54,39 @@ std::optional<int> ParseRayExitCode(std::string_view message);
 // The job's reason for a Failed RayJob: Rejected when the operator refused it
 // (ValidationFailed), the operator's reason otherwise, "Failed" when it gave none.
 std::string JobReason(const StatusView& status);
+
+// ---- The job as StarForge reports it (the kuberay fleet's Observe only adds I/O) ----
+
+// The first line of an operator's or Ray's message, without the log tail Ray appends to a FAILED
+// message ("…exit code 3, last available logs (truncated to 20,000 chars):\n…"): the job's
+// message is one line, and the output is in its logs.
+std::string OneLine(const std::string& message);
+
+// Whether a Kubernetes object is being deleted (metadata.deletionTimestamp set).
+bool Deleting(const nlohmann::json& object);
+
+struct Diagnosis;  // diagnose.h
+
+struct JobReading {
+  RunState state = RunState::kUnknown;
+  std::string reason;   // common/reasons.h or the operator's
+  std::string message;  // one line; URL queries not yet redacted
+  std::optional<int> exit_code;
+  // Not running yet, or a deployment status StarForge does not know: the pods and events say
+  // why (kuberay/diagnose.h); AddDiagnosis merges what they say.
+  bool diagnose = false;
+  // Suspended: Kueue's webhook creates a queued RayJob suspended and unsuspends it at admission
+  // (docs/kuberay-fleet.md). Waiting for a turn, not failing to start.
+  bool queued = false;
+};
+
+// The job whose RayJob is `rayjob` (nullptr: there is none), as StarForge reports it.
+// `cancelled`: StarForge cancelled the job (it deletes the RayJob); `ref` names the RayJob
+// ("<namespace>/<name>") in messages. A RayJob deleted before it ended is RayJobDeleted unless
+// StarForge cancelled it; a Ray job stopped outside StarForge is Cancelled with RayJobStopped.
+JobReading ReadJob(const nlohmann::json* rayjob, bool cancelled, std::string_view ref);
+
+// A reading to diagnose with the diagnosis' reason and message where it gave them.
+void AddDiagnosis(const Diagnosis& diagnosis, JobReading* reading);
 
 }  // namespace starforge::kuberay

@@ -45,12 +45,6 @@ std::string CompleteMultipartXml(const std::vector<std::string>& etags);
 int64_t ChoosePartSize(int64_t size, int64_t preferred);
 inline constexpr int64_t kMaxParts = 10000;
 
-// How long to wait before retry number `retry` (1 = first retry): base·2^(retry-1), capped,
-// then "equal jitter" — uniformly in [half, all] of it, with `uniform01` in [0, 1) — so
-// concurrent clients spread out yet never retry at once.
-std::chrono::milliseconds BackoffDelay(int retry, std::chrono::milliseconds base,
-                                       std::chrono::milliseconds cap, double uniform01);
-
 // `text` with every occurrence of each non-empty needle replaced by "***": the last guard that
 // keeps a credential out of an error message, whatever a server echoed.
 std::string Redact(std::string text, const std::vector<std::string_view>& needles);

@@ -1,0 +1,230 @@
+// The transport every client shares: what a caller gets back for replies, streams, bodies to send
+// and faults, against a loopback server.
+#include "starforge/net/http.h"
+
+#include <httplib.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <stdexcept>
+#include <thread>
+
+namespace starforge::net {
+namespace {
+
+using namespace std::chrono_literals;
+
+class Loopback {
+ public:
+  explicit Loopback(const std::function<void(httplib::Server&)>& routes) {
+    routes(server_);
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    while (!server_.is_running())
+      std::this_thread::sleep_for(1ms);
+  }
+  ~Loopback() { Stop(); }
+  void Stop() {
+    server_.stop();
+    if (thread_.joinable()) thread_.join();
+  }
+  std::string Url(const std::string& path) const {
+    return "http://127.0.0.1:" + std::to_string(port_) + path;
+  }
+
+ private:
+  httplib::Server server_;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+TEST(Transport, ReplyHeadersAreLowerCaseAndTrimmed) {
+  Loopback server([](httplib::Server& s) {
+    s.Get("/x", [](const httplib::Request& req, httplib::Response& res) {
+      res.set_header("X-Echo", req.get_header_value("X-Ask") + "  ");
+      res.set_content("hello", "text/plain");
+    });
+  });
+  Transport t;
+  Request r;
+  r.url = server.Url("/x");
+  r.headers = {"X-Ask: please"};
+  Response resp;
+  t.Perform(r, &resp);
+  EXPECT_EQ(resp.fault, Fault::kNone) << resp.error;
+  EXPECT_EQ(resp.status, 200);
+  EXPECT_EQ(resp.body, "hello");
+  EXPECT_EQ(resp.headers["x-echo"], "please");
+  EXPECT_EQ(resp.headers["content-type"], "text/plain");
+}
+
+TEST(Transport, ErrorBodiesAreCutAndNeverStreamed) {
+  Loopback server([](httplib::Server& s) {
+    s.Get("/big", [](const httplib::Request&, httplib::Response& res) {
+      res.status = 500;
+      res.set_content(std::string(1 << 20, 'e'), "text/html");
+    });
+  });
+  Transport t;
+  Request r;
+  r.url = server.Url("/big");
+  r.max_error_body = 1000;
+  bool streamed = false;
+  r.on_data = [&](std::string_view) { return streamed = true; };
+  Response resp;
+  t.Perform(r, &resp);
+  EXPECT_EQ(resp.fault, Fault::kNone) << resp.error;
+  EXPECT_EQ(resp.status, 500);
+  EXPECT_FALSE(streamed);
+  EXPECT_GE(resp.body.size(), 1000u);
+  EXPECT_LT(resp.body.size(), size_t{1} << 20);
+}
+
+TEST(Transport, OnDataFalseStopsWithoutAFault) {
+  Loopback server([](httplib::Server& s) {
+    s.Get("/stream", [](const httplib::Request&, httplib::Response& res) {
+      res.set_content(std::string(4 << 20, 's'), "application/octet-stream");
+    });
+  });
+  Transport t;
+  Request r;
+  r.url = server.Url("/stream");
+  size_t got = 0;
+  r.on_data = [&](std::string_view bytes) {
+    got += bytes.size();
+    return false;
+  };
+  Response resp;
+  t.Perform(r, &resp);
+  EXPECT_TRUE(resp.stopped);
+  EXPECT_EQ(resp.fault, Fault::kNone);
+  EXPECT_GT(got, 0u);
+  EXPECT_TRUE(resp.body.empty());
+}
+
+TEST(Transport, SendsBodiesFromMemoryAndFromAReader) {
+  Loopback server([](httplib::Server& s) {
+    auto echo = [](const httplib::Request& req, httplib::Response& res) {
+      res.set_content(req.method + " " + req.body, "text/plain");
+    };
+    s.Post("/echo", echo);
+    s.Put("/echo", echo);
+    s.Delete("/echo", echo);
+  });
+  Transport t;
+  Response resp;
+  Request post;
+  post.method = "POST";
+  post.url = server.Url("/echo");
+  const std::string json = R"({"a":1})";
+  post.body = json;
+  post.headers = {"Content-Type: application/json"};
+  t.Perform(post, &resp);
+  EXPECT_EQ(resp.body, R"(POST {"a":1})");
+
+  Request put;
+  put.method = "PUT";
+  put.url = server.Url("/echo");
+  std::string_view left = "streamed bytes";
+  put.reader_size = static_cast<int64_t>(left.size());
+  put.reader = [&](char* buf, size_t room) -> std::optional<size_t> {
+    const size_t n = std::min({room, size_t{3}, left.size()});  // in small pieces
+    left.copy(buf, n);
+    left.remove_prefix(n);
+    return n;
+  };
+  t.Perform(put, &resp);
+  EXPECT_EQ(resp.fault, Fault::kNone) << resp.error;
+  EXPECT_EQ(resp.body, "PUT streamed bytes");
+
+  Request del;
+  del.method = "DELETE";
+  del.url = server.Url("/echo");
+  t.Perform(del, &resp);
+  EXPECT_EQ(resp.body, "DELETE ");
+}
+
+TEST(Transport, AnUnreadableBodyIsAReadFault) {
+  Loopback server([](httplib::Server& s) {
+    s.Put("/x", [](const httplib::Request&, httplib::Response& res) { res.status = 204; });
+  });
+  Transport t;
+  Request put;
+  put.method = "PUT";
+  put.url = server.Url("/x");
+  put.reader_size = 10;
+  put.reader = [](char*, size_t) -> std::optional<size_t> { return std::nullopt; };
+  Response resp;
+  t.Perform(put, &resp);
+  EXPECT_EQ(resp.fault, Fault::kReadBody);
+  EXPECT_FALSE(Transient(resp.fault));
+}
+
+TEST(Transport, ARefusedConnectionIsTransientAndSentNothing) {
+  std::string url;
+  {
+    Loopback gone([](httplib::Server&) {});
+    url = gone.Url("/x");
+  }
+  Transport t;
+  Request r;
+  r.method = "POST";
+  r.url = url;
+  r.body = "x";
+  Response resp;
+  t.Perform(r, &resp);
+  EXPECT_EQ(resp.fault, Fault::kConnect) << resp.error;
+  EXPECT_EQ(resp.status, 0);
+  EXPECT_TRUE(resp.nothing_sent);
+  EXPECT_TRUE(Transient(resp.fault));
+  EXPECT_FALSE(resp.error.empty());
+}
+
+TEST(Transport, OnlyHttpAndHttps) {
+  Transport t;
+  Request r;
+  r.url = "file:///etc/passwd";
+  Response resp;
+  t.Perform(r, &resp);
+  EXPECT_EQ(resp.fault, Fault::kUnsupportedProtocol);
+  EXPECT_TRUE(resp.body.empty());
+}
+
+TEST(Transport, WhatACallbackThrowsReachesTheCaller) {
+  Loopback server([](httplib::Server& s) {
+    s.Get("/x", [](const httplib::Request&, httplib::Response& res) {
+      res.set_content("data", "text/plain");
+    });
+  });
+  Transport t;
+  Request r;
+  r.url = server.Url("/x");
+  r.on_data = [](std::string_view) -> bool { throw std::runtime_error("decoder says no"); };
+  Response resp;
+  EXPECT_THROW(t.Perform(r, &resp), std::runtime_error);
+}
+
+TEST(Backoff, DoublesWithJitterAndCap) {
+  EXPECT_EQ(Backoff(1, 200ms, 10s, 0.0), 100ms);
+  EXPECT_EQ(Backoff(1, 200ms, 10s, 0.999), 199ms);
+  EXPECT_EQ(Backoff(2, 200ms, 10s, 0.0), 200ms);
+  EXPECT_EQ(Backoff(3, 200ms, 10s, 0.5), 600ms);
+  EXPECT_EQ(Backoff(20, 200ms, 10s, 0.0), 5s);
+  EXPECT_EQ(Backoff(20, 200ms, 10s, 1.0), 10s);
+  EXPECT_EQ(Backoff(100000, 200ms, 10s, 1.0), 10s);  // no overflow
+}
+
+TEST(Transient, OnlyFaultsASecondTryMayCure) {
+  for (Fault f : {Fault::kConnect, Fault::kResolveHost, Fault::kConnectionLost, Fault::kInterrupted,
+                  Fault::kTimeout}) {
+    EXPECT_TRUE(Transient(f)) << static_cast<int>(f);
+  }
+  for (Fault f : {Fault::kNone, Fault::kResolveProxy, Fault::kTls, Fault::kIdle, Fault::kReadBody,
+                  Fault::kWriteBody, Fault::kUnsupportedProtocol, Fault::kOther}) {
+    EXPECT_FALSE(Transient(f)) << static_cast<int>(f);
+  }
+}
+
+}  // namespace
+}  // namespace starforge::net
