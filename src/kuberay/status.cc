@@ -173,8 +173,7 @@ JobReading Deleted(bool cancelled, std::string_view ref, std::string_view how) {
 
 // Asked to wait (spec.suspend, what Kueue sets) or already waiting (the operator's status).
 bool Suspended(const json& rayjob, const StatusView& sv) {
-  const bool suspend =
-      json_read::Field(json_read::Field(rayjob, "spec"), "suspend") == json(true);
+  const bool suspend = json_read::Field(json_read::Field(rayjob, "spec"), "suspend") == json(true);
   return suspend || sv.job_deployment_status == kDeploymentSuspending ||
          sv.job_deployment_status == kDeploymentSuspended;
 }
