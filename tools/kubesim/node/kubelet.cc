@@ -1132,7 +1132,60 @@ void Kubelet::MaybeRestart(Pod& p, const json& pod, Container& c) {
   StartContainer(p, pod, c);
 }
 
+// The container waits with `reason` (its state says why) and the pod is synced again later.
+bool Kubelet::WaitToStart(Pod& p, Container& c, const std::string& reason,
+                          const std::string& message, milliseconds retry) {
+  c.state = {{"waiting", {{"reason", reason}}}};
+  if (!message.empty()) c.state["waiting"]["message"] = message;
+  queue_.AddAfter(p.key, retry);
+  return false;
+}
+
 bool Kubelet::StartContainer(Pod& p, const json& pod, Container& c) {
+  if (!PullImage(p, pod, c)) return false;
+  c.pull_step = 0;
+
+  // Configuration: env (ConfigMaps, Secrets, fieldRefs), then the command line.
+  const json& cs = c.spec;
+  const PodFacts facts{p.ip, p.host_ip};
+  std::vector<std::pair<std::string, std::string>> env;
+  try {
+    env = ContainerEnv(pod, cs, facts,
+                       [this](const std::string& kind, const std::string& ns,
+                              const std::string& name) { return Lookup(kind, ns, name); });
+  } catch (const ConfigError& e) {
+    Event(p, pod, &c, "Warning", "Failed", std::string("Error: ") + e.what());
+    return WaitToStart(p, c, "CreateContainerConfigError", e.what(), opts_.sync);
+  }
+  std::map<std::string, std::string> env_map;
+  for (const auto& [k, v] : env)
+    env_map[k] = v;
+  const std::vector<std::string> argv = ContainerArgv(cs, env_map);
+  std::vector<SandboxMount> mounts;
+  if (std::string err = VolumeMounts(p, pod, c, env_map, &mounts); !err.empty()) {
+    Event(p, pod, &c, "Warning", "Failed", "Error: " + err);
+    return WaitToStart(p, c, "CreateContainerConfigError", err, opts_.sync);
+  }
+  if (argv.empty()) {
+    const std::string msg =
+        "kubesim: container \"" + c.name +
+        "\" has no command: kubesim runs host programs in place of images and has no image "
+        "ENTRYPOINT/CMD to fall back to; set command (and args)";
+    Event(p, pod, &c, "Warning", "Failed", "Error: " + msg);
+    return WaitToStart(p, c, "CreateContainerError", msg, opts_.sync);
+  }
+  std::string hostname = Str(Obj(pod, "spec"), "hostname");
+  if (hostname.empty()) hostname = p.name.substr(0, 63);
+  SandboxSpec s;
+  s.argv = argv;
+  s.env = ProcessEnv(p, hostname, env, &mounts);
+  s.cwd = Str(cs, "workingDir");
+  s.mounts = std::move(mounts);
+  if (!p.netns.empty()) s.hostname = hostname;
+  return Launch(p, pod, c, std::move(s));
+}
+
+bool Kubelet::PullImage(Pod& p, const json& pod, Container& c) {
   const json& cs = c.spec;
   const std::string image = Str(cs, "image");
   const std::string img_ref = DefaultTag(image);
@@ -1143,10 +1196,6 @@ bool Kubelet::StartContainer(Pod& p, const json& pod, Container& c) {
                         image.find('@') == std::string::npos;
     pull_policy = latest ? "Always" : "IfNotPresent";
   }
-  auto waiting = [&c](const std::string& reason, const std::string& message) {
-    c.state = {{"waiting", {{"reason", reason}}}};
-    if (!message.empty()) c.state["waiting"]["message"] = message;
-  };
   bool present = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -1159,77 +1208,57 @@ bool Kubelet::StartContainer(Pod& p, const json& pod, Container& c) {
           "Container image \"" + img_ref + "\" is not present with pull policy of Never";
       Event(p, pod, &c, "Warning", "ErrImageNeverPull", msg);
       Event(p, pod, &c, "Warning", "Failed", "Error: ErrImageNeverPull");
-      waiting("ErrImageNeverPull", msg);
-      queue_.AddAfter(p.key, opts_.sync);
-      return false;
+      return WaitToStart(p, c, "ErrImageNeverPull", msg, opts_.sync);
     }
     Event(p, pod, &c, "Normal", "Pulled",
           "Container image \"" + img_ref + "\" already present on machine");
-  } else if (pull_policy == "IfNotPresent" && present) {
-    Event(p, pod, &c, "Normal", "Pulled",
-          "Container image \"" + img_ref + "\" already present on machine");
-  } else {
-    if (now < c.pull_backoff_until) {
-      const std::string msg = "Back-off pulling image \"" + img_ref + "\"";
-      Event(p, pod, &c, "Normal", "BackOff", msg);
-      Event(p, pod, &c, "Warning", "Failed", "Error: ImagePullBackOff");
-      waiting("ImagePullBackOff", msg);
-      queue_.AddAfter(p.key, std::chrono::duration_cast<milliseconds>(c.pull_backoff_until - now) +
-                                 milliseconds(1));
-      return false;
-    }
-    Event(p, pod, &c, "Normal", "Pulling", "Pulling image \"" + img_ref + "\"");
-    if (!opts_.images.Exists(image)) {
-      const std::string full = NormalizeImage(image);
-      const std::string err =
-          "rpc error: code = NotFound desc = failed to pull and unpack image \"" + full +
-          "\": failed to resolve reference \"" + full + "\": " + full + ": not found";
-      Event(p, pod, &c, "Warning", "Failed", "Failed to pull image \"" + img_ref + "\": " + err);
-      Event(p, pod, &c, "Warning", "Failed", "Error: ErrImagePull");
-      waiting("ErrImagePull", err);
-      const milliseconds delay =
-          std::min(opts_.backoff_cap, opts_.backoff * (int64_t{1} << std::min(c.pull_step, 20)));
-      ++c.pull_step;
-      c.pull_backoff_until = now + delay;
-      // The next sync falls inside the back-off (ImagePullBackOff); the one after it pulls again.
-      queue_.AddAfter(p.key, std::min(opts_.sync, delay / 2));
-      return false;
-    }
-    Event(p, pod, &c, "Normal", "Pulled",
-          "Successfully pulled image \"" + img_ref +
-              "\" in 0s (0s including waiting). Image size: 0 bytes.");
-    std::lock_guard<std::mutex> lock(mu_);
-    images_[p.node].insert(img_ref);
+    return true;
   }
-  c.pull_step = 0;
+  if (pull_policy == "IfNotPresent" && present) {
+    Event(p, pod, &c, "Normal", "Pulled",
+          "Container image \"" + img_ref + "\" already present on machine");
+    return true;
+  }
+  if (now < c.pull_backoff_until) {
+    const std::string msg = "Back-off pulling image \"" + img_ref + "\"";
+    Event(p, pod, &c, "Normal", "BackOff", msg);
+    Event(p, pod, &c, "Warning", "Failed", "Error: ImagePullBackOff");
+    return WaitToStart(
+        p, c, "ImagePullBackOff", msg,
+        std::chrono::duration_cast<milliseconds>(c.pull_backoff_until - now) + milliseconds(1));
+  }
+  Event(p, pod, &c, "Normal", "Pulling", "Pulling image \"" + img_ref + "\"");
+  if (!opts_.images.Exists(image)) {
+    const std::string full = NormalizeImage(image);
+    const std::string err = "rpc error: code = NotFound desc = failed to pull and unpack image \"" +
+                            full + "\": failed to resolve reference \"" + full + "\": " + full +
+                            ": not found";
+    Event(p, pod, &c, "Warning", "Failed", "Failed to pull image \"" + img_ref + "\": " + err);
+    Event(p, pod, &c, "Warning", "Failed", "Error: ErrImagePull");
+    const milliseconds delay =
+        std::min(opts_.backoff_cap, opts_.backoff * (int64_t{1} << std::min(c.pull_step, 20)));
+    ++c.pull_step;
+    c.pull_backoff_until = now + delay;
+    // The next sync falls inside the back-off (ImagePullBackOff); the one after it pulls again.
+    return WaitToStart(p, c, "ErrImagePull", err, std::min(opts_.sync, delay / 2));
+  }
+  Event(p, pod, &c, "Normal", "Pulled",
+        "Successfully pulled image \"" + img_ref +
+            "\" in 0s (0s including waiting). Image size: 0 bytes.");
+  std::lock_guard<std::mutex> lock(mu_);
+  images_[p.node].insert(img_ref);
+  return true;
+}
 
-  // Configuration: env (ConfigMaps, Secrets, fieldRefs), then the command line.
-  const PodFacts facts{p.ip, p.host_ip};
-  std::vector<std::pair<std::string, std::string>> env;
-  try {
-    env = ContainerEnv(pod, cs, facts,
-                       [this](const std::string& kind, const std::string& ns,
-                              const std::string& name) { return Lookup(kind, ns, name); });
-  } catch (const ConfigError& e) {
-    Event(p, pod, &c, "Warning", "Failed", std::string("Error: ") + e.what());
-    waiting("CreateContainerConfigError", e.what());
-    queue_.AddAfter(p.key, opts_.sync);
-    return false;
-  }
-  std::map<std::string, std::string> env_map;
-  for (const auto& [k, v] : env)
-    env_map[k] = v;
-  const std::vector<std::string> argv = ContainerArgv(cs, env_map);
-  std::vector<SandboxMount> mounts;
-  std::string mount_error;
+std::string Kubelet::VolumeMounts(Pod& p, const json& pod, const Container& c,
+                                  const std::map<std::string, std::string>& env_map,
+                                  std::vector<SandboxMount>* mounts) {
+  const json& cs = c.spec;
   for (const auto& vm : Obj(cs, "volumeMounts").is_array() ? cs["volumeMounts"] : json::array()) {
     const std::string vname = Str(vm, "name");
     auto d = p.volume_dirs.find(vname);
-    if (d == p.volume_dirs.end()) {
-      mount_error =
-          "cannot find volume \"" + vname + "\" to mount into container \"" + c.name + "\"";
-      break;
-    }
+    if (d == p.volume_dirs.end())
+      return "cannot find volume \"" + vname + "\" to mount into container \"" + c.name + "\"";
     SandboxMount m;
     m.source = d->second;
     m.target = Str(vm, "mountPath");
@@ -1249,30 +1278,18 @@ bool Kubelet::StartContainer(Pod& p, const json& pod, Container& c) {
       if (Obj(v, "configMap").is_object() || Obj(v, "secret").is_object()) m.read_only = true;
       if (Obj(Obj(v, "persistentVolumeClaim"), "readOnly") == json(true)) m.read_only = true;
     }
-    mounts.push_back(m);
+    mounts->push_back(m);
   }
-  if (!mount_error.empty()) {
-    Event(p, pod, &c, "Warning", "Failed", "Error: " + mount_error);
-    waiting("CreateContainerConfigError", mount_error);
-    queue_.AddAfter(p.key, opts_.sync);
-    return false;
-  }
-  if (argv.empty()) {
-    const std::string msg =
-        "kubesim: container \"" + c.name +
-        "\" has no command: kubesim runs host programs in place of images and has no image "
-        "ENTRYPOINT/CMD to fall back to; set command (and args)";
-    Event(p, pod, &c, "Warning", "Failed", "Error: " + msg);
-    waiting("CreateContainerError", msg);
-    queue_.AddAfter(p.key, opts_.sync);
-    return false;
-  }
+  return "";
+}
 
+std::vector<std::string> Kubelet::ProcessEnv(
+    const Pod& p, const std::string& hostname,
+    const std::vector<std::pair<std::string, std::string>>& env,
+    std::vector<SandboxMount>* mounts) {
   // The process environment: the host's PATH/locale (the "image"), kubesim's additions, then the
   // container's own variables; the Ray bin dir (emulator or real Ray) is always first on PATH.
   std::vector<std::pair<std::string, std::string>> full = BaseEnv();
-  std::string hostname = Str(Obj(pod, "spec"), "hostname");
-  if (hostname.empty()) hostname = p.name.substr(0, 63);
   full.emplace_back("HOSTNAME", hostname);
   full.emplace_back("HOME", "/root");
   full.emplace_back("KUBESIM_POD_IP", p.ip);
@@ -1310,14 +1327,14 @@ bool Kubelet::StartContainer(Pod& p, const json& pod, Container& c) {
       m.source = opts_.ray_bin_dir;
       m.target = opts_.ray_bin_dir;
       m.read_only = true;
-      mounts.push_back(m);
+      mounts->push_back(m);
     }
   }
   SandboxMount hosts;
   hosts.source = p.hosts_file;
   hosts.target = "/etc/hosts";
   hosts.file = true;
-  mounts.push_back(hosts);
+  mounts->push_back(hosts);
   if (opts_.netns) {
     // The host's nameserver is not reachable from a pod's namespace (the host does not route for
     // pods): name one on the bridge address, where nothing listens, so that a lookup /etc/hosts
@@ -1327,24 +1344,25 @@ bool Kubelet::StartContainer(Pod& p, const json& pod, Container& c) {
     resolv.target = "/etc/resolv.conf";
     resolv.file = true;
     resolv.read_only = true;
-    mounts.push_back(resolv);
+    mounts->push_back(resolv);
   }
 
-  const int instance = c.started_once ? c.restarts + 1 : 0;
-  SandboxSpec s;
-  s.argv = argv;
+  std::vector<std::string> out;
+  out.reserve(order.size());
   for (const auto& k : order)
-    s.env.push_back(k + "=" + final_env[k]);
-  s.cwd = Str(cs, "workingDir");
+    out.push_back(k + "=" + final_env[k]);
+  return out;
+}
+
+bool Kubelet::Launch(Pod& p, const json& pod, Container& c, SandboxSpec s) {
+  const int instance = c.started_once ? c.restarts + 1 : 0;
   c.run_dir = p.dir + "/containers/" + c.name + "/" + std::to_string(instance);
   s.root = c.run_dir + "/rootfs";
   s.upper = c.run_dir + "/upper";
   s.work = c.run_dir + "/work";
-  s.mounts = mounts;
   s.hide = {opts_.state_dir};
   if (!pod_cgroup_.empty()) s.cgroup_procs = pod_cgroup_ + "/cgroup.procs";
   s.netns = p.netns;
-  if (!p.netns.empty()) s.hostname = hostname;
   c.error_file = c.run_dir + "/start-error";
   c.ns_file = c.run_dir + "/mntns";
   UnpinNamespace(c);
@@ -1356,9 +1374,7 @@ bool Kubelet::StartContainer(Pod& p, const json& pod, Container& c) {
   if (std::string err = starforge::WriteFileAtomic(c.spec_file, s.ToJson().dump(2), 0600);
       !err.empty()) {
     Event(p, pod, &c, "Warning", "Failed", "Error: " + err);
-    waiting("CreateContainerError", err);
-    queue_.AddAfter(p.key, opts_.sync);
-    return false;
+    return WaitToStart(p, c, "CreateContainerError", err, opts_.sync);
   }
   c.log_file = p.dir + "/logs/" + c.name + "/" + std::to_string(instance) + ".log";
   { std::ofstream touch(c.log_file, std::ios::app); }
@@ -1376,9 +1392,7 @@ bool Kubelet::StartContainer(Pod& p, const json& pod, Container& c) {
     c.pid = SpawnContainer(opts_.launcher, c.spec_file, c.log_file);
   } catch (const std::exception& e) {
     Event(p, pod, &c, "Warning", "Failed", std::string("Error: ") + e.what());
-    waiting("RunContainerError", e.what());
-    queue_.AddAfter(p.key, opts_.sync);
-    return false;
+    return WaitToStart(p, c, "RunContainerError", e.what(), opts_.sync);
   }
   Event(p, pod, &c, "Normal", "Started", "Started container " + c.name);
   if (c.started_once) {
@@ -1388,10 +1402,10 @@ bool Kubelet::StartContainer(Pod& p, const json& pod, Container& c) {
   }
   c.started_once = true;
   c.exited = false;
-  c.ready = !Obj(cs, "readinessProbe").is_object();
+  c.ready = !Obj(c.spec, "readinessProbe").is_object();
   c.probe_failures = 0;
   c.probe_successes = 0;
-  milliseconds delay(1000 * Int(Obj(cs, "readinessProbe"), "initialDelaySeconds", 0));
+  milliseconds delay(1000 * Int(Obj(c.spec, "readinessProbe"), "initialDelaySeconds", 0));
   if (opts_.probe_cap.count() > 0) delay = std::min(delay, opts_.probe_cap);
   c.next_probe = Clock::now() + delay;
   c.running_since = Clock::now();

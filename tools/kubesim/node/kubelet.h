@@ -27,6 +27,7 @@
 #include "node/pod_env.h"
 #include "node/pod_netns.h"
 #include "node/pod_network.h"
+#include "node/sandbox.h"
 #include "starforge/kube/client.h"
 #include "starforge/kube/informer.h"
 
@@ -144,6 +145,21 @@ class Kubelet : public controllers::Controller {
   std::string pod_cgroup_;  // its dir ("" = none)
   // Tries to start `c` (image, command, config); false leaves it waiting with a reason.
   bool StartContainer(Pod& p, const nlohmann::json& pod, Container& c);
+  // Its steps. Each false (or error) has left the container waiting and the pod requeued.
+  bool WaitToStart(Pod& p, Container& c, const std::string& reason, const std::string& message,
+                   std::chrono::milliseconds retry);
+  // The image as the pull policy says, with the kubelet's events and pull back-off.
+  bool PullImage(Pod& p, const nlohmann::json& pod, Container& c);
+  // The container's volumeMounts as sandbox mounts; an error names a missing volume.
+  std::string VolumeMounts(Pod& p, const nlohmann::json& pod, const Container& c,
+                           const std::map<std::string, std::string>& env_map,
+                           std::vector<SandboxMount>* mounts);
+  // The process environment ("K=V", in order) and the mounts it needs (Ray's bin dir, hosts).
+  std::vector<std::string> ProcessEnv(const Pod& p, const std::string& hostname,
+                                      const std::vector<std::pair<std::string, std::string>>& env,
+                                      std::vector<SandboxMount>* mounts);
+  // Writes the sandbox spec and spawns the container; on success it is running.
+  bool Launch(Pod& p, const nlohmann::json& pod, Container& c, SandboxSpec s);
   void ReapExit(Pod& p, const nlohmann::json& pod, Container& c);
   // Handles an exited container that may restart; true when it was (re)started or is waiting.
   void MaybeRestart(Pod& p, const nlohmann::json& pod, Container& c);
