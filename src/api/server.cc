@@ -118,6 +118,23 @@ class ElasticPool : public httplib::TaskQueue {
 };
 
 // A request that ends with an error response; thrown from handlers, answered by Run().
+// The `error` names of the API's answers (docs/api.md), spelled once; kube-apiserver's Status
+// reasons are their model.
+namespace api_errors {
+inline constexpr const char* kBadRequest = "BadRequest";
+inline constexpr const char* kUnauthorized = "Unauthorized";
+inline constexpr const char* kForbidden = "Forbidden";
+inline constexpr const char* kNotFound = "NotFound";
+inline constexpr const char* kMethodNotAllowed = "MethodNotAllowed";
+inline constexpr const char* kPayloadTooLarge = "PayloadTooLarge";
+inline constexpr const char* kInvalid = "Invalid";
+inline constexpr const char* kTooManyRequests = "TooManyRequests";
+inline constexpr const char* kInternal = "Internal";
+inline constexpr const char* kUnavailable = "Unavailable";
+inline constexpr const char* kInsufficientStorage = "InsufficientStorage";
+inline constexpr const char* kCapsuleNotFound = "CapsuleNotFound";
+}  // namespace api_errors
+
 struct ApiError {
   ApiError(int s, std::string k, std::string m, std::string f = {}, FieldErrors e = {})
       : status(s),
@@ -133,7 +150,7 @@ struct ApiError {
 };
 
 ApiError BadRequest(std::string message, std::string field = {}) {
-  return {400, "BadRequest", std::move(message), std::move(field), {}};
+  return {400, api_errors::kBadRequest, std::move(message), std::move(field), {}};
 }
 
 std::string PhaseList() {
@@ -278,7 +295,7 @@ struct Server::Impl {
           req.path != "/healthz" && req.path != "/readyz") {
         res.set_header("Retry-After", "1");
         res.set_header("Connection", "close");
-        SetError(res, {503, "Unavailable",
+        SetError(res, {503, api_errors::kUnavailable,
                        "the server is serving as many connections as it may (" +
                            std::to_string(options.max_connections) + "); retry in a second"});
         return httplib::Server::HandlerResponse::Handled;
@@ -286,31 +303,32 @@ struct Server::Impl {
       return httplib::Server::HandlerResponse::Unhandled;
     });
     // Errors httplib answers itself (malformed requests, a body over the limit).
-    http.set_error_handler(httplib::Server::HandlerWithResponse(
-        [this](const httplib::Request&, httplib::Response& res) {
-          if (!res.body.empty() || res.content_provider_)
-            return httplib::Server::HandlerResponse::Unhandled;
-          switch (res.status) {
-            case 413:
-              SetError(res, TooLarge());
-              break;
-            case 414:
-              SetError(res, {414, "BadRequest", "the request URI is too long"});
-              break;
-            case 404:
-              SetError(res, {404, "NotFound", "not found"});
-              break;
-            default:
-              SetError(res, {res.status, res.status >= 500 ? "Internal" : "BadRequest",
-                             res.status >= 500 ? "internal error" : "malformed HTTP request"});
-          }
-          return httplib::Server::HandlerResponse::Handled;
-        }));
-    http.set_exception_handler(
-        [](const httplib::Request& req, httplib::Response& res, std::exception_ptr) {
-          spdlog::error("{} {}: unexpected exception", req.method, req.path);
-          SetError(res, {500, "Internal", "internal error; the server's log has details"});
-        });
+    http.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request&,
+                                                                       httplib::Response& res) {
+      if (!res.body.empty() || res.content_provider_)
+        return httplib::Server::HandlerResponse::Unhandled;
+      switch (res.status) {
+        case 413:
+          SetError(res, TooLarge());
+          break;
+        case 414:
+          SetError(res, {414, api_errors::kBadRequest, "the request URI is too long"});
+          break;
+        case 404:
+          SetError(res, {404, api_errors::kNotFound, "not found"});
+          break;
+        default:
+          SetError(res,
+                   {res.status, res.status >= 500 ? api_errors::kInternal : api_errors::kBadRequest,
+                    res.status >= 500 ? "internal error" : "malformed HTTP request"});
+      }
+      return httplib::Server::HandlerResponse::Handled;
+    }));
+    http.set_exception_handler([](const httplib::Request& req, httplib::Response& res,
+                                  std::exception_ptr) {
+      spdlog::error("{} {}: unexpected exception", req.method, req.path);
+      SetError(res, {500, api_errors::kInternal, "internal error; the server's log has details"});
+    });
     http.set_logger([](const httplib::Request& req, const httplib::Response& res) {
       const auto ms =
           std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - RequestStart());
@@ -329,14 +347,16 @@ struct Server::Impl {
       if (std::regex_match(req.path, r.re)) allowed.push_back(r.info.method);
     }
     if (allowed.empty()) {
-      SetError(
-          res,
-          {404, "NotFound", "no such route: " + req.path + " (see /api/v1/openapi.json)", {}, {}});
+      SetError(res, {404,
+                     api_errors::kNotFound,
+                     "no such route: " + req.path + " (see /api/v1/openapi.json)",
+                     {},
+                     {}});
     } else {
       res.set_header("Allow", Join(allowed, ", "));
       SetError(res,
                {405,
-                "MethodNotAllowed",
+                api_errors::kMethodNotAllowed,
                 req.method + " is not allowed on " + req.path + "; use " + Join(allowed, " or "),
                 {},
                 {}});
@@ -350,7 +370,7 @@ struct Server::Impl {
   }
 
   ApiError TooLarge() const {
-    return {413, "PayloadTooLarge",
+    return {413, api_errors::kPayloadTooLarge,
             "the upload is larger than the " + capsule::FormatBytes(options.max_upload_bytes) +
                 " this server accepts (FORGE_CAPSULE_MAX_BYTES): leave large data out of the code "
                 "directory (.forgeignore) and read it from the storage root instead"};
@@ -362,7 +382,7 @@ struct Server::Impl {
     try {
       if (stopping) {
         res.set_header("Retry-After", "5");
-        throw ApiError{503, "Unavailable", "the server is shutting down", {}, {}};
+        throw ApiError{503, api_errors::kUnavailable, "the server is shutting down", {}, {}};
       }
       if (route.info.auth) c.user = Authenticate(req);
       Dispatch(route.info.id, c);
@@ -372,10 +392,10 @@ struct Server::Impl {
     } catch (const std::exception& e) {
       // The log gets the detail; the client only learns that it was our fault.
       spdlog::error("{} {}: {}", req.method, req.path, e.what());
-      SetError(res, {500, "Internal", "internal error; the server's log has details"});
+      SetError(res, {500, api_errors::kInternal, "internal error; the server's log has details"});
     } catch (...) {
       spdlog::error("{} {}: unexpected exception", req.method, req.path);
-      SetError(res, {500, "Internal", "internal error; the server's log has details"});
+      SetError(res, {500, api_errors::kInternal, "internal error; the server's log has details"});
     }
     // An unread body would be taken for the next request on this connection.
     if (reader && !c.body_read) Drain(c, kMaxSmallBody);
@@ -465,7 +485,7 @@ struct Server::Impl {
     const std::string header = req.get_header_value("Authorization");
     if (header.empty())
       throw ApiError{401,
-                     "Unauthorized",
+                     api_errors::kUnauthorized,
                      "missing bearer token: send \"Authorization: Bearer <token>\" (forge login, "
                      "or FORGE_TOKEN)",
                      {},
@@ -481,12 +501,15 @@ struct Server::Impl {
         token.pop_back();
     }
     if (token.empty())
-      throw ApiError{
-          401, "Unauthorized", "the Authorization header must be \"Bearer <token>\"", {}, {}};
+      throw ApiError{401,
+                     api_errors::kUnauthorized,
+                     "the Authorization header must be \"Bearer <token>\"",
+                     {},
+                     {}};
     auto user = store.Authenticate(token);
     if (!user)
       throw ApiError{401,
-                     "Unauthorized",
+                     api_errors::kUnauthorized,
                      "the token is not valid: check FORGE_TOKEN or run forge login again, or ask "
                      "an admin for a new one (forge token create)",
                      {},
@@ -499,7 +522,7 @@ struct Server::Impl {
   store::Job VisibleJob(const Call& c, const std::string& id) {
     auto job = store.GetJob(id);
     if (!job || (!c.user.admin && job->owner != c.user.name))
-      throw ApiError{404, "NotFound", "job " + id + " not found", {}, {}};
+      throw ApiError{404, api_errors::kNotFound, "job " + id + " not found", {}, {}};
     return *job;
   }
 
@@ -644,7 +667,7 @@ struct Server::Impl {
     jobspec::ParseResult parsed = jobspec::FromJson(doc, config::JobDefaults(options.config));
     if (!parsed.ok()) {
       const std::string first = parsed.errors.front().ToString();
-      throw ApiError{422, "Invalid",
+      throw ApiError{422, api_errors::kInvalid,
                      parsed.errors.size() == 1
                          ? "invalid JobSpec: " + first
                          : "invalid JobSpec (" + std::to_string(parsed.errors.size()) +
@@ -659,11 +682,11 @@ struct Server::Impl {
   [[noreturn]] static void ServerStorageFailure(const std::string& detail, int err) {
     spdlog::error("storing an upload: {}", detail);
     if (err == ENOSPC || err == EDQUOT) {
-      throw ApiError{507, "InsufficientStorage",
+      throw ApiError{507, api_errors::kInsufficientStorage,
                      "the server has no space left to store this upload; this is not a problem "
                      "with your code: tell the server's operator (see its log)"};
     }
-    throw ApiError{500, "Internal",
+    throw ApiError{500, api_errors::kInternal,
                    "the server could not store this upload (an I/O error on its side); tell the "
                    "server's operator (see its log)"};
   }
@@ -671,7 +694,7 @@ struct Server::Impl {
   // Unpacks the archive as the controller will, into a scratch directory that is then removed.
   void CheckCode(const Upload& up) {
     auto invalid = [](std::string message, FieldErrors errors = {}) {
-      return ApiError{422, "Invalid", std::move(message), "code", std::move(errors)};
+      return ApiError{422, api_errors::kInvalid, std::move(message), "code", std::move(errors)};
     };
     if (!up.has_code || up.code_bytes == 0)
       throw invalid("no code: pass --code DIR or set code: in the JobSpec");
@@ -719,7 +742,7 @@ struct Server::Impl {
       for (const auto& e : r.errors)
         errors.push_back({"capsule", e});
       throw ApiError{
-          422, "Invalid",
+          422, api_errors::kInvalid,
           "the capsule was refused: " + r.errors.front() +
               (r.errors.size() > 1 ? " (and " + std::to_string(r.errors.size() - 1) + " more)"
                                    : ""),
@@ -757,7 +780,7 @@ struct Server::Impl {
     const std::string sha = c.req.matches[1].str();
     if (!IsSha256(sha)) throw BadRequest("not a SHA-256 (64 lower-case hex digits)", "sha256");
     if (!JobWithCapsule(c, sha, nullptr))
-      throw ApiError{404, "NotFound",
+      throw ApiError{404, api_errors::kNotFound,
                      "no job of yours ran with capsule " + sha + ": send the capsule itself"};
     SetJson(c.res, 200, {{"sha256", sha}, {"key", capsule::ObjectKey(sha)}});
   }
@@ -767,7 +790,7 @@ struct Server::Impl {
       throw BadRequest("\"capsuleSha256\" is not a SHA-256 (64 lower-case hex digits)",
                        "capsuleSha256");
     if (!JobWithCapsule(c, ref, &spec_json)) {
-      throw ApiError{409, "CapsuleNotFound",
+      throw ApiError{409, api_errors::kCapsuleNotFound,
                      "no job of yours ran with capsule " + ref +
                          " and this JobSpec (as this server reads it): send the capsule itself",
                      "capsuleSha256"};
@@ -828,7 +851,7 @@ struct Server::Impl {
                      {}};
     }
     if (spec.fleet == "local" && !options.local_unsandboxed.empty() && !c.user.admin) {
-      throw ApiError{403, "Forbidden",
+      throw ApiError{403, api_errors::kForbidden,
                      "this server cannot run local jobs in a sandbox (" +
                          options.local_unsandboxed +
                          "), so only admins may submit them: a job would run with the server's "
@@ -923,7 +946,7 @@ struct Server::Impl {
 
   void CancelJob(Call& c) {
     if (!Drain(c, kMaxSmallBody))
-      throw ApiError{413, "PayloadTooLarge", "this route takes no body", {}, {}};
+      throw ApiError{413, api_errors::kPayloadTooLarge, "this route takes no body", {}, {}};
     OnlyParams(c, {});
     store::Job job = VisibleJob(c, c.req.matches[1].str());
     if (store::IsTerminal(job.phase)) return SetJson(c.res, 200, JobJson(job));
@@ -943,7 +966,8 @@ struct Server::Impl {
         if (attempt == 4) throw;
       }
     }
-    if (!updated) throw ApiError{404, "NotFound", "job " + job.id + " not found", {}, {}};
+    if (!updated)
+      throw ApiError{404, api_errors::kNotFound, "job " + job.id + " not found", {}, {}};
     if (first) {
       store.RecordEvent(job.id, "Normal", reasons::kCancelRequested,
                         "cancel requested by " + c.user.name, "api");
@@ -986,7 +1010,8 @@ struct Server::Impl {
     // fleet's shared volume) and must not make the server read a file of its own.
     std::error_code ec;
     if (name != "driver.log" && !fs::is_regular_file(fs::symlink_status(file, ec)))
-      throw ApiError{404, "NotFound", "job " + job.id + " has no log file " + name, "file", {}};
+      throw ApiError{
+          404, api_errors::kNotFound, "job " + job.id + " has no log file " + name, "file", {}};
     // Kubernetes' convention for a caveat on a good answer: a Warning header (code 299).
     if (const std::string w = DriverLogWarning(job); !w.empty() && name == "driver.log")
       c.res.set_header("Warning", "299 - \"" + w + "\"");
@@ -1052,9 +1077,10 @@ struct Server::Impl {
   // server's identity.
   void Doctor(Call& c) {
     OnlyParams(c, {});
-    if (!c.user.admin) throw ApiError{403, "Forbidden", "only an admin may run the doctor"};
+    if (!c.user.admin)
+      throw ApiError{403, api_errors::kForbidden, "only an admin may run the doctor"};
     if (!options.doctor) {
-      throw ApiError{404, "NotFound", "this server has no kuberay fleet to check"};
+      throw ApiError{404, api_errors::kNotFound, "this server has no kuberay fleet to check"};
     }
     SetJson(c.res, 200, options.doctor());
   }
@@ -1103,7 +1129,7 @@ struct Server::Impl {
       int& open = follows[c.user.name];
       if (open >= options.max_follows_per_user) {
         c.res.set_header("Retry-After", "5");
-        throw ApiError{429, "TooManyRequests",
+        throw ApiError{429, api_errors::kTooManyRequests,
                        "you are following " + std::to_string(open) +
                            " logs already, the most one user may; close one (or read without "
                            "follow=1) and retry"};
@@ -1157,7 +1183,8 @@ struct Server::Impl {
   // Tokens (admins only).
 
   static void RequireAdmin(const Call& c) {
-    if (!c.user.admin) throw ApiError{403, "Forbidden", "only an admin may manage tokens"};
+    if (!c.user.admin)
+      throw ApiError{403, api_errors::kForbidden, "only an admin may manage tokens"};
   }
 
   nlohmann::json TokenJson(const store::TokenInfo& t) const {
@@ -1196,7 +1223,8 @@ struct Server::Impl {
         return true;
       });
     }
-    if (too_large) throw ApiError{413, "PayloadTooLarge", "a token request is a small JSON object"};
+    if (too_large)
+      throw ApiError{413, api_errors::kPayloadTooLarge, "a token request is a small JSON object"};
     RequireAdmin(c);
     const nlohmann::json req = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
     if (!req.is_object() || !req.contains("user") || !req["user"].is_string())
@@ -1235,12 +1263,12 @@ struct Server::Impl {
 
   void RevokeToken(Call& c) {
     if (!Drain(c, kMaxSmallBody))
-      throw ApiError{413, "PayloadTooLarge", "this route takes no body", {}, {}};
+      throw ApiError{413, api_errors::kPayloadTooLarge, "this route takes no body", {}, {}};
     OnlyParams(c, {});
     RequireAdmin(c);
     const std::string id = c.req.matches[1].str();
     const std::optional<store::TokenInfo> t = store.RevokeToken(id);
-    if (!t) throw ApiError{404, "NotFound", "token " + id + " not found"};
+    if (!t) throw ApiError{404, api_errors::kNotFound, "token " + id + " not found"};
     spdlog::info("{} revoked token {} of {}", c.user.name, id, t->user);
     SetJson(c.res, 200, TokenJson(*t));
   }
@@ -1250,7 +1278,7 @@ struct Server::Impl {
   // POST /api/v1/console/login-codes: a code for the caller's own token.
   void ConsoleLoginCode(Call& c) {
     if (!Drain(c, kMaxSmallBody))
-      throw ApiError{413, "PayloadTooLarge", "this route takes no body", {}, {}};
+      throw ApiError{413, api_errors::kPayloadTooLarge, "this route takes no body", {}, {}};
     OnlyParams(c, {});
     // Authenticate() accepted "Bearer <token>": the token is the header's last word.
     const std::string header = c.req.get_header_value("Authorization");
@@ -1270,7 +1298,7 @@ struct Server::Impl {
       body.append(data, n);
       return body.size() <= kMaxSmallBody;
     });
-    if (!ok) throw ApiError{413, "PayloadTooLarge", "the body is too large", {}, {}};
+    if (!ok) throw ApiError{413, api_errors::kPayloadTooLarge, "the body is too large", {}, {}};
     OnlyParams(c, {});
     const nlohmann::json doc = nlohmann::json::parse(body, nullptr, false);
     if (!doc.is_object() || !doc.contains("code") || !doc["code"].is_string())
@@ -1278,7 +1306,7 @@ struct Server::Impl {
     auto token = login_codes.Redeem(doc["code"].get<std::string>(), NowMs());
     if (!token)
       throw ApiError{401,
-                     "Unauthorized",
+                     api_errors::kUnauthorized,
                      "this login link is used up or expired (it works once, for a minute): run "
                      "forge console --login again, or sign in with a token",
                      "code",

@@ -124,6 +124,15 @@ const std::set<std::string>& PullReasons() {
   return kReasons;
 }
 
+// The kubelet's waiting reason for a container whose env or volumes cannot be resolved.
+constexpr const char* kCreateContainerConfigError = "CreateContainerConfigError";
+
+// The scheduler's message is about a volume claim (unbound, missing), not about resources.
+bool AboutVolumeClaims(const std::string& scheduler_message) {
+  return Contains(scheduler_message, "persistentvolumeclaim") ||
+         Contains(scheduler_message, "PersistentVolumeClaims");
+}
+
 // A cause found in the objects; the lowest rank wins.
 struct Finding {
   int rank = 0;
@@ -241,7 +250,7 @@ void ScanInitContainers(Ctx& ctx, const json& pod) {
       ImagePull(ctx, pod, s, /*init=*/true);
       continue;
     }
-    if (wreason == "CreateContainerConfigError") {
+    if (wreason == kCreateContainerConfigError) {
       ctx.Add(kContainerConfig, reasons::kContainerConfigError,
               "init container " + name + " of pod " + pod_name +
                   " cannot be configured: " + Str(waiting, "message"));
@@ -272,7 +281,7 @@ void ScanContainers(Ctx& ctx, const json& pod, bool submitter) {
     const std::string wreason = Str(waiting, "reason");
     if (PullReasons().count(wreason) != 0) {
       ImagePull(ctx, pod, s, /*init=*/false);
-    } else if (wreason == "CreateContainerConfigError") {
+    } else if (wreason == kCreateContainerConfigError) {
       ctx.Add(kContainerConfig, reasons::kContainerConfigError,
               "container " + name + " of pod " + pod_name +
                   " cannot be configured: " + Str(waiting, "message"));
@@ -562,10 +571,7 @@ void ScanUnschedulable(Ctx& ctx, const std::vector<const json*>& pods,
                        const std::vector<const json*>& submitter_pods) {
   for (const json* pod : submitter_pods) {
     const std::string msg = SchedulerMessage(ctx, *pod);
-    if (msg.empty() || Contains(msg, "persistentvolumeclaim") ||
-        Contains(msg, "PersistentVolumeClaims")) {
-      continue;
-    }
+    if (msg.empty() || AboutVolumeClaims(msg)) continue;
     ctx.Add(kUnschedulable, reasons::kUnschedulable,
             "the submitter pod " + Name(*pod) + " cannot be scheduled. Scheduler: " + msg);
   }
@@ -576,7 +582,7 @@ void ScanUnschedulable(Ctx& ctx, const std::vector<const json*>& pods,
   for (const json* pod : pods) {
     const std::string msg = SchedulerMessage(ctx, *pod);
     if (msg.empty()) continue;
-    if (Contains(msg, "persistentvolumeclaim") || Contains(msg, "PersistentVolumeClaims")) continue;
+    if (AboutVolumeClaims(msg)) continue;
     scheduler = msg;
     const jobspec::Pool* pool = PoolOf(ctx.in, *pod);
     if (pool == nullptr) {
