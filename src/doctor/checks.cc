@@ -14,6 +14,10 @@ namespace starforge::doctor {
 
 namespace {
 
+// PersistentVolume access modes (Kubernetes' spelling).
+constexpr const char* kReadWriteMany = "ReadWriteMany";
+constexpr const char* kReadOnlyMany = "ReadOnlyMany";
+
 using json_read::Field;
 using json_read::Name;
 using json_read::Str;
@@ -355,7 +359,7 @@ Check CheckStoragePvc(const json& pvc, const std::string& error, const config::C
   const auto modes = AccessModes(pvc);
   const std::string found =
       fmt::format("{}/{} is Bound, access modes {}", cfg.k8s_namespace, name, JoinComma(modes));
-  if (cfg.k8s_storage_shared && !Has(modes, "ReadWriteMany")) {
+  if (cfg.k8s_storage_shared && !Has(modes, kReadWriteMany)) {
     return Make("storage-pvc", title, Verdict::kFail,
                 found +
                     ", but FORGE_K8S_STORAGE_SHARED=true needs ReadWriteMany (pods of one "
@@ -382,7 +386,7 @@ Check CheckCorpusPvc(const json& pvc, const std::string& error, const config::Co
   const auto modes = AccessModes(pvc);
   const std::string found =
       fmt::format("{}/{} is Bound, access modes {}", cfg.k8s_namespace, name, JoinComma(modes));
-  if (!Has(modes, "ReadOnlyMany") && !Has(modes, "ReadWriteMany")) {
+  if (!Has(modes, kReadOnlyMany) && !Has(modes, kReadWriteMany)) {
     return Make("corpus-pvc", title, Verdict::kWarn,
                 found + ": pods on several nodes cannot mount it at once",
                 "use a ReadOnlyMany or ReadWriteMany claim for the corpus");

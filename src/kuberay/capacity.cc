@@ -51,7 +51,8 @@ std::vector<std::string> BlockedReasons(const json& node) {
       if (Str(c, "status") != "True") {
         not_ready = true;
         const std::string reason = Str(c, "reason");
-        out.push_back(reason.empty() ? "NotReady" : "NotReady (" + reason + ")");
+        out.push_back(reason.empty() ? kNodeNotReady
+                                     : std::string(kNodeNotReady) + " (" + reason + ")");
       }
     }
   }

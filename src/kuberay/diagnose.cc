@@ -540,7 +540,7 @@ std::string NodeSummary(const SeriesCapacity* s, const std::string& series, int6
       continue;
     }
     std::string why = n.blocked.front();
-    if (StartsWith(why, "NotReady")) why = "NotReady";
+    if (StartsWith(why, kNodeNotReady)) why = kNodeNotReady;
     auto it =
         std::find_if(blocked.begin(), blocked.end(), [&](const auto& b) { return b.first == why; });
     if (it == blocked.end()) {

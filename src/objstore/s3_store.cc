@@ -181,7 +181,7 @@ class S3Store : public ObjectStore {
     if (Is2xx(r->status)) return std::optional<ObjectInfo>(Info(*r));
     const std::string code = s3wire::ExtractXmlTag(r->body, "Code").value_or("");
     if (r->status == 416) return std::optional<ObjectInfo>(ObjectInfo{0, Etag(*r)});
-    if (r->status == 404 && code != "NoSuchBucket") return std::optional<ObjectInfo>();
+    if (r->status == 404 && code != s3wire::kNoSuchBucket) return std::optional<ObjectInfo>();
     return Fail(key, *r);
   }
 

@@ -96,7 +96,7 @@ Error ClassifyHttpError(const Target& target, long status, std::string_view body
   const std::string detail = Detail(status, code, message);
   const std::string where = fmt::format("bucket \"{}\" at {}", target.bucket, target.endpoint);
 
-  if (code == "NoSuchBucket") {
+  if (code == kNoSuchBucket) {
     return {ErrorKind::kNoSuchBucket,
             fmt::format("bucket \"{}\" does not exist at {}", target.bucket, target.endpoint)};
   }
@@ -129,10 +129,10 @@ Error ClassifyHttpError(const Target& target, long status, std::string_view body
                         "s3:PutObject and s3:ListBucket on the bucket",
                         where, code.empty() ? fmt::format("HTTP {}", status) : detail)};
   }
-  if (code == "RequestTimeout" || status == 408) {
+  if (code == kRequestTimeout || status == 408) {
     return {ErrorKind::kTimeout, fmt::format("{} timed out the request ({})", where, detail)};
   }
-  if (status >= 500 || status == 429 || code == "SlowDown") {
+  if (status >= 500 || status == 429 || code == kSlowDown) {
     return {ErrorKind::kServer, fmt::format("S3 server error at {} ({})", target.endpoint, detail)};
   }
   if (status == 404) {
@@ -144,8 +144,8 @@ Error ClassifyHttpError(const Target& target, long status, std::string_view body
 }
 
 bool IsRetryableHttp(long status, std::string_view code) {
-  return status >= 500 || status == 429 || status == 408 || code == "RequestTimeout" ||
-         code == "SlowDown" || code == "InternalError";
+  return status >= 500 || status == 429 || status == 408 || code == kRequestTimeout ||
+         code == kSlowDown || code == kInternalError;
 }
 
 std::string CompleteMultipartXml(const std::vector<std::string>& etags) {

@@ -109,6 +109,8 @@ inline constexpr const char* kGpuTaintKey = "nvidia.com/gpu";
 // Taint effects that keep pods off a node (Kubernetes' core/v1 TaintEffect).
 inline constexpr const char* kTaintNoSchedule = "NoSchedule";
 inline constexpr const char* kTaintNoExecute = "NoExecute";
+// How capacity names a node whose Ready condition is not True (kubectl get nodes says the same).
+inline constexpr const char* kNodeNotReady = "NotReady";
 // A node's "series" when it has no FORGE_K8S_GPU_NODE_LABEL label (capacity grouping).
 inline constexpr const char* kUnlabelledSeries = "";
 

@@ -14,6 +14,12 @@
 
 namespace starforge::objstore::s3wire {
 
+// S3's error codes (the <Code> of an error body) that StarForge acts on.
+inline constexpr const char* kNoSuchBucket = "NoSuchBucket";
+inline constexpr const char* kRequestTimeout = "RequestTimeout";
+inline constexpr const char* kSlowDown = "SlowDown";
+inline constexpr const char* kInternalError = "InternalError";
+
 // The text of the first <tag>…</tag> in `xml`, with the five predefined entities decoded;
 // nullopt when absent. Not an XML parser: S3's error and multipart replies are flat documents
 // whose few fields we need, and no XML library is a dependency.
