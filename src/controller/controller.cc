@@ -268,6 +268,9 @@ class Reconciler {
   // A capsule the client built (the API checked it: capsule/accept.h) is stored as it is; one
   // named by digest must still be in the object store.
   Outcome StoreBuiltCapsule(const Job& job) {
+    // The client built it and the API checked it: the same point of the job's life as a capsule
+    // this controller has just built (crash tests kill the server here too).
+    Failpoint("packaging-built");
     const std::string key = capsule::ObjectKey(job.capsule_sha256);
     std::string detail;
     if (!job.upload_path.empty()) {

@@ -71,6 +71,7 @@ for point in packaging-built capsule-stored submitted running-observed terminal-
     kill -0 "$server_pid" 2>/dev/null || break
     sleep 0.1
   done
+  kill -0 "$server_pid" 2>/dev/null && fail "$point: the job never reached the failpoint in 30 s"
   status=0
   wait "$server_pid" || status=$?
   [[ $status -eq 137 ]] || fail "$point: the server was not killed at the failpoint (status $status)"
