@@ -127,7 +127,10 @@ TEST_F(InformerKubesimTest, SyncsThenFollowsChanges) {
   Informer inf(*client_, Options(), rec.Handlers());
   inf.Start();
   ASSERT_TRUE(inf.WaitForSync(10s));
-  EXPECT_EQ(CacheState(inf).size(), 3u);
+  // a, b, c and the namespace's kube-root-ca.crt (kube-apiserver's root-CA publisher puts one in
+  // every namespace; kubesim does too).
+  EXPECT_EQ(CacheState(inf).size(), 4u);
+  EXPECT_EQ(CacheState(inf).count("kube-root-ca.crt"), 1u);
   EXPECT_TRUE(rec.Saw("add:a") && rec.Saw("add:b") && rec.Saw("add:c"));
   Create("d");
   Set("a", "1");
