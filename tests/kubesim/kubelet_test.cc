@@ -656,7 +656,10 @@ TEST(Kubelet, NetnsPodsGetPrivateAddressesOnABridgeAndLeaveNothingBehind) {
     // address: nothing listens there, so names outside /etc/hosts fail at once).
     k.Post(kPods,
            ShPod("client",
-                 "wget -q -O- http://web.default.svc.cluster.local:8080/index.html; "
+                 // The kubelet adds a service's name to /etc/hosts when its own view of the
+                 // service and a ready endpoint arrive, as cluster DNS lags the API: retry.
+                 "for i in $(seq 100); do wget -q -O- "
+                 "http://web.default.svc.cluster.local:8080/index.html && break; sleep 0.1; done; "
                  "ip -o link show | cut -d: -f2 | cut -d@ -f1 | tr -d ' ' | sort | tr '\\n' ' '; "
                  "echo; ip -4 -o addr show eth0 | "
                  "awk '{print $4}'; ip route show default | awk '{print $1, $2, $3}'; hostname; "

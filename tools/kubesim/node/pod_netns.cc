@@ -9,10 +9,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 extern char** environ;
 
@@ -94,6 +97,28 @@ pid_t DeadOwner(const std::string& name, const std::string& prefix) {
   const pid_t pid = static_cast<pid_t>(std::stol(rest.substr(0, end)));
   if (pid <= 0 || pid == getpid()) return 0;
   return (kill(pid, 0) != 0 && errno == ESRCH) ? pid : 0;
+}
+
+// A new veth's carrier reaches the bridge and the pod's eth0 through the kernel's linkwatch
+// work, which may run up to a second later; until then the bridge port is disabled and eth0 has
+// no queue, so the pod's first packets could vanish. A CNI plugin's ADD returns a usable interface:
+// wait until the bridge port forwards (brport/state 3 = BR_STATE_FORWARDING) and eth0's operational
+// state is UP.
+void WaitUsable(const std::string& veth, const std::string& netns) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  std::string state, link;
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::ifstream in("/sys/class/net/" + veth + "/brport/state");
+    state.clear();
+    if (in >> state && state == "3") {
+      link = Ip({"-n", netns, "-o", "link", "show", "eth0"});
+      if (link.find(" state UP ") != std::string::npos) return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  throw std::runtime_error("the pod interface " + veth +
+                           " did not come up within 10 s (bridge port state " +
+                           (state.empty() ? "unknown" : state) + ", eth0: " + link + ")");
 }
 
 // Link names of the host ("ip -o link" lines: "N: name@peer: <…>").
@@ -293,6 +318,7 @@ std::string PodNetns::Attach(const std::string& owner, const Cidr& pod_cidr) {
     Ip({"-n", a.netns, "link", "set", "lo", "up"});
     Ip({"-n", a.netns, "link", "set", "eth0", "up"});
     Ip({"-n", a.netns, "route", "add", "default", "via", FormatIp(GatewayOf(cluster_))});
+    WaitUsable(a.veth, a.netns);
   } catch (...) {
     IpQuiet({"netns", "delete", a.netns});
     throw;
