@@ -654,6 +654,30 @@ TEST_F(ControllerTest, TimeInTheFleetsQueueDoesNotCountTowardThePreRunningDeadli
   EXPECT_EQ(DriveTo(created.id, Phase::kRunning).phase, Phase::kRunning);
 }
 
+// deadlines.queueSeconds bounds one wait in the queue: counted from the Queued event, it fails
+// the job and cancels it on the fleet, saying what the queue last said.
+TEST_F(ControllerTest, TheQueueDeadlineFailsAJobTheQueueNeverAdmits) {
+  clock_offset_ = -30'000;
+  const Job created =
+      Submit(Spec("queue: team-a\ndeadlines: {queueSeconds: 20, preRunningSeconds: 3600}\n"));
+  DriveTo(created.id, Phase::kPending);
+  fleet_.observation.queued = true;
+  fleet_.observation.reason = store::reasons::kQueuedByKueue;
+  fleet_.observation.message = "queued by Kueue in LocalQueue team-a";
+  controller_->Reconcile(created.id);  // queued 30 s ago
+  clock_offset_ = -15'000;
+  controller_->Reconcile(created.id);  // 15 s in the queue < 20 s: still waiting
+  EXPECT_EQ(Get(created.id).phase, Phase::kPending) << Get(created.id).message;
+  EXPECT_TRUE(fleet_.cancels.empty());
+  clock_offset_ = 0;
+  const Job job = Drive(created.id);  // 30 s > 20 s
+  EXPECT_EQ(job.phase, Phase::kFailed);
+  EXPECT_EQ(job.reason, store::reasons::kQueueDeadlineExceeded);
+  EXPECT_THAT(job.message, HasSubstr("deadlines.queueSeconds"));
+  EXPECT_THAT(job.message, HasSubstr("LocalQueue team-a"));
+  EXPECT_EQ(fleet_.cancels.size(), 1u);
+}
+
 TEST_F(ControllerTest, ThePreRunningDeadlineCountsFromAdmission) {
   clock_offset_ = -60'000;
   const Job created = Submit(Spec("deadlines: {preRunningSeconds: 5}\n"));

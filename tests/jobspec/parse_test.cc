@@ -422,6 +422,12 @@ TEST(ParseTest, Deadlines) {
               ElementsAre("deadlines.runningSeconds: must be ≥ 0, got -5"));
   EXPECT_THAT(ErrorsOf(With({{"deadlines", {{"preRunningSeconds", 2147483648LL}}}})),
               ElementsAre("deadlines.preRunningSeconds: must be ≤ 2147483647, got 2147483648"));
+  EXPECT_EQ(Valid(With({{"deadlines", {{"queueSeconds", 7200}}}})).queue_seconds, 7200);
+  EXPECT_EQ(Valid(With({{"deadlines", json::object()}})).queue_seconds, 0);
+  EXPECT_THAT(ErrorsOf(With({{"deadlines", {{"queueSeconds", -1}}}})),
+              ElementsAre("deadlines.queueSeconds: must be ≥ 0, got -1"));
+  EXPECT_THAT(ErrorsOf(With({{"deadlines", {{"queueSecs", 60}}}})),
+              ElementsAre(::testing::HasSubstr("\"queueSeconds\"?")));
   EXPECT_THAT(ErrorsOf(With({{"deadlines", "1h"}})),
               ElementsAre("deadlines: must be a mapping, got string \"1h\""));
 }
