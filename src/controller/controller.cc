@@ -522,6 +522,18 @@ class Reconciler {
                          "admitted from the queue: deadlines.preRunningSeconds counts from here",
                          kSource);
     }
+    if (obs.queued && spec && spec->queue_seconds > 0) {
+      const int64_t queued_at = queue.Waiting() ? queue.queued : now;
+      if (now - queued_at > spec->queue_seconds * 1000) {
+        Outcome o = CancelOnFleet(job, 0);
+        if (o.kind == Outcome::kRetry) return o;
+        return Finish(
+            job, Phase::kFailed, reasons::kQueueDeadlineExceeded,
+            fmt::format("not admitted from the fleet's queue {} s after it was queued "
+                        "(deadlines.queueSeconds); last status: {}",
+                        spec->queue_seconds, obs.message.empty() ? "queued" : obs.message));
+      }
+    }
     const int64_t admitted = obs.queued ? 0 : (queue.Waiting() ? now : queue.admitted);
     const int64_t since = std::max(EnteredAt(job, Phase::kPending), admitted);
     if (!obs.queued && spec && spec->pre_running_seconds > 0 &&

@@ -28,7 +28,7 @@ const Fields kTopFields = {"name", "fleet", "recipe",    "image",  "entrypoint",
                            "code", "pools", "deadlines", "corpus", "queue"};
 const Fields kPoolFields = {"name",           "gpuSeries",      "machines",
                             "gpusPerMachine", "cpusPerMachine", "memoryPerMachine"};
-const Fields kDeadlineFields = {"preRunningSeconds", "runningSeconds"};
+const Fields kDeadlineFields = {"preRunningSeconds", "runningSeconds", "queueSeconds"};
 const Fields kFleets = {"local", "kuberay"};
 const Fields kRecipes = {"none", "nemo-rl"};
 
@@ -409,6 +409,9 @@ class SpecReader {
     }
     if (const json* run = Get(*v, "runningSeconds")) {
       spec.running_seconds = Integer(*run, "deadlines.runningSeconds", 0, kMaxInt32).value_or(0);
+    }
+    if (const json* queue = Get(*v, "queueSeconds")) {
+      spec.queue_seconds = Integer(*queue, "deadlines.queueSeconds", 0, kMaxInt32).value_or(0);
     }
     if (spec.running_seconds > 0 && spec.pre_running_seconds + spec.running_seconds > kMaxInt32) {
       Error("deadlines.runningSeconds", "preRunningSeconds + runningSeconds must be ≤ " +
