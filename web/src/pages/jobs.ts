@@ -85,7 +85,9 @@ export function jobsPage(ctx: Ctx): Cleanup {
   // Draws the rows in view, with spacer rows standing for the others.
   const now = () => Date.now();
   const draw = () => {
-    const { first, end } = visibleRange(scroller.scrollTop, scroller.clientHeight || 600, ROW_PX, rows.jobs.length);
+    // The box grows with its rows up to its maximum: draw for the window's height, never less.
+    const height = Math.max(scroller.clientHeight, window.innerHeight);
+    const { first, end } = visibleRange(scroller.scrollTop, height, ROW_PX, rows.jobs.length);
     const spacer = (count: number) => {
       if (count <= 0) return null;
       const tr = h("tr", { class: "spacer", "aria-hidden": "true" }, h("td", { colspan: String(columns.length) }));
