@@ -1027,6 +1027,18 @@ struct Server::Impl {
     return !stopping;
   }
 
+  // Whether the Authorization header that opened a stream still authenticates, with admin rights
+  // if it had them.
+  bool StillAllowed(const std::string& authorization, bool admin) {
+    httplib::Request again;
+    again.headers.emplace("Authorization", authorization);
+    try {
+      return Authenticate(again).admin || !admin;
+    } catch (const ApiError&) {
+      return false;
+    }
+  }
+
   // Writes a watch (watch.h) as an SSE stream: Poll() every sse_poll, a keep-alive comment after
   // sse_keepalive of silence, until the watch is done, the client goes or the server stops.
   // Like a log follow it holds a connection (and, with httplib, a thread) while it lasts: a user
@@ -1039,9 +1051,13 @@ struct Server::Impl {
                    "you are watching ");
     struct State {
       std::shared_ptr<Watch> watch;
+      std::string authorization;  // the request's header, checked again as the stream goes on
+      bool admin = false;
       Clock::time_point last_write = Clock::now();
+      Clock::time_point last_check = Clock::now();
     };
-    auto state = std::make_shared<State>(State{std::move(watch)});
+    auto state = std::make_shared<State>(
+        State{std::move(watch), c.req.get_header_value("Authorization"), c.user.admin});
     c.res.set_header("Cache-Control", "no-cache");
     c.res.set_header("X-Accel-Buffering", "no");
     // Exactly "text/event-stream": httplib compresses other text types (FollowLog).
@@ -1050,6 +1066,12 @@ struct Server::Impl {
         [this, state](size_t, httplib::DataSink& sink) {
           if (stopping) return false;
           if (!sink.is_writable()) return false;  // the client went away
+          // A token revoked (or admin rights taken away) while the stream is open ends it
+          // within sse_keepalive: revocation takes effect on streams too.
+          if (Clock::now() - state->last_check >= options.sse_keepalive) {
+            state->last_check = Clock::now();
+            if (!StillAllowed(state->authorization, state->admin)) return false;
+          }
           const std::string chunk = state->watch->Poll();
           if (!chunk.empty()) {
             state->last_write = Clock::now();

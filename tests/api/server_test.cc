@@ -1114,6 +1114,29 @@ TEST_F(Api, AJobWatchSendsItsDetailAndEventsAsTheyChangeThenEnds) {
   }));
 }
 
+TEST_F(Api, RevokingATokenEndsItsOpenWatches) {
+  ASSERT_EQ(serve_->Stop(), 0);
+  Start({}, {"--sse-keepalive-ms", "200"});  // the token is checked again this often
+  const std::string bob = NewToken("bob");
+  Follow jobs(serve_->port(), "/api/v1/jobs?watch=1", Auth(bob));
+  const std::string id = SubmitSteps(bob, "long", "[python3, main.py, '400']");
+  Follow job(serve_->port(), "/api/v1/jobs/" + id + "?watch=1", Auth(bob));
+  ASSERT_TRUE(Eventually([&] { return !job.events().empty() && !jobs.events().empty(); }));
+  EXPECT_FALSE(jobs.WaitFinished(seconds(1))) << "an open watch stays open";
+  auto tokens = Get("/api/v1/tokens?user=bob", admin_);
+  ASSERT_TRUE(tokens);
+  const std::string token_id = Body(tokens)["items"][0].value("id", "");
+  auto revoked = Post("/api/v1/tokens/" + token_id + "/revoke", admin_);
+  ASSERT_TRUE(revoked);
+  ASSERT_EQ(revoked->status, 200) << revoked->body;
+  EXPECT_TRUE(jobs.WaitFinished(seconds(30)));
+  EXPECT_TRUE(job.WaitFinished(seconds(30)));
+  ExpectError(Get("/api/v1/jobs?watch=1", bob), 401, "Unauthorized");
+  auto r = Post("/api/v1/jobs/" + id + "/cancel", admin_);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(WaitForEnd(admin_, id)["phase"], "Cancelled");
+}
+
 TEST_F(Api, AClientThatLeavesEndsItsStream) {
   auto r = Submit(admin_, Spec("quiet"),
                   Zip({{"main.py", "import time\nprint('up', flush=True)\ntime.sleep(120)\n"}}));
