@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { gzipSync } from "node:zlib";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { BUILD, launchChromium, newContext, screenshot, signedIn, startForge, unlabelledControls } from "./lib.mjs";
+import { BUILD, launchChromium, newContext, screenshot, signedIn, startForge, unlabelledControls, waitFor } from "./lib.mjs";
 
 const SLEEPER = `name: sleeper
 fleet: local
@@ -265,6 +265,29 @@ pools:
     await page.locator("#log").getByText("watched").waitFor();
     const detailReads = reads.filter((r) => r === `/api/v1/jobs/${id}` || r.endsWith("/events"));
     assert.deepEqual(detailReads, []);
+    await page.context().close();
+  });
+
+  test("a hidden tab holds no watch stream, and catches up when shown again", async () => {
+    const page = await signedIn(chrome.browser, forge.url, forge.tokens.alice);
+    await page.locator("#jobs-status").getByText(/Live\./).waitFor();
+    const setHidden = (hidden) =>
+      page.evaluate((h) => {
+        Object.defineProperty(document, "hidden", { value: h, configurable: true });
+        document.dispatchEvent(new Event("visibilitychange"));
+      }, hidden);
+    const closed = page.waitForEvent("requestfailed", (r) => r.url().includes("watch=1"));
+    await setHidden(true);
+    await closed;
+    // A job runs to its end while nobody looks: the hidden page does not hear of it.
+    const id = forge.submit("alice", SLEEPER.replace("sleeper", "unseen"), { "sleep.py": "print('unseen')\n" });
+    await waitFor("the job to end", async () => JSON.parse((await forge.api("alice", `/api/v1/jobs/${id}`)).body).cleanup?.released, 60);
+    assert.equal(await page.locator(`tr[data-job="${id}"]`).count(), 0);
+    const reopened = page.waitForRequest((r) => r.url().includes("watch=1"));
+    await setHidden(false);
+    await reopened;
+    await page.locator(`tr[data-job="${id}"]`).getByText("Succeeded").waitFor();
+    await page.locator("#jobs-status").getByText(/Live\./).waitFor();
     await page.context().close();
   });
 
