@@ -20,11 +20,13 @@
 #include <httplib.h>
 #include <spdlog/spdlog.h>
 
+#include "starforge/api/capsule_info.h"
 #include "starforge/api/console_assets.h"
 #include "starforge/api/convert.h"
 #include "starforge/api/login_codes.h"
 #include "starforge/api/logs.h"
 #include "starforge/api/routes.h"
+#include "starforge/api/watch.h"
 #include "starforge/capsule/accept.h"
 #include "starforge/capsule/capsule.h"
 #include "starforge/capsule/extract.h"
@@ -133,6 +135,7 @@ inline constexpr const char* kInternal = "Internal";
 inline constexpr const char* kUnavailable = "Unavailable";
 inline constexpr const char* kInsufficientStorage = "InsufficientStorage";
 inline constexpr const char* kCapsuleNotFound = "CapsuleNotFound";
+inline constexpr const char* kExpired = "Expired";  // 410: a watch's resourceVersion is too old
 }  // namespace api_errors
 
 struct ApiError {
@@ -227,7 +230,10 @@ struct Server::Impl {
   int listen_fd = -1;
   std::mutex follow_mu;
   std::map<std::string, int> follows;  // open log-follow streams per user
-  LoginCodes login_codes;              // forge console --login
+  std::map<std::string, int> watches;  // open watch streams per user (follow_mu)
+  // Names this process in resourceVersions: another server's change numbers are not ours.
+  const std::string epoch = std::to_string(NowMs());
+  LoginCodes login_codes;  // forge console --login
 
   struct Route {
     RouteInfo info;
@@ -450,6 +456,8 @@ struct Server::Impl {
         return JobLogs(c);
       case RouteId::kJobArtifacts:
         return JobArtifacts(c);
+      case RouteId::kJobCapsule:
+        return JobCapsule(c);
       case RouteId::kDoctor:
         return Doctor(c);
       case RouteId::kCapacity:
@@ -898,21 +906,21 @@ struct Server::Impl {
   // The other job routes.
 
   void ListJobs(Call& c) {
-    OnlyParams(c, {"phase", "fleet", "name", "owner", "limit", "cursor"});
+    OnlyParams(c,
+               {"phase", "fleet", "name", "owner", "limit", "cursor", "watch", "resourceVersion"});
+    if (BoolParam(c, "watch")) return WatchJobs(c);
+    if (c.req.has_param("resourceVersion"))
+      throw BadRequest("resourceVersion needs watch=1", "resourceVersion");
+    // Taken before the query: a change made meanwhile is in the list and sent again by a watch
+    // from this resourceVersion (the same state twice, never a change missed).
+    const int64_t change = store.LastChange();
     store::JobFilter filter;
     if (auto p = Param(c, "phase"); !p.empty()) {
       filter.phase = store::ParsePhase(p);
       if (!filter.phase)
         throw BadRequest("unknown phase \"" + p + "\"; one of " + PhaseList(), "phase");
     }
-    if (auto f = Param(c, "fleet"); !f.empty()) filter.fleet = f;
-    if (auto n = Param(c, "name"); !n.empty()) filter.name = n;
-    // Only an admin may look at others' jobs; everyone else always sees only their own.
-    if (!c.user.admin) {
-      filter.owner = c.user.name;
-    } else if (auto o = Param(c, "owner"); !o.empty()) {
-      filter.owner = o;
-    }
+    FleetNameOwner(c, filter);
     int limit = kDefaultListLimit;
     if (c.req.has_param("limit")) {
       auto l = ParseCount(Param(c, "limit"));
@@ -934,12 +942,155 @@ struct Server::Impl {
     nlohmann::json next = nullptr;
     if (jobs.size() > static_cast<size_t>(limit))
       next = EncodeCursor(jobs[static_cast<size_t>(limit) - 1].seq);
-    SetJson(c.res, 200, {{"items", std::move(items)}, {"nextCursor", std::move(next)}});
+    SetJson(c.res, 200,
+            {{"items", std::move(items)},
+             {"nextCursor", std::move(next)},
+             {"resourceVersion", EncodeResourceVersion(epoch, change)}});
+  }
+
+  // The fleet, name and owner filters of a list or a watch (store::JobFilter, JobsWatchFilter).
+  template <typename Filter>
+  static void FleetNameOwner(const Call& c, Filter& filter) {
+    if (auto f = Param(c, "fleet"); !f.empty()) filter.fleet = f;
+    if (auto n = Param(c, "name"); !n.empty()) filter.name = n;
+    // Only an admin may look at others' jobs; everyone else always sees only their own.
+    if (!c.user.admin) {
+      filter.owner = c.user.name;
+    } else if (auto o = Param(c, "owner"); !o.empty()) {
+      filter.owner = o;
+    }
+  }
+
+  static bool BoolParam(const Call& c, const char* name) {
+    if (!c.req.has_param(name)) return false;
+    const std::string v = Param(c, name);
+    if (v == "1" || v == "true" || v.empty()) return true;
+    if (v == "0" || v == "false") return false;
+    throw BadRequest(std::string(name) + " must be 1 or 0", name);
+  }
+
+  // GET /api/v1/jobs?watch=1: the jobs that change, as they change (watch.h, JobsWatch).
+  void WatchJobs(Call& c) {
+    for (const char* p : {"phase", "limit", "cursor"})
+      if (c.req.has_param(p))
+        throw BadRequest(std::string(p) +
+                             " cannot be watched: a watch sends every change of the jobs that "
+                             "match owner, fleet and name; filter the phase of what it sends",
+                         p);
+    JobsWatchFilter filter;
+    FleetNameOwner(c, filter);
+    // From the list's resourceVersion (or, on a reconnect, the last event's id); else from now.
+    std::string rv = c.req.get_header_value("Last-Event-ID");
+    if (rv.empty()) rv = Param(c, "resourceVersion");
+    int64_t after = store.LastChange();
+    if (!rv.empty()) {
+      std::optional<int64_t> n = DecodeResourceVersion(rv, epoch);
+      if (!n || !store.ChangesSince(*n))
+        throw ApiError{410, api_errors::kExpired,
+                       "resourceVersion " + rv +
+                           " is too old or from an earlier run of the server: list the jobs "
+                           "again and watch from the list's resourceVersion",
+                       "resourceVersion"};
+      after = *n;
+    }
+    Stream(c, std::make_shared<JobsWatch>(store, epoch, after, std::move(filter)));
+  }
+
+  // Counts one more open stream of the caller in `open` (follows, watches), or refuses with 429
+  // and when to retry once they have `max`: "<prefix><N><rest>".
+  void TakeStreamSlot(Call& c, std::map<std::string, int>& open, int max, const char* rest,
+                      const char* prefix) {
+    std::lock_guard<std::mutex> lock(follow_mu);
+    int& n = open[c.user.name];
+    if (n >= max) {
+      c.res.set_header("Retry-After", "5");
+      throw ApiError{429, api_errors::kTooManyRequests, prefix + std::to_string(n) + rest};
+    }
+    ++n;
+  }
+
+  void ReleaseStreamSlot(std::map<std::string, int>& open, const std::string& user) {
+    std::lock_guard<std::mutex> lock(follow_mu);
+    if (--open[user] <= 0) open.erase(user);
+  }
+
+  // The end of a stream's turn with nothing (more) to send: a keep-alive comment after
+  // sse_keepalive of silence (`last_write`), then a wait of sse_poll, cut short when the server
+  // stops. False: end the stream.
+  bool IdleTurn(httplib::DataSink& sink, Clock::time_point& last_write) {
+    if (Clock::now() - last_write >= options.sse_keepalive) {
+      last_write = Clock::now();
+      if (!sink.write(kSseKeepAlive.data(), kSseKeepAlive.size())) return false;
+    }
+    std::unique_lock lock(stop_mu);
+    stop_cv.wait_for(lock, options.sse_poll, [this] { return stopping.load(); });
+    return !stopping;
+  }
+
+  // Whether the Authorization header that opened a stream still authenticates, with admin rights
+  // if it had them.
+  bool StillAllowed(const std::string& authorization, bool admin) {
+    httplib::Request again;
+    again.headers.emplace("Authorization", authorization);
+    try {
+      return Authenticate(again).admin || !admin;
+    } catch (const ApiError&) {
+      return false;
+    }
+  }
+
+  // Writes a watch (watch.h) as an SSE stream: Poll() every sse_poll, a keep-alive comment after
+  // sse_keepalive of silence, until the watch is done, the client goes or the server stops.
+  // Like a log follow it holds a connection (and, with httplib, a thread) while it lasts: a user
+  // gets max_watches_per_user of them.
+  template <typename Watch>
+  void Stream(Call& c, std::shared_ptr<Watch> watch) {
+    TakeStreamSlot(c, watches, options.max_watches_per_user,
+                   " times already, the most one user may; close a watch (a console tab) and "
+                   "retry",
+                   "you are watching ");
+    struct State {
+      std::shared_ptr<Watch> watch;
+      std::string authorization;  // the request's header, checked again as the stream goes on
+      bool admin = false;
+      Clock::time_point last_write = Clock::now();
+      Clock::time_point last_check = Clock::now();
+    };
+    auto state = std::make_shared<State>(
+        State{std::move(watch), c.req.get_header_value("Authorization"), c.user.admin});
+    c.res.set_header("Cache-Control", "no-cache");
+    c.res.set_header("X-Accel-Buffering", "no");
+    // Exactly "text/event-stream": httplib compresses other text types (FollowLog).
+    c.res.set_chunked_content_provider(
+        "text/event-stream",
+        [this, state](size_t, httplib::DataSink& sink) {
+          if (stopping) return false;
+          if (!sink.is_writable()) return false;  // the client went away
+          // A token revoked (or admin rights taken away) while the stream is open ends it
+          // within sse_keepalive: revocation takes effect on streams too.
+          if (Clock::now() - state->last_check >= options.sse_keepalive) {
+            state->last_check = Clock::now();
+            if (!StillAllowed(state->authorization, state->admin)) return false;
+          }
+          const std::string chunk = state->watch->Poll();
+          if (!chunk.empty()) {
+            state->last_write = Clock::now();
+            if (!sink.write(chunk.data(), chunk.size())) return false;
+          }
+          if (state->watch->done()) {
+            sink.done();
+            return true;
+          }
+          return IdleTurn(sink, state->last_write);
+        },
+        [this, user = c.user.name](bool) { ReleaseStreamSlot(watches, user); });
   }
 
   void GetJob(Call& c) {
-    OnlyParams(c, {});
+    OnlyParams(c, {"watch"});
     store::Job job = VisibleJob(c, c.req.matches[1].str());
+    // ?watch=1: this answer, then again whenever the job or its events change (watch.h).
+    if (BoolParam(c, "watch")) return Stream(c, std::make_shared<JobWatch>(store, job.id));
     std::vector<store::Transition> timeline = store.ListTransitions(job.id);
     SetJson(c.res, 200, JobJson(job, /*with_spec=*/true, &timeline));
   }
@@ -1064,6 +1215,48 @@ struct Server::Impl {
     SetJson(c.res, 200, body);
   }
 
+  // GET /api/v1/jobs/{id}/capsule: the capsule's size and its manifest's file list, read from the
+  // stored capsule (capsule_info.h), for the job page.
+  void JobCapsule(Call& c) {
+    OnlyParams(c, {});
+    store::Job job = VisibleJob(c, c.req.matches[1].str());
+    if (job.capsule_sha256.empty())
+      throw ApiError{
+          404, api_errors::kNotFound,
+          "job " + job.id + " has no capsule yet: it is built while the job is Packaging",
+          "capsule"};
+    std::string error;
+    std::optional<CapsuleInfo> info;
+    if (options.objects)
+      info = LoadCapsuleInfo(*options.objects, options.state_dir / "capsule-manifests",
+                             job.capsule_sha256, &error);
+    if (!info) {
+      spdlog::warn("job {}: reading its capsule's manifest: {}", job.id,
+                   options.objects ? error : "this server has no object store");
+      throw ApiError{404, api_errors::kNotFound,
+                     "the capsule of job " + job.id +
+                         " is not stored (yet), or cannot be read; the server's log says why",
+                     "capsule"};
+    }
+    nlohmann::json files = nlohmann::json::array();
+    size_t user_files = 0;
+    for (const capsule::ManifestEntry& e : info->manifest.files) {
+      const bool own = e.path.starts_with(std::string(capsule::kStarforgeDir) + "/");
+      user_files += !own;
+      files.push_back({{"path", e.path},
+                       {"size", e.size},
+                       {"sha256", e.sha256},
+                       {"executable", e.executable},
+                       {"starforge", own}});
+    }
+    SetJson(c.res, 200,
+            {{"sha256", job.capsule_sha256},
+             {"key", capsule::ObjectKey(job.capsule_sha256)},
+             {"size", info->size},
+             {"userFiles", user_files},
+             {"files", std::move(files)}});
+  }
+
   // Why a kuberay job's driver.log cannot reach this server ("" when it can): without
   // FORGE_K8S_STORAGE_PVC the pods have no volume shared with the server.
   std::string DriverLogWarning(const store::Job& job) const {
@@ -1124,18 +1317,10 @@ struct Server::Impl {
       bool done = false;
     };
     // Each stream holds a thread for as long as it lasts: a user gets a bounded number.
-    {
-      std::lock_guard<std::mutex> lock(follow_mu);
-      int& open = follows[c.user.name];
-      if (open >= options.max_follows_per_user) {
-        c.res.set_header("Retry-After", "5");
-        throw ApiError{429, api_errors::kTooManyRequests,
-                       "you are following " + std::to_string(open) +
-                           " logs already, the most one user may; close one (or read without "
-                           "follow=1) and retry"};
-      }
-      ++open;
-    }
+    TakeStreamSlot(c, follows, options.max_follows_per_user,
+                   " logs already, the most one user may; close one (or read without follow=1) "
+                   "and retry",
+                   "you are following ");
     auto state = std::make_shared<State>(State{LogFollower(file, start)});
     c.res.set_header("Cache-Control", "no-cache");
     c.res.set_header("X-Accel-Buffering", "no");
@@ -1165,18 +1350,9 @@ struct Server::Impl {
             sink.done();
             return true;
           }
-          if (Clock::now() - state->last_write >= options.sse_keepalive) {
-            state->last_write = Clock::now();
-            if (!sink.write(kSseKeepAlive.data(), kSseKeepAlive.size())) return false;
-          }
-          std::unique_lock lock(stop_mu);
-          stop_cv.wait_for(lock, options.sse_poll, [this] { return stopping.load(); });
-          return !stopping;
+          return IdleTurn(sink, state->last_write);
         },
-        [this, user = c.user.name](bool) {
-          std::lock_guard<std::mutex> lock(follow_mu);
-          if (--follows[user] <= 0) follows.erase(user);
-        });
+        [this, user = c.user.name](bool) { ReleaseStreamSlot(follows, user); });
   }
 
   // ------------------------------------------------------------------------------------------

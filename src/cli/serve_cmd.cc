@@ -356,6 +356,7 @@ int Serve(Context& c, const ServeOptions& o) {
   if (!sandbox.sandbox) server_options.local_unsandboxed = sandbox.error;
   server_options.max_upload_bytes = cfg.capsule_max_bytes;
   server_options.config = cfg;
+  server_options.objects = objects.value().get();
   server_options.sse_keepalive = std::chrono::milliseconds(o.sse_keepalive_ms);
   if (kuberay_setup.available) {
     doctor::RunOptions doctor_options;

@@ -440,6 +440,7 @@ Job Store::CreateJob(Job job, const std::string& cause) {
   InsertTransition(db_, row.id, std::nullopt, PhaseChange{Phase::kQueued, "", "", cause},
                    row.created_at);
   tx.Commit();
+  Journal(row.id);
   return row;
 }
 
@@ -544,6 +545,7 @@ std::optional<Job> Store::UpdateJob(const std::string& id, const std::function<v
   }
   if (phase_changes) InsertTransition(db_, id, current->phase, *change, next.updated_at);
   tx.Commit();
+  Journal(id);
   return next;
 }
 
@@ -587,6 +589,39 @@ void Store::RecordEvent(const std::string& job_id, const std::string& type,
          "DO UPDATE SET count = count + 1, last_at = excluded.last_at");
   s.Bind(1, job_id).Bind(2, type).Bind(3, reason).Bind(4, message).Bind(5, source);
   s.Bind(6, now).Bind(7, now).Run();
+  Journal(job_id);
+}
+
+void Store::Journal(const std::string& job_id) {
+  std::lock_guard lock(journal_mu_);
+  journal_.push_back({++last_change_, job_id});
+  while (journal_.size() > journal_size_)
+    journal_.pop_front();
+}
+
+void Store::SetJournalSizeForTesting(size_t n) {
+  std::lock_guard lock(journal_mu_);
+  journal_size_ = n;
+  while (journal_.size() > journal_size_)
+    journal_.pop_front();
+}
+
+int64_t Store::LastChange() {
+  std::lock_guard lock(journal_mu_);
+  return last_change_;
+}
+
+std::optional<std::vector<Change>> Store::ChangesSince(int64_t after) {
+  std::lock_guard lock(journal_mu_);
+  if (after > last_change_ || after < 0) return std::nullopt;
+  std::vector<Change> out;
+  if (after == last_change_) return out;
+  // journal_ holds last_change_ - journal_.size() + 1 … last_change_.
+  const int64_t oldest = last_change_ - static_cast<int64_t>(journal_.size()) + 1;
+  if (after + 1 < oldest) return std::nullopt;
+  for (auto it = journal_.begin() + (after + 1 - oldest); it != journal_.end(); ++it)
+    out.push_back(*it);
+  return out;
 }
 
 std::vector<Event> Store::ListEvents(const std::string& job_id) {

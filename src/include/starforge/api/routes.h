@@ -16,6 +16,7 @@ enum class RouteId {
   kJobEvents,
   kJobLogs,
   kJobArtifacts,
+  kJobCapsule,
   kDoctor,
   kCapacity,
   kGetCapsule,

@@ -15,6 +15,7 @@
 #include "starforge/config/config.h"
 #include "starforge/controller/controller.h"
 #include "starforge/fleet/fleet.h"
+#include "starforge/objstore/object_store.h"
 #include "starforge/store/store.h"
 
 namespace starforge::api {
@@ -31,9 +32,13 @@ struct ServerOptions {
   // sender); beyond it requests get 503 + Retry-After (health checks excepted).
   int max_connections = 512;
   int max_follows_per_user = 16;  // log-follow streams per user; beyond it 429 + Retry-After
+  int max_watches_per_user = 16;  // ?watch=1 streams per user; beyond it 429 + Retry-After
   int read_timeout_s = 5;         // silence while reading a request before it is dropped
-  std::chrono::milliseconds sse_poll{200};          // how often a log follow looks for news
+  std::chrono::milliseconds sse_poll{200};  // how often a log follow or a watch looks for news
   std::chrono::milliseconds sse_keepalive{15'000};  // ": keep-alive" after this much silence
+  // Where capsules are stored (GET /api/v1/jobs/{id}/capsule reads their manifests there);
+  // unset: that route answers 404.
+  objstore::ObjectStore* objects = nullptr;
   // GET /api/v1/doctor (admins): runs the cluster checks (doctor::Run) and returns their JSON.
   // Unset: that route answers 404.
   std::function<nlohmann::json()> doctor;
