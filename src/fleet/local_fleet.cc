@@ -398,6 +398,9 @@ struct LocalFleet::Impl {
     // The runner's own SIGTERM→SIGKILL grace matches ours, so it usually records the kill.
     env.emplace("FORGE_RUNNER_GRACE_S",
                 fmt::format("{}", static_cast<double>(options.cancel_grace_ms) / 1000.0));
+    // runner.log (the runner's stdout and stderr) keeps the runner's own messages; the job's
+    // output is in driver.log, and in runner.log only while driver.log cannot take it.
+    env["FORGE_RUNNER_STDOUT"] = "fallback";
 
     local::SpawnSpec spec;
     spec.program = python;
