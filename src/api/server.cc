@@ -51,6 +51,8 @@ constexpr int kMaxListLimit = 500;
 // How long a follow stream waits, after the job ended, for its fleet to hand over the logs
 // (logsArchived) before it ends anyway.
 constexpr int64_t kArchiveWaitMs = 30'000;
+// How often a follow stream looks at its job in the store (its file: every sse_poll).
+constexpr auto kFollowJobCheck = std::chrono::seconds(1);
 
 const char* const kJson = "application/json";
 
@@ -1096,6 +1098,7 @@ struct Server::Impl {
     struct State {
       LogFollower follower;
       Clock::time_point last_write = Clock::now();
+      Clock::time_point next_job_check = Clock::now();
       bool done = false;
     };
     // Each stream holds a thread for as long as it lasts: a user gets a bounded number.
@@ -1130,15 +1133,20 @@ struct Server::Impl {
             state->last_write = Clock::now();
             return sink.write(chunk.data(), chunk.size());
           }
-          std::optional<store::Job> job = store.GetJob(job_id);
-          if (!job || (store::IsTerminal(job->phase) &&
-                       (job->logs_archived || NowMs() - job->finished_at > kArchiveWaitMs))) {
-            std::string rest = state->follower.Poll(true);
-            if (job) rest += SseEndEvent(*job);
-            state->done = true;
-            if (!rest.empty() && !sink.write(rest.data(), rest.size())) return false;
-            sink.done();
-            return true;
+          // The file is polled often, the store once a second: 200 followers must not cost
+          // 1,000 queries a second.
+          if (Clock::now() >= state->next_job_check) {
+            state->next_job_check = Clock::now() + kFollowJobCheck;
+            std::optional<store::Job> job = store.GetJob(job_id);
+            if (!job || (store::IsTerminal(job->phase) &&
+                         (job->logs_archived || NowMs() - job->finished_at > kArchiveWaitMs))) {
+              std::string rest = state->follower.Poll(true);
+              if (job) rest += SseEndEvent(*job);
+              state->done = true;
+              if (!rest.empty() && !sink.write(rest.data(), rest.size())) return false;
+              sink.done();
+              return true;
+            }
           }
           if (Clock::now() - state->last_write >= options.sse_keepalive) {
             state->last_write = Clock::now();
