@@ -678,6 +678,9 @@ std::string Front::Bind(const std::string& host, int port) {
   }
   ::freeaddrinfo(res);
   if (s.listen_fd < 0) return error;
+  // httplib's content providers run only while it believes it is listening (svr_sock_ set):
+  // without it every streamed answer ended before its first byte.
+  svr_sock_ = s.listen_fd;
   sockaddr_storage ss{};
   socklen_t len = sizeof ss;
   ::getsockname(s.listen_fd, reinterpret_cast<sockaddr*>(&ss), &len);
@@ -705,6 +708,7 @@ void Front::Start() {
 void Front::Shutdown() {
   Impl& s = *impl_;
   if (s.stopping.exchange(true)) return;
+  svr_sock_ = INVALID_SOCKET;  // httplib's content providers stop
   if (s.loop.joinable()) {
     s.Wake();
     s.loop.join();
