@@ -2,9 +2,9 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <netdb.h>
 #include <poll.h>
 #include <strings.h>
 #include <sys/epoll.h>
@@ -295,9 +295,7 @@ class Workers {
   }
 
  private:
-  bool CanTake() const {
-    return !queue_.empty() && (busy_ < max_busy_ || queue_.front().urgent);
-  }
+  bool CanTake() const { return !queue_.empty() && (busy_ < max_busy_ || queue_.front().urgent); }
 
   void Work() {
     std::unique_lock lock(mu_);
@@ -555,8 +553,8 @@ struct Front::Impl final : ConnCounter {
         const std::string answer =
             CannedAnswer(408, "Request Timeout", nullptr,
                          "the request's head did not arrive in time", "BadRequest");
-        [[maybe_unused]] ssize_t w = ::send(fd, answer.data(), answer.size(),
-                                            MSG_NOSIGNAL | MSG_DONTWAIT);
+        [[maybe_unused]] ssize_t w =
+            ::send(fd, answer.data(), answer.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
       }
     }
   }
@@ -586,12 +584,12 @@ struct Front::Impl final : ConnCounter {
       if (h.size() - i - 1 < kName.size()) break;
       if (strncasecmp(h.data() + i + 1, kName.data(), kName.size()) != 0) continue;
       const int64_t length = std::strtoll(h.data() + i + 1 + kName.size(), nullptr, 10);
-      const auto extra = std::chrono::seconds(
-          std::max<int64_t>(length, 0) / std::max<int64_t>(o.min_body_bytes_per_s, 1));
+      const auto extra = std::chrono::seconds(std::max<int64_t>(length, 0) /
+                                              std::max<int64_t>(o.min_body_bytes_per_s, 1));
       return Clock::now() + kBodyGrace + extra;
     }
-    return Clock::now() + (h.find("ransfer-") != std::string_view::npos ? kChunkedBodyBudget
-                                                                         : kBodyGrace);
+    return Clock::now() +
+           (h.find("ransfer-") != std::string_view::npos ? kChunkedBodyBudget : kBodyGrace);
   }
 
   void Serve(const std::shared_ptr<Conn>& c) {
@@ -655,8 +653,8 @@ std::string Front::Bind(const std::string& host, int port) {
   hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
   addrinfo* res = nullptr;
   const std::string service = std::to_string(port);
-  if (const int rc = ::getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints,
-                                   &res);
+  if (const int rc =
+          ::getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &res);
       rc != 0)
     return std::string("cannot resolve ") + host + ": " + ::gai_strerror(rc);
   std::string error = "no address";

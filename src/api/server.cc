@@ -173,7 +173,7 @@ struct Server::Impl {
   std::mutex follow_mu;
   std::map<std::string, int> follows;  // open log-follow streams per user
   UploadBudget upload_budget;
-  LoginCodes login_codes;              // forge console --login
+  LoginCodes login_codes;  // forge console --login
 
   struct Route {
     RouteInfo info;
@@ -1361,8 +1361,7 @@ struct Server::Impl {
              {"starforge_http_connections", "Connections open now", "gauge", f.open},
              {"starforge_http_connections_parked",
               "Connections waiting for a request, holding no thread", "gauge", f.parked},
-             {"starforge_http_streams", "Answers being streamed (log follows)", "gauge",
-              f.streams},
+             {"starforge_http_streams", "Answers being streamed (log follows)", "gauge", f.streams},
              {"starforge_http_refused_busy_total", "Requests answered 503: too many connections",
               "counter", f.refused_busy},
              {"starforge_http_refused_client_total",
@@ -1371,8 +1370,8 @@ struct Server::Impl {
              {"starforge_http_head_timeouts_total",
               "Connections closed: the request's head did not arrive in time", "counter",
               f.head_timeouts},
-             {"starforge_upload_reserved_bytes", "Disk space held by uploads in progress",
-              "gauge", upload_budget.reserved()},
+             {"starforge_upload_reserved_bytes", "Disk space held by uploads in progress", "gauge",
+              upload_budget.reserved()},
          }) {
       text += fmt::format("# HELP {0} {1}\n# TYPE {0} {2}\n{0} {3}\n", name, help, type, value);
     }

@@ -319,8 +319,10 @@ void CheckFlowDepth(std::string_view text, size_t max_depth) {
       if (quote == '"' && c == '\\') {
         ++i;  // an escaped character
       } else if (c == quote) {
-        if (quote == '\'' && i + 1 < text.size() && text[i + 1] == '\'') ++i;  // '' is a quote
-        else quote = 0;
+        if (quote == '\'' && i + 1 < text.size() && text[i + 1] == '\'')
+          ++i;  // '' is a quote
+        else
+          quote = 0;
       }
       continue;
     }

@@ -17,13 +17,13 @@
 namespace starforge::api {
 namespace {
 
-using ::testing::HasSubstr;
-using ::testing::StartsWith;
-using testing::MakeZip;
-using testing::ServeProcess;
-using testing::TempDir;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
+using ::testing::HasSubstr;
+using testing::MakeZip;
+using testing::ServeProcess;
+using ::testing::StartsWith;
+using testing::TempDir;
 using Clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
 
@@ -247,13 +247,14 @@ TEST_F(Front, ABurstIsAnsweredNotReset) {
 TEST_F(Front, UploadsHoldDiskSpaceBeforeWriting) {
   Start({"--upload-space-bytes", "3000000"}, {{"FORGE_CAPSULE_MAX_BYTES", "1Mi"}});
   const int port = serve_->port();
-  const std::string head =
-      "POST /api/v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + admin_ +
-      "\r\nContent-Type: multipart/form-data; boundary=b\r\nContent-Length: ";
+  const std::string head = "POST /api/v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
+                           admin_ +
+                           "\r\nContent-Type: multipart/form-data; boundary=b\r\nContent-Length: ";
   // 2 MB declared, a little sent: the server holds 2 MB while it waits for the rest.
   const int held = ConnectFrom(port, "127.0.0.1");
-  SendAll(held, head + "2000000\r\n\r\n--b\r\nContent-Disposition: form-data; name=\"code\"; "
-                      "filename=\"c.zip\"\r\n\r\nPK");
+  SendAll(held, head +
+                    "2000000\r\n\r\n--b\r\nContent-Disposition: form-data; name=\"code\"; "
+                    "filename=\"c.zip\"\r\n\r\nPK");
   // A byte now and then keeps it from the read timeout while the rest of the test runs.
   std::atomic<bool> done{false};
   std::thread trickle([&] {

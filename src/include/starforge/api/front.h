@@ -37,13 +37,13 @@ struct FrontOptions {
 
 // What the front counts (for /metrics and tests).
 struct FrontStats {
-  int64_t open = 0;              // connections open now
-  int64_t parked = 0;            // of which waiting for a request head, no thread held
-  int64_t streams = 0;           // responses being streamed (log follows)
-  int64_t refused_busy = 0;      // 503: over max_connections (since start)
-  int64_t refused_client = 0;    // 429: over max_connections_per_client
-  int64_t head_timeouts = 0;     // closed: no complete request head in time
-  int64_t worker_threads = 0;    // threads that exist (idle ones included)
+  int64_t open = 0;            // connections open now
+  int64_t parked = 0;          // of which waiting for a request head, no thread held
+  int64_t streams = 0;         // responses being streamed (log follows)
+  int64_t refused_busy = 0;    // 503: over max_connections (since start)
+  int64_t refused_client = 0;  // 429: over max_connections_per_client
+  int64_t head_timeouts = 0;   // closed: no complete request head in time
+  int64_t worker_threads = 0;  // threads that exist (idle ones included)
 };
 
 // An httplib::Server (register routes and handlers on it as usual) that serves connections

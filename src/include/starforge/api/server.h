@@ -28,7 +28,7 @@ struct ServerOptions {
   // `upload_keep_free_bytes` of it is never handed to uploads.
   int64_t upload_space_bytes = 0;
   int64_t upload_keep_free_bytes = 64LL << 20;
-  config::Config config;                   // for JobSpec defaults (fleet, images, deadlines)
+  config::Config config;  // for JobSpec defaults (fleet, images, deadlines)
   // Non-empty: the local fleet cannot sandbox jobs (why), so only admins may submit local jobs.
   std::string local_unsandboxed;
   // The HTTP front (front.h): connections open in all and per client address (beyond them 503
