@@ -359,8 +359,15 @@ def phase_hold(server, admin, args, rows):
         p.join(timeout=30)
         if p.is_alive():
             p.terminate()
+    # The held jobs are cancelled and awaited: local jobs outlive the server by design.
     for job, tok in jobs:
         server.call("POST", f"/api/v1/jobs/{job}/cancel", tok)
+    for job, tok in jobs:
+        for _ in range(240):
+            _, data = server.call("GET", f"/api/v1/jobs/{job}", tok)
+            if json.loads(data)["phase"] in ("Succeeded", "Failed", "Cancelled"):
+                break
+            time.sleep(0.25)
     ok_load = held_follow >= args.follows and slow_c[1] >= args.slow
     report(rows, f"hold: {args.slow} slow + {args.follows} follows: /healthz p99",
            f"{pct(health, 99) * 1000:.1f} ms", "<= 50 ms",
