@@ -1,9 +1,6 @@
 #include "starforge/api/server.h"
 
 #include <fcntl.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,10 +9,9 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
-#include <deque>
 #include <map>
 #include <regex>
-#include <thread>
+#include <tuple>
 
 #include <httplib.h>
 #include <spdlog/spdlog.h>
@@ -23,10 +19,12 @@
 #include "starforge/api/capsule_info.h"
 #include "starforge/api/console_assets.h"
 #include "starforge/api/convert.h"
+#include "starforge/api/front.h"
 #include "starforge/api/login_codes.h"
 #include "starforge/api/logs.h"
 #include "starforge/api/routes.h"
 #include "starforge/api/watch.h"
+#include "starforge/api/upload_budget.h"
 #include "starforge/capsule/accept.h"
 #include "starforge/capsule/capsule.h"
 #include "starforge/capsule/extract.h"
@@ -55,69 +53,10 @@ constexpr int kMaxListLimit = 500;
 // How long a follow stream waits, after the job ended, for its fleet to hand over the logs
 // (logsArchived) before it ends anyway.
 constexpr int64_t kArchiveWaitMs = 30'000;
+// How often a follow stream looks at its job in the store (its file: every sse_poll).
+constexpr auto kFollowJobCheck = std::chrono::seconds(1);
 
 const char* const kJson = "application/json";
-
-// httplib hands each connection to one thread for its whole life (a keep-alive connection, a
-// log follow stream, a client that sends its headers slowly). Its own pool has a fixed size, so
-// a few dozen such connections starved every other request, /healthz included. This pool makes
-// a thread for a connection at once, up to `max_threads`, and reuses idle ones; past that,
-// connections wait in the queue (never reset: the listen backlog is SOMAXCONN).
-class ElasticPool : public httplib::TaskQueue {
- public:
-  explicit ElasticPool(size_t max_threads) : max_threads_(max_threads) {}
-  ~ElasticPool() override { shutdown(); }
-
-  void enqueue(std::function<void()> fn) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back(std::move(fn));
-    if (queue_.size() > idle_ && threads_.size() < max_threads_)
-      threads_.emplace_back([this] { Work(); });
-    else
-      cv_.notify_one();
-  }
-
-  void shutdown() override {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (stop_) return;
-      stop_ = true;
-    }
-    cv_.notify_all();
-    for (std::thread& t : threads_)
-      t.join();
-  }
-
-  // Connections being served now.
-  size_t busy() const { return busy_.load(); }
-
- private:
-  void Work() {
-    std::unique_lock<std::mutex> lock(mu_);
-    for (;;) {
-      ++idle_;
-      cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
-      --idle_;
-      if (queue_.empty()) return;  // stopping, and nothing left to do
-      std::function<void()> fn = std::move(queue_.front());
-      queue_.pop_front();
-      ++busy_;
-      lock.unlock();
-      fn();
-      lock.lock();
-      --busy_;
-    }
-  }
-
-  const size_t max_threads_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;
-  std::vector<std::thread> threads_;
-  size_t idle_ = 0;
-  bool stop_ = false;
-  std::atomic<size_t> busy_{0};
-};
 
 // A request that ends with an error response; thrown from handlers, answered by Run().
 // The `error` names of the API's answers (docs/api.md), spelled once; kube-apiserver's Status
@@ -210,6 +149,16 @@ void FsyncPath(const fs::path& p, int flags) {
   if (rc != 0) throw std::runtime_error("fsync " + p.string() + ": " + std::strerror(err));
 }
 
+FrontOptions FrontOptionsOf(const ServerOptions& o) {
+  FrontOptions f;
+  f.max_connections = o.max_connections;
+  f.max_connections_per_client = o.max_connections_per_client;
+  f.max_workers = o.max_workers;
+  f.head_timeout = std::chrono::seconds(o.head_timeout_s);
+  f.read_timeout = std::chrono::seconds(o.read_timeout_s);
+  return f;
+}
+
 }  // namespace
 
 struct Server::Impl {
@@ -218,21 +167,18 @@ struct Server::Impl {
   controller::Controller& controller;
   std::map<std::string, fleet::Fleet*> fleets;
 
-  httplib::Server http;
-  std::thread thread;
-  int port = 0;
+  Front http;  // httplib's routing over an event-driven front (front.h)
+  bool started = false;
   std::atomic<bool> stopping{false};
-  std::atomic<bool> loop_ended{false};
   std::mutex stop_mu;
   std::condition_variable stop_cv;
   fs::path uploads;
-  ElasticPool* pool = nullptr;  // owned by http
-  int listen_fd = -1;
   std::mutex follow_mu;
   std::map<std::string, int> follows;  // open log-follow streams per user
   std::map<std::string, int> watches;  // open watch streams per user (follow_mu)
   // Names this process in resourceVersions: another server's change numbers are not ours.
   const std::string epoch = std::to_string(NowMs());
+  UploadBudget upload_budget;
   LoginCodes login_codes;  // forge console --login
 
   struct Route {
@@ -252,7 +198,15 @@ struct Server::Impl {
 
   Impl(ServerOptions o, store::Store& s, controller::Controller& c,
        std::map<std::string, fleet::Fleet*> f)
-      : options(std::move(o)), store(s), controller(c), fleets(std::move(f)) {
+      : options(std::move(o)),
+        store(s),
+        controller(c),
+        fleets(std::move(f)),
+        http(FrontOptionsOf(options)),
+        upload_budget(options.upload_space_bytes > 0
+                          ? std::function<int64_t()>([n = options.upload_space_bytes] { return n; })
+                          : UploadBudget::FreeSpaceOf(options.state_dir),
+                      options.upload_keep_free_bytes) {
     uploads = options.state_dir / "uploads";
     for (const auto& r : Routes())
       routes.push_back({r, std::regex(PathRegex(r.path))});
@@ -292,20 +246,8 @@ struct Server::Impl {
     http.Put(".*", no_route);
     http.Patch(".*", no_route);
     http.Delete(".*", no_route);
-    http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    http.set_pre_routing_handler([](const httplib::Request&, httplib::Response&) {
       RequestStart() = Clock::now();
-      // Over the connection cap: a quick 503 that says when to come back, rather than a reset
-      // or a wait. Health checks are always answered (their threads exist: the pool has room
-      // above the cap).
-      if (pool != nullptr && pool->busy() > static_cast<size_t>(options.max_connections) &&
-          req.path != "/healthz" && req.path != "/readyz") {
-        res.set_header("Retry-After", "1");
-        res.set_header("Connection", "close");
-        SetError(res, {503, api_errors::kUnavailable,
-                       "the server is serving as many connections as it may (" +
-                           std::to_string(options.max_connections) + "); retry in a second"});
-        return httplib::Server::HandlerResponse::Handled;
-      }
       return httplib::Server::HandlerResponse::Unhandled;
     });
     // Errors httplib answers itself (malformed requests, a body over the limit).
@@ -568,7 +510,34 @@ struct Server::Impl {
     bool has_ref = false;
     std::string error;  // a malformed request, found while reading
     bool too_large = false;
+    UploadBudget::Reservation space;  // disk space held for this upload and its check
   };
+
+  // Holds `bytes` of the disk for this request (upload_budget.h), or refuses it: 503 while
+  // other uploads hold the space, 507 when the disk is too full for it even alone. Either is the
+  // server's condition, never the user's code.
+  void ReserveSpace(Call& c, UploadBudget::Reservation& r, int64_t bytes) {
+    const UploadBudget::Refusal refusal = upload_budget.Reserve(r, bytes);
+    if (refusal == UploadBudget::Refusal::kNone) return;
+    // The rest of the body is not wanted: the connection closes after the answer.
+    c.body_read = true;
+    c.res.set_header("Connection", "close");
+    switch (refusal) {
+      case UploadBudget::Refusal::kNone:
+        return;
+      case UploadBudget::Refusal::kBusy:
+        c.res.set_header("Retry-After", "30");
+        throw ApiError{503, api_errors::kUnavailable,
+                       "the server's free disk space is held by other uploads in progress; retry "
+                       "in a little while (this is not a problem with your code)"};
+      case UploadBudget::Refusal::kFull:
+        c.res.set_header("Retry-After", "300");
+        throw ApiError{507, api_errors::kInsufficientStorage,
+                       "the server has too little free disk space for an upload of up to " +
+                           capsule::FormatBytes(static_cast<uint64_t>(bytes)) +
+                           "; this is not a problem with your code: tell the server's operator"};
+    }
+  }
 
   // Streams the multipart body: the JobSpec into memory, the code archive into a temporary
   // file (never the whole upload in memory).
@@ -581,6 +550,11 @@ struct Server::Impl {
           "and a \"code\" part (a zip of the code directory); got Content-Type \"" +
           c.req.get_header_value("Content-Type") + "\"");
     }
+    // The upload's bytes are held on the disk before any is written.
+    int64_t declared = options.max_upload_bytes + kBodySlack;
+    if (auto n = ParseCount(c.req.get_header_value("Content-Length")); n && *n < declared)
+      declared = *n;
+    ReserveSpace(c, up.space, declared);
     c.body_read = true;
     enum class Part { kNone, kSpec, kCode, kRef, kIgnored } current = Part::kNone;
     int parts = 0;
@@ -700,12 +674,14 @@ struct Server::Impl {
   }
 
   // Unpacks the archive as the controller will, into a scratch directory that is then removed.
-  void CheckCode(const Upload& up) {
+  void CheckCode(Call& c, Upload& up) {
     auto invalid = [](std::string message, FieldErrors errors = {}) {
       return ApiError{422, api_errors::kInvalid, std::move(message), "code", std::move(errors)};
     };
     if (!up.has_code || up.code_bytes == 0)
       throw invalid("no code: pass --code DIR or set code: in the JobSpec");
+    // The check unpacks at most FORGE_CAPSULE_MAX_BYTES: that much disk is held first.
+    ReserveSpace(c, up.space, options.max_upload_bytes);
     std::string tmpl = (uploads / ".check-XXXXXX").string();
     if (::mkdtemp(tmpl.data()) == nullptr)
       ServerStorageFailure(
@@ -738,8 +714,9 @@ struct Server::Impl {
 
   // A capsule the client built: checked like any upload (capsule/accept.h); its JobSpec and
   // runner must be the server's, or a copy with the server's is stored instead.
-  capsule::AcceptResult CheckCapsule(const Upload& up, const jobspec::JobSpec& spec) {
+  capsule::AcceptResult CheckCapsule(Call& c, Upload& up, const jobspec::JobSpec& spec) {
     if (up.code_bytes == 0) throw BadRequest("the \"capsule\" part is empty", "capsule");
+    ReserveSpace(c, up.space, up.code_bytes);  // a copy with the server's JobSpec and runner
     capsule::AcceptOptions accept;
     accept.max_bytes = static_cast<uint64_t>(options.max_upload_bytes);
     accept.scratch_dir = uploads;
@@ -828,7 +805,7 @@ struct Server::Impl {
         throw BadRequest("send either \"capsuleSha256\" or the code, not both", "capsuleSha256");
       capsule_sha = CheckCapsuleRef(c, up.capsule_ref, spec_json);
     } else if (up.code_is_capsule) {
-      capsule::AcceptResult accepted = CheckCapsule(up, spec);
+      capsule::AcceptResult accepted = CheckCapsule(c, up, spec);
       capsule_sha = accepted.sha256;
       capsule_files = accepted.user_files;
       if (accepted.rebuilt) {  // stored instead of the upload, which goes
@@ -843,7 +820,7 @@ struct Server::Impl {
         tmp.Reset(up.code);
       }
     } else {
-      CheckCode(up);
+      CheckCode(c, up);
     }
 
     auto fleet = fleets.find(spec.fleet);
@@ -1314,6 +1291,7 @@ struct Server::Impl {
     struct State {
       LogFollower follower;
       Clock::time_point last_write = Clock::now();
+      Clock::time_point next_job_check = Clock::now();
       bool done = false;
     };
     // Each stream holds a thread for as long as it lasts: a user gets a bounded number.
@@ -1340,15 +1318,20 @@ struct Server::Impl {
             state->last_write = Clock::now();
             return sink.write(chunk.data(), chunk.size());
           }
-          std::optional<store::Job> job = store.GetJob(job_id);
-          if (!job || (store::IsTerminal(job->phase) &&
-                       (job->logs_archived || NowMs() - job->finished_at > kArchiveWaitMs))) {
-            std::string rest = state->follower.Poll(true);
-            if (job) rest += SseEndEvent(*job);
-            state->done = true;
-            if (!rest.empty() && !sink.write(rest.data(), rest.size())) return false;
-            sink.done();
-            return true;
+          // The file is polled often, the store once a second: 200 followers must not cost
+          // 1,000 queries a second.
+          if (Clock::now() >= state->next_job_check) {
+            state->next_job_check = Clock::now() + kFollowJobCheck;
+            std::optional<store::Job> job = store.GetJob(job_id);
+            if (!job || (store::IsTerminal(job->phase) &&
+                         (job->logs_archived || NowMs() - job->finished_at > kArchiveWaitMs))) {
+              std::string rest = state->follower.Poll(true);
+              if (job) rest += SseEndEvent(*job);
+              state->done = true;
+              if (!rest.empty() && !sink.write(rest.data(), rest.size())) return false;
+              sink.done();
+              return true;
+            }
           }
           return IdleTurn(sink, state->last_write);
         },
@@ -1546,7 +1529,29 @@ struct Server::Impl {
     }
     m.latency_count = cm.latency_count;
     m.latency_sum_seconds = static_cast<double>(cm.latency_sum_us.load()) / 1e6;
-    c.res.set_content(MetricsText(m), "text/plain; version=0.0.4; charset=utf-8");
+    // The HTTP front and the upload space (front.h, upload_budget.h).
+    const FrontStats f = http.Stats();
+    std::string text = MetricsText(m);
+    for (const auto& [name, help, type, value] :
+         std::initializer_list<std::tuple<const char*, const char*, const char*, int64_t>>{
+             {"starforge_http_connections", "Connections open now", "gauge", f.open},
+             {"starforge_http_connections_parked",
+              "Connections waiting for a request, holding no thread", "gauge", f.parked},
+             {"starforge_http_streams", "Answers being streamed (log follows)", "gauge", f.streams},
+             {"starforge_http_refused_busy_total", "Requests answered 503: too many connections",
+              "counter", f.refused_busy},
+             {"starforge_http_refused_client_total",
+              "Requests answered 429: too many connections from one address", "counter",
+              f.refused_client},
+             {"starforge_http_head_timeouts_total",
+              "Connections closed: the request's head did not arrive in time", "counter",
+              f.head_timeouts},
+             {"starforge_upload_reserved_bytes", "Disk space held by uploads in progress", "gauge",
+              upload_budget.reserved()},
+         }) {
+      text += fmt::format("# HELP {0} {1}\n# TYPE {0} {2}\n{0} {3}\n", name, help, type, value);
+    }
+    c.res.set_content(text, "text/plain; version=0.0.4; charset=utf-8");
   }
 
   // Leftovers of requests that a crash interrupted: partial uploads, check directories, and
@@ -1586,68 +1591,30 @@ std::string Server::Start() {
   s.CleanUploads();
 
   s.Register();
-  // Room above the connection cap for the 503 answers and the health checks.
-  const size_t threads = static_cast<size_t>(std::max(4, s.options.max_connections)) + 64;
-  s.http.new_task_queue = [&s, threads] {
-    s.pool = new ElasticPool(threads);
-    return s.pool;
-  };
   s.http.set_read_timeout(std::chrono::seconds(s.options.read_timeout_s));
   s.http.set_payload_max_length(static_cast<size_t>(s.options.max_upload_bytes + kBodySlack));
-  // httplib's default sets SO_REUSEPORT, which would let a second server bind the same port
-  // and silently share its connections; and the listening socket must not leak into job
-  // processes (they would keep the port bound after we exit).
-  // TCP_NODELAY on the listening socket is inherited by every accepted one (Linux): without it,
-  // a small response after the first on a kept-alive connection waited ~40 ms (Nagle and
-  // delayed ACKs).
-  s.http.set_socket_options([&s](int sock) {
-    int yes = 1;
-    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-    ::setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);
-    ::fcntl(sock, F_SETFD, FD_CLOEXEC);
-    s.listen_fd = sock;
-  });
-  errno = 0;
-  int port = addr->port;
-  if (port == 0) {
-    port = s.http.bind_to_any_port(addr->host);
-  } else if (!s.http.bind_to_port(addr->host, port)) {
-    port = -1;
-  }
-  if (port <= 0) {
-    const int err = errno;
-    return "cannot listen on " + s.options.listen +
-           (err ? std::string(": ") + std::strerror(err) : "") +
+  if (std::string err = s.http.Bind(addr->host, addr->port); !err.empty())
+    return "cannot listen on " + s.options.listen + ": " + err +
            " (another process may be using the port: choose another with FORGE_LISTEN or --listen)";
-  }
-  // httplib listens with a backlog of 5: a burst of connections beyond it was reset. Calling
-  // listen() again on the bound socket raises it (Linux).
-  if (s.listen_fd >= 0) ::listen(s.listen_fd, SOMAXCONN);
-  s.port = port;
-  s.thread = std::thread([&s] {
-    if (!s.http.listen_after_bind()) spdlog::error("the HTTP server stopped accepting connections");
-    s.loop_ended = true;
-  });
-  // stop() before the loop runs would be lost: wait until it does.
-  while (!s.http.is_running() && !s.loop_ended)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  s.http.Start();
+  s.started = true;
   return "";
 }
 
 int Server::port() const {
-  return impl_->port;
+  return impl_->http.port();
 }
 
 void Server::Stop() {
   Impl& s = *impl_;
-  if (!s.thread.joinable()) return;
+  if (!s.started) return;
+  s.started = false;
   {
     std::lock_guard lock(s.stop_mu);
     s.stopping = true;
   }
   s.stop_cv.notify_all();
-  s.http.stop();
-  s.thread.join();
+  s.http.Shutdown();
 }
 
 }  // namespace starforge::api

@@ -49,6 +49,11 @@ struct ServeOptions {
   int64_t sse_keepalive_ms = 15'000;
   int64_t orphan_grace_s = 600;
   bool no_sandbox = false;  // tests: behave as where bubblewrap cannot run
+  // The HTTP front's limits (api::ServerOptions, docs/security.md).
+  int max_connections = 2048;
+  int max_connections_per_client = 256;
+  int head_timeout_s = 10;
+  int64_t upload_space_bytes = 0;  // tests: the disk space uploads may hold (0: the free space)
 };
 
 struct TokenOptions {
@@ -358,6 +363,13 @@ int Serve(Context& c, const ServeOptions& o) {
   server_options.config = cfg;
   server_options.objects = objects.value().get();
   server_options.sse_keepalive = std::chrono::milliseconds(o.sse_keepalive_ms);
+  server_options.max_connections = o.max_connections;
+  server_options.max_connections_per_client = o.max_connections_per_client;
+  server_options.head_timeout_s = o.head_timeout_s;
+  if (o.upload_space_bytes > 0) {
+    server_options.upload_space_bytes = o.upload_space_bytes;
+    server_options.upload_keep_free_bytes = 0;
+  }
   if (kuberay_setup.available) {
     doctor::RunOptions doctor_options;
     doctor_options.config = cfg;
@@ -515,6 +527,20 @@ void RegisterServeCommands(Registry& registry) {
   cmd->add_option("--sse-keepalive-ms", serve->sse_keepalive_ms,
                   "Silence after which a log stream gets a keep-alive comment, in ms")
       ->check(CLI::Range(int64_t{10}, int64_t{3'600'000}))
+      ->group("");  // for tests
+  cmd->add_option("--max-connections", serve->max_connections,
+                  "Connections open at once, in all (beyond: 503 + Retry-After; default 2048)")
+      ->check(CLI::Range(4, 1'000'000));
+  cmd->add_option("--max-connections-per-client", serve->max_connections_per_client,
+                  "Connections open at once from one client address (beyond: 429 + "
+                  "Retry-After; default 256)")
+      ->check(CLI::Range(1, 1'000'000));
+  cmd->add_option("--head-timeout-s", serve->head_timeout_s,
+                  "Seconds a request's headers may take to arrive (default 10)")
+      ->check(CLI::Range(1, 3600));
+  cmd->add_option("--upload-space-bytes", serve->upload_space_bytes,
+                  "Disk space uploads in progress may hold, instead of the free space")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 50))
       ->group("");  // for tests
   cmd->add_flag("--no-sandbox", serve->no_sandbox,
                 "Run local jobs without a sandbox, as where bubblewrap cannot run (admins only)")

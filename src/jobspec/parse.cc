@@ -125,11 +125,17 @@ class SpecReader {
   }
 
   void Error(std::string path, std::string message) {
-    errors_.push_back({std::move(path), std::move(message)});
+    if (errors_.size() < kMaxReportedErrors) {
+      errors_.push_back({std::move(path), std::move(message)});
+    } else if (errors_.size() == kMaxReportedErrors) {
+      errors_.push_back({"", "and more problems, not listed (fix the ones above first)"});
+    }
   }
+  bool ErrorsFull() const { return errors_.size() > kMaxReportedErrors; }
 
   void CheckKnownFields(const json& object, const std::string& prefix, const Fields& known) {
     for (const auto& [key, value] : object.items()) {
+      if (ErrorsFull()) return;  // the "did you mean" of each key costs: stop counting
       if (std::find(known.begin(), known.end(), key) != known.end()) continue;
       std::string hint = DidYouMeanSuffix(key, known);
       if (hint.empty()) hint = " (known fields: " + ListOf(known) + ")";
@@ -450,6 +456,7 @@ class SpecReader {
 // in most of what a JobSpec feeds: refused wherever it appears, key or value, with its path.
 void FindNul(const json& v, const std::string& path, FieldErrors& errors) {
   constexpr const char* kNul = "must not contain a NUL character (\\0)";
+  if (errors.size() >= kMaxReportedErrors) return;
   if (v.is_string()) {
     if (v.get_ref<const std::string&>().find('\0') != std::string::npos)
       errors.push_back({path, kNul});

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <ranges>
 #include <thread>
 
 #include <fmt/format.h>
@@ -469,16 +470,23 @@ WatchEnd Client::Watch(const ResourceRef& ref, std::string_view ns, const WatchO
 }
 
 namespace {
+// Built in one piece from the parameters that are set: GCC 12 at -O3 reported a false "potential
+// null pointer dereference" inside vector's reallocation when it was grown one emplace_back at
+// a time.
 Params LogQuery(const LogOptions& o) {
-  Params q;
-  if (!o.container.empty()) q.emplace_back("container", o.container);
-  if (o.follow) q.emplace_back("follow", "true");
-  if (o.previous) q.emplace_back("previous", "true");
-  if (o.timestamps) q.emplace_back("timestamps", "true");
-  if (o.tail_lines) q.emplace_back("tailLines", std::to_string(*o.tail_lines));
-  if (o.since_seconds) q.emplace_back("sinceSeconds", std::to_string(*o.since_seconds));
-  if (o.limit_bytes) q.emplace_back("limitBytes", std::to_string(*o.limit_bytes));
-  return q;
+  auto number = [](const auto& v) { return v ? std::to_string(*v) : std::string(); };
+  const std::pair<bool, std::pair<std::string, std::string>> all[] = {
+      {!o.container.empty(), {"container", o.container}},
+      {o.follow, {"follow", "true"}},
+      {o.previous, {"previous", "true"}},
+      {o.timestamps, {"timestamps", "true"}},
+      {o.tail_lines.has_value(), {"tailLines", number(o.tail_lines)}},
+      {o.since_seconds.has_value(), {"sinceSeconds", number(o.since_seconds)}},
+      {o.limit_bytes.has_value(), {"limitBytes", number(o.limit_bytes)}},
+  };
+  auto set = all | std::views::filter([](const auto& p) { return p.first; }) |
+             std::views::transform([](const auto& p) { return p.second; });
+  return Params(set.begin(), set.end());
 }
 }  // namespace
 

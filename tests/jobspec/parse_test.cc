@@ -270,6 +270,27 @@ TEST(ParseTest, AnAliasBombOfLongStringsIsRefusedCheaply) {
   EXPECT_THAT(errors[0], ::testing::HasSubstr("bytes of keys and values once aliases"));
 }
 
+// Deep nesting is refused before yaml-cpp reads it (it held 135 MB for half a million '['), and
+// a JobSpec of 100,000 unknown keys reports 50 of them, not 100,000 "did you mean"s.
+TEST(ParseTest, DeepNestingAndEndlessErrorsAreCheap) {
+  const std::string deep = "x: " + std::string(500'000, '[') + std::string(500'000, ']') + "\n";
+  std::vector<std::string> errors = ErrorsOfYaml(deep);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_THAT(errors[0], ::testing::HasSubstr("nested more than 64 levels deep"));
+  // Brackets inside quoted strings and comments are text, not nesting.
+  const std::string quoted = "name: job\nimage: img:1\nentrypoint: [echo, \"" +
+                             std::string(100, '[') + "\", '" + std::string(100, '{') +
+                             "']\npools: [{name: main}]  # " + std::string(100, '[') + "\n";
+  EXPECT_THAT(ErrorsOfYaml(quoted), ::testing::IsEmpty());
+
+  std::string many = "name: job\nimage: img:1\nentrypoint: x\npools: [{name: main}]\n";
+  for (int i = 0; i < 100'000; ++i)
+    many += "k" + std::to_string(i) + ": 1\n";
+  errors = ErrorsOfYaml(many);
+  ASSERT_EQ(errors.size(), kMaxReportedErrors + 1);
+  EXPECT_THAT(errors.back(), ::testing::HasSubstr("more problems, not listed"));
+}
+
 TEST(ParseTest, Env) {
   EXPECT_EQ(Valid(With({{"env", {{"A", "1"}, {"_b", ""}}}})).env,
             (std::map<std::string, std::string>{{"A", "1"}, {"_b", ""}}));
