@@ -814,6 +814,39 @@ json ToJson(const Diagnosis& d) {
   return json{{"reason", d.reason}, {"message", d.message}, {"events", events}};
 }
 
+Diagnosis DiagnosePod(const DiagnosisInput& in) {
+  Diagnosis out;
+  Ctx ctx{in, NormalizeEvents(in.events), {}};
+  out.events = ctx.events;
+  if (in.cluster_pods.empty()) {
+    out.reason = reasons::kNotFound;
+    out.message = "the pod does not exist";
+    return out;
+  }
+  const json& pod = in.cluster_pods.front();
+  ScanPod(ctx, pod, /*submitter=*/false);
+  ScanUnschedulable(ctx, {&pod}, {});
+  if (!ctx.findings.empty()) {
+    const Finding& best =
+        *std::min_element(ctx.findings.begin(), ctx.findings.end(),
+                          [](const Finding& a, const Finding& b) { return a.rank < b.rank; });
+    out.reason = best.reason;
+    out.message = best.message;
+    return out;
+  }
+  if (PodReady(pod)) return out;
+  if (Str(Field(pod, "status"), "phase") == "Running") {
+    out.reason = reasons::kRunning;
+    out.message = "pod " + Name(pod) +
+                  " is running; its server does not answer its readiness "
+                  "probe yet";
+    return out;
+  }
+  out.reason = reasons::kStarting;
+  out.message = OneLine(PodProgress(ctx, pod));
+  return out;
+}
+
 Diagnosis Diagnose(const DiagnosisInput& in) {
   Diagnosis out;
   Ctx ctx{in, NormalizeEvents(in.events), {}};

@@ -15,6 +15,7 @@
 #include "starforge/config/config.h"
 #include "starforge/controller/controller.h"
 #include "starforge/fleet/fleet.h"
+#include "starforge/playground/manager.h"
 #include "starforge/store/store.h"
 
 namespace starforge::api {
@@ -37,6 +38,8 @@ struct ServerOptions {
   // GET /api/v1/doctor (admins): runs the cluster checks (doctor::Run) and returns their JSON.
   // Unset: that route answers 404.
   std::function<nlohmann::json()> doctor;
+  // The playgrounds (docs/playground.md); unset: their routes answer 404.
+  playground::Manager* playgrounds = nullptr;
 };
 
 class Server {
