@@ -157,14 +157,18 @@ Observation KubeBackend::Observe(const store::Playground& row, const Spec& spec)
     in.pools = {kuberay::PlaygroundAsJobSpec(RenderInput(row, spec)).pools.front()};
     kube::ListOptions events;
     events.field_selector = "involvedObject.name=" + name;
-    for (const json& e : Arr(client_->List(res::kEvents, ns, events), "items"))
+    // (Each list is kept in a variable: a range over a member of a temporary would dangle.)
+    const json event_list = client_->List(res::kEvents, ns, events);
+    for (const json& e : Arr(event_list, "items"))
       in.events.push_back(e);
     if (Str(Field(pod, "spec"), "nodeName").empty()) {
-      for (const json& n : Arr(client_->List(res::kNodes, ""), "items"))
+      const json node_list = client_->List(res::kNodes, "");
+      for (const json& n : Arr(node_list, "items"))
         in.nodes.push_back(n);
       kube::ListOptions bound;
       bound.field_selector = "status.phase!=Succeeded,status.phase!=Failed";
-      for (const json& p : Arr(client_->List(res::kPods, "", bound), "items")) {
+      const json pod_list = client_->List(res::kPods, "", bound);
+      for (const json& p : Arr(pod_list, "items")) {
         if (!Str(Field(p, "spec"), "nodeName").empty()) in.node_pods.push_back(p);
       }
     }

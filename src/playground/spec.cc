@@ -62,18 +62,19 @@ ModelLocation Locate(const std::string& model, const std::string& storage_root,
     return loc;
   }
   if (rel.rfind("jobs/", 0) != 0) return loc;  // a model name the image loads
+  // ".." anywhere is refused, not resolved: the path must say plainly which job wrote it.
+  for (const auto& part : std::filesystem::path(rel)) {
+    if (part == "..") {
+      *error = "the path leaves its job's directory (\"..\"); name a directory inside it";
+      return loc;
+    }
+  }
   const std::filesystem::path p = std::filesystem::path(rel).lexically_normal();
   auto it = p.begin();
   ++it;  // "jobs"
   if (it == p.end() || it->string().empty() || it->string() == "..") {
     *error = "the path names no job: expected jobs/<job id>/<directory>";
     return loc;
-  }
-  for (const auto& part : p) {
-    if (part == "..") {
-      *error = "the path leaves its job's directory (\"..\"); name a directory inside it";
-      return loc;
-    }
   }
   loc.on_storage = true;
   loc.job_id = it->string();

@@ -15,6 +15,7 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 source "$repo/scripts/e2e/lib.sh"
 build=$(cd "${1:?usage: playground_test.sh BUILD_DIR}" && pwd)
 forge="$build/bin/forge"
+kubesim=${KUBESIM:-$build/bin/kubesim}  # KUBESIM: another kubesim binary
 say() { e2e_say "$@"; }
 fail() { e2e_fail "$@"; }
 e2e_init playground
@@ -28,8 +29,10 @@ cat >"$work/nodes.yaml" <<'NODES'
 NODES
 printf -- '- "python:*"\n- "vllm/vllm-openai:v0.11.0"\n' >"$work/images.yaml"
 mkdir -p "$work/pv/starforge/data"
-e2e_start_kubesim "$build/bin/kubesim" --nodes "$work/nodes.yaml" --controllers all \
-  --pv-root "$work/pv" --images "$work/images.yaml" --kubelet-backoff-ms 500
+# The emulators' directory of this checkout (bin/vllm: kubesim's vLLM emulator) on the pods' PATH.
+e2e_start_kubesim "$kubesim" --nodes "$work/nodes.yaml" --controllers all \
+  --pv-root "$work/pv" --images "$work/images.yaml" --kubelet-backoff-ms 500 \
+  --ray-bin-dir "$repo/tools/kubesim/ray/bin"
 k8s=$E2E_K8S
 curl -fsS -X POST -H 'Content-Type: application/json' -d '{"metadata":{"name":"starforge"}}' \
   "$k8s/api/v1/namespaces" >/dev/null
