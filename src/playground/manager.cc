@@ -210,8 +210,10 @@ bool Manager::Reconcile(const std::string& id) {
       p.reason = o.reason;
       p.message = o.message;
     });
-    if (o.state != row->state)
-      spdlog::info("playground {}: {} {}", id, store::ToString(o.state), o.reason);
+    if (o.state != row->state) {
+      spdlog::info("playground {}: {}{}", id, store::ToString(o.state),
+                   o.reason.empty() ? "" : " (" + o.reason + ")");
+    }
   }
   return true;
 }
