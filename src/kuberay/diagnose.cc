@@ -737,6 +737,17 @@ Finding Waiting(const Ctx& ctx, const StatusView& v, const std::vector<const jso
   return {0, reasons::kStarting, msg};
 }
 
+// The lowest-ranked finding into `out`; false when there is none.
+bool TakeBestFinding(const Ctx& ctx, Diagnosis* out) {
+  if (ctx.findings.empty()) return false;
+  const Finding& best =
+      *std::min_element(ctx.findings.begin(), ctx.findings.end(),
+                        [](const Finding& a, const Finding& b) { return a.rank < b.rank; });
+  out->reason = best.reason;
+  out->message = best.message;
+  return true;
+}
+
 std::vector<const json*> SortedByName(const std::vector<json>& objects) {
   std::vector<const json*> out;
   for (const json& o : objects)
@@ -826,14 +837,7 @@ Diagnosis DiagnosePod(const DiagnosisInput& in) {
   const json& pod = in.cluster_pods.front();
   ScanPod(ctx, pod, /*submitter=*/false);
   ScanUnschedulable(ctx, {&pod}, {});
-  if (!ctx.findings.empty()) {
-    const Finding& best =
-        *std::min_element(ctx.findings.begin(), ctx.findings.end(),
-                          [](const Finding& a, const Finding& b) { return a.rank < b.rank; });
-    out.reason = best.reason;
-    out.message = best.message;
-    return out;
-  }
+  if (TakeBestFinding(ctx, &out)) return out;
   if (PodReady(pod)) return out;
   if (Str(Field(pod, "status"), "phase") == "Running") {
     out.reason = reasons::kRunning;
@@ -885,14 +889,7 @@ Diagnosis Diagnose(const DiagnosisInput& in) {
   ScanCreation(ctx);
   ScanUnschedulable(ctx, cluster_pods, SortedByName(in.submitter_pods));
 
-  if (!ctx.findings.empty()) {
-    const Finding& best =
-        *std::min_element(ctx.findings.begin(), ctx.findings.end(),
-                          [](const Finding& a, const Finding& b) { return a.rank < b.rank; });
-    out.reason = best.reason;
-    out.message = best.message;
-    return out;
-  }
+  if (TakeBestFinding(ctx, &out)) return out;
   Finding w = Waiting(ctx, v, cluster_pods);
   out.reason = w.reason;
   out.message = OneLine(w.message);
