@@ -907,8 +907,8 @@ TEST_F(Api, EveryDocumentedRouteIsServed) {
         continue;
       }
       if (path.starts_with("/api/v1/playgrounds/")) {  // served: no such playground (a job id)
-        ExpectError(method == "delete" ? http_->Delete(p.c_str(), Auth(admin_)) : r, 404,
-                    "NotFound", "playground " + id);
+        if (method == "delete") r = http_->Delete(p.c_str(), Auth(admin_));
+        ExpectError(r, 404, "NotFound", "playground " + id);
         continue;
       }
       if (method == "post" && path == "/api/v1/playgrounds") {
