@@ -214,6 +214,7 @@ void HandlePlaygroundRoute(RouteId id, playground::Manager& m, const store::User
       return Send(res, 200, PlaygroundJson(m.Stop(user, pid)));
     case RouteId::kExtendPlayground: {
       const json body = ParseObject(ReadBody(req, reader));
+      m.Get(user, pid);  // someone else's, or none: 404 before anything about the body
       if (!body.contains("seconds") || !body["seconds"].is_number_integer())
         throw Error{
             400, "BadRequest", "expected {\"seconds\": <whole seconds to add>}", "seconds", {}};
