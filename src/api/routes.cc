@@ -25,6 +25,17 @@ const std::vector<RouteInfo>& Routes() {
       {RouteId::kHealthz, "GET", "/healthz", false},
       {RouteId::kReadyz, "GET", "/readyz", false},
       {RouteId::kMetrics, "GET", "/metrics", false},
+      {RouteId::kCreatePlayground, "POST", "/api/v1/playgrounds"},
+      {RouteId::kListPlaygrounds, "GET", "/api/v1/playgrounds"},
+      {RouteId::kGetPlayground, "GET", "/api/v1/playgrounds/{id}"},
+      {RouteId::kDeletePlayground, "DELETE", "/api/v1/playgrounds/{id}"},
+      {RouteId::kExtendPlayground, "POST", "/api/v1/playgrounds/{id}/extend"},
+      {RouteId::kPlaygroundLogs, "GET", "/api/v1/playgrounds/{id}/logs"},
+      {RouteId::kPlaygroundEvents, "GET", "/api/v1/playgrounds/{id}/events"},
+      {RouteId::kPlaygroundModels, "GET", "/api/v1/playgrounds/{id}/openai/v1/models"},
+      {RouteId::kPlaygroundChatCompletions, "POST",
+       "/api/v1/playgrounds/{id}/openai/v1/chat/completions"},
+      {RouteId::kPlaygroundCompletions, "POST", "/api/v1/playgrounds/{id}/openai/v1/completions"},
   };
   return routes;
 }

@@ -22,6 +22,7 @@
 #include "starforge/api/front.h"
 #include "starforge/api/login_codes.h"
 #include "starforge/api/logs.h"
+#include "starforge/api/playground_routes.h"
 #include "starforge/api/routes.h"
 #include "starforge/api/upload_budget.h"
 #include "starforge/api/watch.h"
@@ -223,6 +224,11 @@ struct Server::Impl {
         http.Get(pattern, [this, route](const httplib::Request& req, httplib::Response& res) {
           Run(*route, req, res, nullptr);
         });
+      } else if (r.info.method == "DELETE") {
+        http.Delete(pattern, [this, route](const httplib::Request& req, httplib::Response& res,
+                                           const httplib::ContentReader& reader) {
+          Run(*route, req, res, &reader);
+        });
       } else {
         // Every POST reads its own body, so that nothing unbounded is buffered in memory.
         http.Post(pattern, [this, route](const httplib::Request& req, httplib::Response& res,
@@ -382,7 +388,20 @@ struct Server::Impl {
     return (*c.reader)(count);
   }
 
+  // The playground routes (playground_routes.cc), when this server runs playgrounds.
+  void Playgrounds(RouteId id, Call& c) {
+    if (options.playgrounds == nullptr)
+      throw ApiError{404, api_errors::kNotFound, "this server runs no playgrounds"};
+    c.body_read = true;  // the handlers read what they need
+    try {
+      HandlePlaygroundRoute(id, *options.playgrounds, c.user, c.req, c.res, c.reader, stopping);
+    } catch (const playground::Error& e) {
+      throw ApiError{e.status, e.kind, e.message, e.field, e.errors};
+    }
+  }
+
   void Dispatch(RouteId id, Call& c) {
+    if (IsPlaygroundRoute(id)) return Playgrounds(id, c);
     switch (id) {
       case RouteId::kCreateJob:
         return CreateJob(c);
@@ -428,6 +447,8 @@ struct Server::Impl {
         return Readyz(c);
       case RouteId::kMetrics:
         return Metrics(c);
+      default:
+        return;
     }
   }
 

@@ -806,13 +806,21 @@ int Console(Context& c, const std::string& server_flag, bool login) {
   return kExitOk;
 }
 
+}  // namespace
+
 void AddServer(CLI::App* app, std::string* server) {
   app->add_option("--server", *server,
                   "StarForge server URL (default: FORGE_SERVER, then `forge login`'s, then " +
                       std::string(kDefaultServer) + ")");
 }
 
-}  // namespace
+std::optional<ApiClient> ConnectClient(Context& c, const std::string& server_flag, int* exit) {
+  return Connect(c, server_flag, exit);
+}
+
+int ReportApiError(Context& c, const ApiError& e) {
+  return Report(c, e);
+}
 
 void RegisterClientCommands(Registry& registry) {
   struct Options {

@@ -6,8 +6,10 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <optional>
@@ -29,6 +31,8 @@
 #include "starforge/fleet/local_fleet.h"
 #include "starforge/kube/client_config.h"
 #include "starforge/objstore/object_store.h"
+#include "starforge/playground/kube_backend.h"
+#include "starforge/playground/manager.h"
 #include "starforge/store/store.h"
 
 namespace starforge::cli {
@@ -39,6 +43,27 @@ namespace fs = std::filesystem;
 
 // sysexits' EX_CONFIG: the configuration cannot work here (not a usage error).
 constexpr int kExitConfig = 78;
+
+// Why the local fleet runs no playground: it does not start model servers on this machine yet;
+// when vLLM is not even installed, that is the first thing to say.
+std::string LocalPlaygroundRefusal() {
+  const char* path = std::getenv("PATH");
+  std::string dirs = path != nullptr ? path : "";
+  bool found = false;
+  size_t start = 0;
+  while (start <= dirs.size() && !found) {
+    const size_t end = std::min(dirs.find(':', start), dirs.size());
+    const std::string dir = dirs.substr(start, end - start);
+    if (!dir.empty() && ::access((dir + "/vllm").c_str(), X_OK) == 0) found = true;
+    start = end + 1;
+  }
+  if (!found) {
+    return "the local fleet runs playgrounds with vLLM, which is not installed on this machine "
+           "(no vllm on the server's PATH); start the playground with fleet kuberay";
+  }
+  return "the local fleet does not run playgrounds yet (docs/playground.md); start the "
+         "playground with fleet kuberay";
+}
 
 struct ServeOptions {
   std::string listen;
@@ -380,6 +405,26 @@ int Serve(Context& c, const ServeOptions& o) {
       return doctor::ToJson(doctor::Run(doctor_options));
     };
   }
+  // Playgrounds (docs/playground.md): on the kuberay fleet's cluster when there is one.
+  std::unique_ptr<playground::Backend> pg_kuberay;
+  if (kuberay_setup.available) {
+    playground::KubeBackendOptions pk;
+    pk.config = cfg;
+    pk.client = kuberay_setup.client;
+    pk.client_options.max_attempts = 3;  // the reconciler retries at its next pass
+    pk.admission = kuberay.get();
+    pg_kuberay = std::make_unique<playground::KubeBackend>(std::move(pk));
+  } else {
+    pg_kuberay = std::make_unique<playground::UnavailableBackend>("kuberay", kuberay_setup.message);
+  }
+  playground::UnavailableBackend pg_local("local", LocalPlaygroundRefusal());
+  playground::ManagerOptions pg_options;
+  pg_options.config = cfg;
+  pg_options.storage_root = cfg.storage_root;
+  pg_options.resync = std::chrono::milliseconds(o.resync_ms);
+  playground::Manager playgrounds(*db, {{"kuberay", pg_kuberay.get()}, {"local", &pg_local}},
+                                  pg_options);
+  server_options.playgrounds = &playgrounds;
   api::Server server(server_options, *db, ctl, fleets);
 
   if (!InstallStopSignals()) {
@@ -387,8 +432,10 @@ int Serve(Context& c, const ServeOptions& o) {
     return kExitInvalid;
   }
   ctl.Start();
+  playgrounds.Start();
   if (std::string error = server.Start(); !error.empty()) {
     c.err << "forge serve: " << error << "\n";
+    playgrounds.Stop();
     ctl.Stop();
     return kExitInvalid;
   }
@@ -409,6 +456,9 @@ int Serve(Context& c, const ServeOptions& o) {
   WaitForStopSignal();
   spdlog::info("stopping: the API first, then the controller (running jobs keep running)");
   server.Stop();
+  playgrounds.Stop();
+  spdlog::info("playgrounds: {} requests to the Kubernetes API since start",
+               playgrounds.ApiRequests());
   ctl.Stop();
   if (kuberay) kuberay->Stop();
   spdlog::info("stopped");

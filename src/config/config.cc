@@ -585,6 +585,9 @@ const std::vector<Entry>& Table() {
                      "their own image."));
     t.push_back(Text("FORGE_NEMO_RL_DIR", &Config::nemo_rl_dir, "absolute path", CheckShellSafePath,
                      "Where NeMo-RL is installed inside that image."));
+    t.push_back(Text("FORGE_IMAGE_VLLM", &Config::image_vllm, "image reference", CheckImageRef,
+                     "vLLM image of playgrounds (docs/playground.md). Unset: every playground "
+                     "must name its image."));
     t.push_back(Text("FORGE_K8S_API_SERVER", &Config::k8s_api_server, "http(s) URL",
                      CheckK8sApiServer,
                      "Kubernetes API server URL. Unset: kubeconfig or the in-cluster service "
@@ -672,6 +675,10 @@ const std::vector<Entry>& Table() {
                         "Seconds Packaging and Submitting may keep retrying transient errors "
                         "(object store, API server) before the job fails with "
                         "SubmitDeadlineExceeded."));
+    t.push_back(Integer("FORGE_PLAYGROUND_MAX_TTL_S", &Config::playground_max_ttl_s, 60, kInt32Max,
+                        "a Kubernetes int32",
+                        "Longest life of a playground, extensions included; also its pod's "
+                        "activeDeadlineSeconds, the reclaim when StarForge is down."));
     t.push_back(Text("FORGE_S3_ENDPOINT", &Config::s3_endpoint, "http(s) URL", CheckS3Endpoint,
                      "S3-compatible object storage for capsules (the kuberay fleet needs it). "
                      "Unset: a filesystem store under FORGE_STORAGE_ROOT."));

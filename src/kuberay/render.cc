@@ -134,6 +134,12 @@ FieldErrors CheckAgainstCluster(const JobSpec& spec, const config::Config& cfg) 
 // requests = limits: a training pod is Guaranteed QoS, so the kubelet never evicts it for
 // memory pressure caused by a neighbour, and the scheduler's view equals what it may use.
 json Resources(const Pool& pool, const config::Config& cfg) {
+  return MachineResources(pool, cfg);
+}
+
+}  // namespace
+
+json MachineResources(const Pool& pool, const config::Config& cfg) {
   json amounts = json::object();
   if (pool.cpus_per_machine) amounts["cpu"] = *pool.cpus_per_machine;
   if (pool.memory_per_machine) amounts["memory"] = *pool.memory_per_machine;
@@ -143,6 +149,24 @@ json Resources(const Pool& pool, const config::Config& cfg) {
   if (amounts.empty()) return nullptr;
   return json{{"limits", amounts}, {"requests", amounts}};
 }
+
+void PlaceOnSeries(json& pod_spec, const Pool& pool, const config::Config& cfg) {
+  if (!pool.gpu_series.empty()) {
+    pod_spec["nodeSelector"] = {{cfg.k8s_gpu_node_label, pool.gpu_series}};
+  }
+  if (pool.gpus_per_machine > 0 && cfg.k8s_gpu_passthrough) {
+    // GPU nodes are commonly tainted nvidia.com/gpu:NoSchedule to keep CPU pods off them.
+    pod_spec["tolerations"] = {
+        {{"key", kGpuResource}, {"operator", "Exists"}, {"effect", kTaintNoSchedule}}};
+  }
+}
+
+json ShmVolume(const config::Config& cfg) {
+  return {{"name", kShmVolume},
+          {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", cfg.k8s_shm_size}}}};
+}
+
+namespace {
 
 // num-gpus is always explicit: with FORGE_K8S_GPU_PASSTHROUGH=0 there is no nvidia.com/gpu limit
 // for KubeRay to derive it from, and Ray must still see the pool's logical GPUs. The pool's
@@ -171,8 +195,7 @@ std::string CapsuleFilePath(const CapsuleRef& capsule) {
 
 json Volumes(const PodContext& ctx) {
   json volumes = json::array();
-  volumes.push_back({{"name", kShmVolume},
-                     {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", ctx.cfg.k8s_shm_size}}}});
+  volumes.push_back(ShmVolume(ctx.cfg));
   if (!ctx.cfg.k8s_storage_pvc.empty()) {
     volumes.push_back({{"name", kStorageVolume},
                        {"persistentVolumeClaim", {{"claimName", ctx.cfg.k8s_storage_pvc}}}});
@@ -249,14 +272,7 @@ json PodTemplate(const PodContext& ctx, const Pool& pool, bool head) {
   if (json r = Resources(pool, ctx.cfg); !r.is_null()) container["resources"] = r;
 
   json pod_spec = {{"containers", json::array({container})}, {"volumes", Volumes(ctx)}};
-  if (!pool.gpu_series.empty()) {
-    pod_spec["nodeSelector"] = {{ctx.cfg.k8s_gpu_node_label, pool.gpu_series}};
-  }
-  if (pool.gpus_per_machine > 0 && ctx.cfg.k8s_gpu_passthrough) {
-    // GPU nodes are commonly tainted nvidia.com/gpu:NoSchedule to keep CPU pods off them.
-    pod_spec["tolerations"] = {
-        {{"key", kGpuResource}, {"operator", "Exists"}, {"effect", kTaintNoSchedule}}};
-  }
+  PlaceOnSeries(pod_spec, pool, ctx.cfg);
   if (ctx.fetch_capsule) pod_spec["initContainers"] = json::array({FetchInitContainer(ctx)});
 
   // Pods do not inherit the RayJob's labels (upstream-facts §3.2): label them for diagnosis and

@@ -88,13 +88,13 @@ class StoreTest : public ::testing::Test {
 
 TEST_F(StoreTest, FreshFileIsMigratedAndReopens) {
   EXPECT_TRUE(fs::exists(file_));  // the parent directory was created too
-  EXPECT_EQ(store_->SchemaVersion(), 2);
+  EXPECT_EQ(store_->SchemaVersion(), 3);
   EXPECT_EQ(RawSql(file_, "PRAGMA journal_mode"), "wal");
   const Job job = store_->CreateJob(NewJob(), "api");
   store_.reset();
 
   store_ = Store::Open(file_);  // an already-migrated file: nothing to do, nothing lost
-  EXPECT_EQ(store_->SchemaVersion(), 2);
+  EXPECT_EQ(store_->SchemaVersion(), 3);
   auto again = store_->GetJob(job.id);
   ASSERT_TRUE(again);
   EXPECT_EQ(again->spec_json, job.spec_json);

@@ -16,6 +16,7 @@
 #include "starforge/controller/controller.h"
 #include "starforge/fleet/fleet.h"
 #include "starforge/objstore/object_store.h"
+#include "starforge/playground/manager.h"
 #include "starforge/store/store.h"
 
 namespace starforge::api {
@@ -50,6 +51,8 @@ struct ServerOptions {
   // GET /api/v1/doctor (admins): runs the cluster checks (doctor::Run) and returns their JSON.
   // Unset: that route answers 404.
   std::function<nlohmann::json()> doctor;
+  // The playgrounds (docs/playground.md); unset: their routes answer 404.
+  playground::Manager* playgrounds = nullptr;
 };
 
 class Server {

@@ -39,6 +39,7 @@ struct Config {
   FleetKind default_fleet_kind = FleetKind::kLocal;  // FORGE_DEFAULT_FLEET_KIND
   std::string image_nemo_rl;                         // FORGE_IMAGE_NEMO_RL ("" = unset)
   std::string nemo_rl_dir = "/opt/nemo-rl";          // FORGE_NEMO_RL_DIR
+  std::string image_vllm;                            // FORGE_IMAGE_VLLM ("" = unset)
 
   // Kubernetes connection.
   std::string k8s_api_server;                 // FORGE_K8S_API_SERVER ("" = kubeconfig/in-cluster)
@@ -70,6 +71,7 @@ struct Config {
   std::string state_dir;  // FORGE_STATE_DIR ("" = <storage_root>-state); never under storage_root
   int64_t capsule_max_bytes = 512LL << 20;  // FORGE_CAPSULE_MAX_BYTES
   int64_t submit_deadline_s = 1800;         // FORGE_SUBMIT_DEADLINE_S
+  int64_t playground_max_ttl_s = 28800;     // FORGE_PLAYGROUND_MAX_TTL_S
 
   // Object storage.
   std::string s3_endpoint;  // FORGE_S3_ENDPOINT ("" = filesystem store under storage_root)

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "starforge/store/job.h"
+#include "starforge/store/playground.h"
 
 struct sqlite3;
 
@@ -133,6 +134,18 @@ class Store {
   // How many changes the journal keeps (kJournalSize); tests make it small.
   void SetJournalSizeForTesting(size_t n);
 
+  // Playgrounds (store/playground.h). CreatePlayground fills id (when empty), seq, created_at,
+  // updated_at and version; the state is Starting.
+  Playground CreatePlayground(Playground playground);
+  std::optional<Playground> GetPlayground(const std::string& id);
+  // Newest first; `owner` "" = everyone's; `only_unfinished`: not terminal or not released.
+  std::vector<Playground> ListPlaygrounds(const std::string& owner, bool only_unfinished);
+  // Like UpdateJob: `mutate` on the current row under the lock; the store keeps identity, times
+  // and version, sets ready_at/finished_at when the state enters Ready/a terminal state, and
+  // refuses (nullopt, nothing written) a state change out of a terminal state or backwards.
+  std::optional<Playground> UpdatePlayground(const std::string& id,
+                                             const std::function<void(Playground&)>& mutate);
+
   // Current time in Unix ms; tests may replace it.
   void SetClockForTesting(std::function<int64_t()> now);
 
@@ -151,5 +164,7 @@ class Store {
 
 // A fresh job id: "j-" + 10 random [a-z0-9] (from a CSPRNG).
 std::string NewJobId();
+// A fresh playground id: "p-" + 10 random [a-z0-9].
+std::string NewPlaygroundId();
 
 }  // namespace starforge::store
