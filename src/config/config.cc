@@ -639,6 +639,11 @@ const std::vector<Entry>& Table() {
                      CheckImageRef,
                      "Image of the init container that downloads the capsule from HTTP-only "
                      "storage. Unset: the job's own image."));
+    t.push_back(Text("FORGE_K8S_S3_CA_CONFIGMAP", &Config::k8s_s3_ca_configmap,
+                     "DNS-1123 subdomain", CheckPvcName,
+                     "ConfigMap (key ca.crt) with the CA bundle Ray pods trust for an https "
+                     "FORGE_S3_ENDPOINT: mounted in every Ray pod, named by REQUESTS_CA_BUNDLE "
+                     "and SSL_CERT_FILE. Unset: the images' own trust."));
     t.push_back(Text("FORGE_KUBERAY_RAY_VERSION", &Config::kuberay_ray_version, "Ray version",
                      CheckRayVersion,
                      "rayVersion of every RayJob: the Ray version in the training images, one the "
@@ -695,6 +700,9 @@ const std::vector<Entry>& Table() {
         {S3Addressing::kPath, S3Addressing::kVirtual}, {},
         "path: <endpoint>/<bucket>/<key> (MinIO and most S3-compatible stores); virtual: "
         "<bucket>.<endpoint host>/<key>."));
+    t.push_back(Text("FORGE_S3_CA_FILE", &Config::s3_ca_file, "file path", AnyText,
+                     "PEM bundle that signs an https FORGE_S3_ENDPOINT's certificate, for the "
+                     "control plane and the forge CLI. Unset: the system trust store."));
     t.push_back(Text("FORGE_LISTEN", &Config::listen, "host:port", CheckListen,
                      "Address the control plane's HTTP API listens on."));
     t.push_back(Text("FORGE_SERVER", &Config::server, "http(s) URL", CheckServerUrl,

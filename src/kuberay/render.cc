@@ -207,7 +207,26 @@ json Volumes(const PodContext& ctx) {
   }
   if (ctx.fetch_capsule)
     volumes.push_back({{"name", kCapsuleVolume}, {"emptyDir", json::object()}});
+  if (!ctx.cfg.k8s_s3_ca_configmap.empty()) {
+    volumes.push_back(
+        {{"name", kS3CaVolume}, {"configMap", {{"name", ctx.cfg.k8s_s3_ca_configmap}}}});
+  }
   return volumes;
+}
+
+// FORGE_K8S_S3_CA_CONFIGMAP: the bundle, read-only, in a container that fetches the capsule.
+void AddS3Ca(const PodContext& ctx, json& container) {
+  if (ctx.cfg.k8s_s3_ca_configmap.empty()) return;
+  container["volumeMounts"].push_back(
+      {{"name", kS3CaVolume}, {"mountPath", kS3CaDir}, {"readOnly", true}});
+  // Ray downloads an https working_dir with smart_open over `requests`, which trusts certifi's
+  // bundle and ignores the system store unless REQUESTS_CA_BUNDLE names one; SSL_CERT_FILE is
+  // OpenSSL's (Python's urllib: the init container).
+  const std::string bundle = std::string(kS3CaDir) + "/" + kS3CaKey;
+  json& env = container["env"];
+  if (!env.is_array()) env = json::array();
+  env.push_back({{"name", "REQUESTS_CA_BUNDLE"}, {"value", bundle}});
+  env.push_back({{"name", "SSL_CERT_FILE"}, {"value", bundle}});
 }
 
 std::string CorpusMountPath(const config::Config& cfg) {
@@ -245,7 +264,7 @@ json FetchInitContainer(const PodContext& ctx) {
       ctx.cfg.k8s_fetch_image.empty() ? ctx.spec.image : ctx.cfg.k8s_fetch_image;
   const json amounts_limit = {{"cpu", "1"}, {"memory", "512Mi"}};
   const json amounts_request = {{"cpu", "100m"}, {"memory", "128Mi"}};
-  return json{
+  json container{
       {"name", kFetchContainerName},
       {"image", image},
       {"command", {"python3", "-c", kFetchCapsuleScript, "fetch-capsule"}},
@@ -253,6 +272,8 @@ json FetchInitContainer(const PodContext& ctx) {
       {"resources", {{"limits", amounts_limit}, {"requests", amounts_request}}},
       {"volumeMounts", {{{"name", kCapsuleVolume}, {"mountPath", kCapsuleDir}}}},
   };
+  AddS3Ca(ctx, container);
+  return container;
 }
 
 json PodTemplate(const PodContext& ctx, const Pool& pool, bool head) {
@@ -270,6 +291,7 @@ json PodTemplate(const PodContext& ctx, const Pool& pool, bool head) {
                           {{"containerPort", kClientPort}, {"name", kClientPortName}}};
   }
   if (json r = Resources(pool, ctx.cfg); !r.is_null()) container["resources"] = r;
+  AddS3Ca(ctx, container);
 
   json pod_spec = {{"containers", json::array({container})}, {"volumes", Volumes(ctx)}};
   PlaceOnSeries(pod_spec, pool, ctx.cfg);
