@@ -189,9 +189,9 @@ bool ReadLocated(const Located::Entry& e, uint64_t limit, std::vector<uint8_t>& 
     static thread_local std::unique_ptr<libdeflate_decompressor, Free> d(
         libdeflate_alloc_decompressor());
     size_t got = 0;
-    const libdeflate_result r =
-        d ? libdeflate_deflate_decompress(d.get(), e.data, e.comp_size, buf.data(), buf.size(), &got)
-          : LIBDEFLATE_BAD_DATA;
+    const libdeflate_result r = d ? libdeflate_deflate_decompress(d.get(), e.data, e.comp_size,
+                                                                  buf.data(), buf.size(), &got)
+                                  : LIBDEFLATE_BAD_DATA;
     if (r == LIBDEFLATE_INSUFFICIENT_SPACE) {
       // More than buf.size() bytes: over the limit (the caller reports "size over …") or
       // over the header's size.

@@ -123,9 +123,10 @@ class FilesystemStore : public ObjectStore {
     fs::create_directories(dest.parent_path(), ec);
     // Hidden, like WriteFileAtomic's temporary files; unique within and across processes.
     static std::atomic<uint64_t> serial{0};
-    const std::string tmp = (dest.parent_path() / fmt::format(".{}.link-{}-{}", dest.filename().string(),
-                                                              ::getpid(), serial.fetch_add(1)))
-                                .string();
+    const std::string tmp =
+        (dest.parent_path() /
+         fmt::format(".{}.link-{}-{}", dest.filename().string(), ::getpid(), serial.fetch_add(1)))
+            .string();
     // The mode every object gets (WriteFileAtomic's default), on the shared inode.
     if (!ec && ::chmod(path.c_str(), 0644) == 0 && ::link(path.c_str(), tmp.c_str()) == 0) {
       if (::rename(tmp.c_str(), dest.c_str()) == 0) {
