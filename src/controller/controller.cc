@@ -274,7 +274,8 @@ class Reconciler {
     const std::string key = capsule::ObjectKey(job.capsule_sha256);
     std::string detail;
     if (!job.upload_path.empty()) {
-      auto put = objects_.PutFile(key, job.upload_path);
+      // The API checked it and made it durable; the upload is removed once the job moves on.
+      auto put = objects_.PutFinishedFile(key, job.upload_path);
       if (!put) return CapsuleNotStored(job, key, put.error());
       detail = fmt::format("capsule {} (built by the client)", key);
     } else {
