@@ -232,7 +232,9 @@ TEST_F(Front, ABurstIsAnsweredNotReset) {
     ::close(fd);
     const std::string status = reply.size() >= 12 ? reply.substr(9, 3) : "no answer";
     ++statuses[status];
-    if (status == "429" || status == "503") EXPECT_THAT(reply, HasSubstr("Retry-After: "));
+    if (status == "429" || status == "503") {
+      EXPECT_THAT(reply, HasSubstr("Retry-After: "));
+    }
   }
   int answered = 0;
   for (const char* s : {"200", "429", "503"})
