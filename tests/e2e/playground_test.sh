@@ -39,6 +39,10 @@ curl -fsS -X POST -H 'Content-Type: application/json' -d '{"metadata":{"name":"s
 curl -fsS -X POST -H 'Content-Type: application/json' \
   -d '{"metadata":{"name":"data"},"spec":{"accessModes":["ReadWriteMany"],"resources":{"requests":{"storage":"1Gi"}}}}' \
   "$k8s/api/v1/namespaces/starforge/persistentvolumeclaims" >/dev/null
+# kubesim has no volume controller and, like kube-scheduler, does not place a pod on an unbound
+# claim: mark it Bound as a provisioner would.
+curl -fsS -X PATCH -H 'Content-Type: application/merge-patch+json' -d '{"status":{"phase":"Bound"}}' \
+  "$k8s/api/v1/namespaces/starforge/persistentvolumeclaims/data/status" >/dev/null
 e2e_start_s3peer "$repo" starforge
 export FORGE_K8S_API_SERVER=$k8s FORGE_S3_ENDPOINT=$E2E_S3 FORGE_S3_BUCKET=starforge
 export FORGE_S3_ACCESS_KEY=S3RVER FORGE_S3_SECRET_KEY=S3RVER
