@@ -4,7 +4,7 @@
 // and tries the stream again later. A hidden tab holds no stream (browsers allow six connections
 // per server; the visible tab needs them) and catches up when shown.
 import { authHeaders, unauthorized } from "./api";
-import { parseSse, type SseEvent } from "./logstream";
+import { sseEvents, type SseEvent } from "./logstream";
 
 export type LiveMode = "live" | "polling" | "paused";
 
@@ -73,19 +73,10 @@ export function live(opts: LiveOptions): () => void {
         return fallBack(gen);
       }
       setMode("live");
-      const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
-      let buffer = "";
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        buffer += value;
-        const parsed = parseSse(buffer);
-        buffer = parsed.rest;
-        for (const ev of parsed.events) {
-          if (ev.event === "expired") return later(() => void run(), 0);
-          opts.onEvent(ev);
-          if (stopped || gen !== generation) return;
-        }
+      for await (const ev of sseEvents(res.body)) {
+        if (ev.event === "expired") return later(() => void run(), 0);
+        opts.onEvent(ev);
+        if (stopped || gen !== generation) return;
       }
       // The server closed the stream (it restarted, or stops): connect again.
       later(() => void run(), 1000);
