@@ -349,8 +349,8 @@ std::string CheckRayVersion(std::string& v) {
     const size_t dot = rest.find('.');
     const bool last = part == 2;
     if (last != (dot == std::string_view::npos))
-      return Got("expected a Ray version such as 2.55.1", v);
-    if (!AllDigits(rest.substr(0, dot))) return Got("expected a Ray version such as 2.55.1", v);
+      return Got("expected a Ray version such as 2.60.0", v);
+    if (!AllDigits(rest.substr(0, dot))) return Got("expected a Ray version such as 2.60.0", v);
     if (!last) rest.remove_prefix(dot + 1);
   }
   return "";

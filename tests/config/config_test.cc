@@ -554,7 +554,7 @@ TEST(Images, BadReferences) {
 TEST(Versions, RayVersion) {
   EXPECT_EQ(LoadOne("FORGE_KUBERAY_RAY_VERSION", "2.9.0").config.kuberay_ray_version, "2.9.0");
   EXPECT_EQ(ErrorFor("FORGE_KUBERAY_RAY_VERSION", "latest"),
-            R"(FORGE_KUBERAY_RAY_VERSION: expected a Ray version such as 2.55.1, got "latest")");
+            R"(FORGE_KUBERAY_RAY_VERSION: expected a Ray version such as 2.60.0, got "latest")");
   for (const char* bad : {"2.55", "v2.55.1", "2.55.1.1", "2..1", "2.55.", "2.55.1rc1"}) {
     EXPECT_THAT(ErrorFor("FORGE_KUBERAY_RAY_VERSION", bad), HasSubstr("expected a Ray version"))
         << bad;

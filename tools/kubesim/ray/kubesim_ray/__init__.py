@@ -10,7 +10,7 @@ Ray. Python 3.8+ standard library only.
 
 import os
 
-DEFAULT_RAY_VERSION = "2.55.1"
+DEFAULT_RAY_VERSION = "2.60.0"  # the version scripts/ray-requirements.txt pins
 EMULATOR_NAME = "kubesim Ray control-plane emulator"
 EMULATOR_NOTE = EMULATOR_NAME + "; the Python ray library is not emulated"
 # The dashboard's HTTP API version (ray.dashboard.modules.version.CURRENT_VERSION).

@@ -187,7 +187,7 @@ class ClusterTest(TmpTestCase):
 
     def test_version(self):
         r = subprocess.run([RAY, "--version"], capture_output=True, text=True)
-        self.assertEqual(r.stdout, "ray, version 2.55.1 (kubesim Ray control-plane emulator; the Python ray "
+        self.assertEqual(r.stdout, "ray, version 2.60.0 (kubesim Ray control-plane emulator; the Python ray "
                                    "library is not emulated)\n")
         r = subprocess.run([RAY, "--version"], capture_output=True, text=True,
                            env=dict(os.environ, KUBESIM_RAY_VERSION="2.52.0"))

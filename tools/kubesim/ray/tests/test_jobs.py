@@ -72,7 +72,7 @@ class JobsTest(unittest.TestCase):
     def test_version_list_health_and_404s(self):
         status, text = http("GET", self.head.url + "/api/version")
         v = json.loads(text)
-        self.assertEqual((v["version"], v["ray_version"]), ("4", "2.55.1"))
+        self.assertEqual((v["version"], v["ray_version"]), ("4", "2.60.0"))
         self.assertTrue(v["session_name"].startswith("session_"))
         self.assertEqual(http("GET", self.head.url + "/api/gcs_healthz"), (200, "success"))
         self.assertEqual(http("GET", self.head.url + "/api/jobs/nope"), (404, "Job nope does not exist"))
