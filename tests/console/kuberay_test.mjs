@@ -38,51 +38,66 @@ async function k8s(url, method, path, body, type = "application/json") {
   if (!res.ok && res.status !== 409) throw new Error(`${method} ${path}: ${res.status} ${await res.text()}`);
 }
 
+// kubesim (operator, scheduler, kubelet) + s3rver + forge serve, as scripts/e2e/kuberay_loop starts
+// them, and Chromium. `images`: more images that exist; `env`: more forge settings; `emulators`:
+// kubesim's emulators (bin/vllm: its vLLM emulator) first on the pods' PATH, as e2e.playground has.
+async function startStack({ images = [], env = {}, emulators = false } = {}) {
+  const st = {};
+  st.work = mkdtempSync(join(tmpdir(), "console-kuberay-"));
+  const work = st.work;
+  writeFileSync(join(work, "nodes.yaml"), NODES);
+  writeFileSync(join(work, "images.yaml"), ['"python:*"', ...images.map((i) => `"${i}"`)].map((i) => `- ${i}\n`).join(""));
+  mkdirSync(join(work, "pv", "starforge", "data"), { recursive: true });
+  st.kubesim = await startPeer(
+    "kubesim",
+    join(BUILD, "bin", "kubesim"),
+    ["--listen", "127.0.0.1:0", "--port-file", join(work, "kubesim.port"), "--nodes", join(work, "nodes.yaml"),
+      "--controllers", "all", "--pv-root", join(work, "pv"), "--images", join(work, "images.yaml"), "--kubelet-backoff-ms", "500",
+      ...(emulators ? ["--ray-bin-dir", resolve("tools/kubesim/ray/bin")] : [])],
+    join(work, "kubesim.port"),
+  );
+  const k = st.kubesim.url;
+  await k8s(k, "POST", "/api/v1/namespaces", { metadata: { name: "starforge" } });
+  await k8s(k, "POST", "/api/v1/namespaces/starforge/persistentvolumeclaims", {
+    metadata: { name: "data" },
+    spec: { accessModes: ["ReadWriteMany"], resources: { requests: { storage: "1Gi" } } },
+  });
+  // kubesim, like kube-scheduler, places no pod on an unbound claim: bound as a provisioner would.
+  await k8s(k, "PATCH", "/api/v1/namespaces/starforge/persistentvolumeclaims/data/status", { status: { phase: "Bound" } }, "application/merge-patch+json");
+  st.s3 = await startPeer("s3peer", "node", ["tools/s3peer/s3peer.js", "--port-file", join(work, "s3.port"), "--bucket", "starforge"], join(work, "s3.port"));
+  st.forge = await startForge({
+    FORGE_STORAGE_ROOT: join(work, "pv", "starforge", "data"),
+    FORGE_K8S_STORAGE_PVC: "data",
+    FORGE_K8S_STORAGE_SHARED: "true",
+    FORGE_K8S_API_SERVER: k,
+    FORGE_K8S_NAMESPACE: "starforge",
+    FORGE_KUBERAY_TTL_SECONDS: "60",
+    FORGE_S3_ENDPOINT: st.s3.url,
+    FORGE_S3_BUCKET: "starforge",
+    FORGE_S3_ACCESS_KEY: "S3RVER",
+    FORGE_S3_SECRET_KEY: "S3RVER",
+    FORGE_DEFAULT_FLEET_KIND: "kuberay",
+    ...env,
+  });
+  st.chrome = await launchChromium();
+  st.stop = async () => {
+    await st.chrome?.close();
+    await st.forge?.stop();
+    await st.s3?.stop();
+    await st.kubesim?.stop();
+    rmSync(work, { recursive: true, force: true });
+  };
+  return st;
+}
+
 describe("console on the kuberay fleet (kubesim)", () => {
-  let work, kubesim, s3, forge, chrome;
+  let stack, forge, chrome;
   before(async () => {
-    work = mkdtempSync(join(tmpdir(), "console-kuberay-"));
-    writeFileSync(join(work, "nodes.yaml"), NODES);
-    writeFileSync(join(work, "images.yaml"), `- "python:*"\n- "${VLLM_IMAGE}"\n`);
-    mkdirSync(join(work, "pv", "starforge", "data"), { recursive: true });
-    kubesim = await startPeer(
-      "kubesim",
-      join(BUILD, "bin", "kubesim"),
-      ["--listen", "127.0.0.1:0", "--port-file", join(work, "kubesim.port"), "--nodes", join(work, "nodes.yaml"),
-        "--controllers", "all", "--pv-root", join(work, "pv"), "--images", join(work, "images.yaml"), "--kubelet-backoff-ms", "500",
-        // kubesim's emulators (bin/vllm: its vLLM emulator) on the pods' PATH, as e2e.playground does.
-        "--ray-bin-dir", resolve("tools/kubesim/ray/bin")],
-      join(work, "kubesim.port"),
-    );
-    await k8s(kubesim.url, "POST", "/api/v1/namespaces", { metadata: { name: "starforge" } });
-    await k8s(kubesim.url, "POST", "/api/v1/namespaces/starforge/persistentvolumeclaims", {
-      metadata: { name: "data" },
-      spec: { accessModes: ["ReadWriteMany"], resources: { requests: { storage: "1Gi" } } },
-    });
-    await k8s(kubesim.url, "PATCH", "/api/v1/namespaces/starforge/persistentvolumeclaims/data/status", { status: { phase: "Bound" } }, "application/merge-patch+json").catch(() => {});
-    s3 = await startPeer("s3peer", "node", ["tools/s3peer/s3peer.js", "--port-file", join(work, "s3.port"), "--bucket", "starforge"], join(work, "s3.port"));
-    forge = await startForge({
-      FORGE_STORAGE_ROOT: join(work, "pv", "starforge", "data"),
-      FORGE_K8S_STORAGE_PVC: "data",
-      FORGE_K8S_STORAGE_SHARED: "true",
-      FORGE_K8S_API_SERVER: kubesim.url,
-      FORGE_K8S_NAMESPACE: "starforge",
-      FORGE_KUBERAY_TTL_SECONDS: "60",
-      FORGE_S3_ENDPOINT: s3.url,
-      FORGE_S3_BUCKET: "starforge",
-      FORGE_S3_ACCESS_KEY: "S3RVER",
-      FORGE_S3_SECRET_KEY: "S3RVER",
-      FORGE_DEFAULT_FLEET_KIND: "kuberay",
-      FORGE_IMAGE_VLLM: VLLM_IMAGE,
-    });
-    chrome = await launchChromium();
+    stack = await startStack();
+    ({ forge, chrome } = stack);
   });
   after(async () => {
-    await chrome?.close();
-    await forge?.stop();
-    await s3?.stop();
-    await kubesim?.stop();
-    if (work) rmSync(work, { recursive: true, force: true });
+    await stack?.stop();
   });
 
   test("a missing image shows ImagePullFailed and the Kubernetes events in the event view", async () => {
@@ -142,6 +157,19 @@ pools:
     assert.match(await series.locator('tr[data-node="h200-a"]').textContent(), /schedulable/);
     await screenshot(page, "capacity-kuberay");
     await page.context().close();
+  });
+
+});
+
+// Playgrounds on their own kubesim: the vLLM image exists there, and FORGE_IMAGE_VLLM names it.
+describe("playgrounds in the console (kubesim)", () => {
+  let stack, forge, chrome, kubesim;
+  before(async () => {
+    stack = await startStack({ images: [VLLM_IMAGE], env: { FORGE_IMAGE_VLLM: VLLM_IMAGE }, emulators: true });
+    ({ forge, chrome, kubesim } = stack);
+  });
+  after(async () => {
+    await stack?.stop();
   });
 
   test("a playground: started from its page, Ready, a chat answer streamed token by token, the TTL, extend, stop", async () => {
