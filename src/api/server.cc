@@ -56,6 +56,8 @@ constexpr int kMaxListLimit = 500;
 constexpr int64_t kArchiveWaitMs = 30'000;
 // How often a follow stream looks at its job in the store (its file: every sse_poll).
 constexpr auto kFollowJobCheck = std::chrono::seconds(1);
+// How often a capacity watch reads the fleets' capacity, which all watches share.
+constexpr auto kCapacityWatchEvery = std::chrono::milliseconds(1000);
 
 const char* const kJson = "application/json";
 
@@ -177,6 +179,9 @@ struct Server::Impl {
   std::mutex follow_mu;
   std::map<std::string, int> follows;  // open log-follow streams per user
   std::map<std::string, int> watches;  // open watch streams per user (follow_mu)
+  std::mutex capacity_mu;
+  nlohmann::json capacity_cache;  // FleetsCapacity's last answer (capacity_mu)
+  Clock::time_point capacity_read;
   // Names this process in resourceVersions: another server's change numbers are not ours.
   const std::string epoch = std::to_string(NowMs());
   UploadBudget upload_budget;
@@ -1050,6 +1055,23 @@ struct Server::Impl {
     }
   }
 
+  // Who opened a stream, checked again as it goes on: a token revoked or expired (or admin rights
+  // taken away) while a watch or a log follow is open ends it within sse_keepalive, so
+  // revocation takes effect on streams too.
+  struct StreamAuth {
+    std::string authorization;  // the request's header
+    bool admin = false;
+    Clock::time_point last_check = Clock::now();
+  };
+  bool StillAllowed(StreamAuth& a) {
+    if (Clock::now() - a.last_check < options.sse_keepalive) return true;
+    a.last_check = Clock::now();
+    return StillAllowed(a.authorization, a.admin);
+  }
+  static StreamAuth AuthOf(const Call& c) {
+    return {c.req.get_header_value("Authorization"), c.user.admin, Clock::now()};
+  }
+
   // Writes a watch (watch.h) as an SSE stream: Poll() every sse_poll, a keep-alive comment after
   // sse_keepalive of silence, until the watch is done, the client goes or the server stops.
   // Like a log follow it holds a connection (and, with httplib, a thread) while it lasts: a user
@@ -1062,13 +1084,10 @@ struct Server::Impl {
                    "you are watching ");
     struct State {
       std::shared_ptr<Watch> watch;
-      std::string authorization;  // the request's header, checked again as the stream goes on
-      bool admin = false;
+      StreamAuth auth;
       Clock::time_point last_write = Clock::now();
-      Clock::time_point last_check = Clock::now();
     };
-    auto state = std::make_shared<State>(
-        State{std::move(watch), c.req.get_header_value("Authorization"), c.user.admin});
+    auto state = std::make_shared<State>(State{std::move(watch), AuthOf(c)});
     c.res.set_header("Cache-Control", "no-cache");
     c.res.set_header("X-Accel-Buffering", "no");
     // Exactly "text/event-stream": httplib compresses other text types (FollowLog).
@@ -1077,12 +1096,7 @@ struct Server::Impl {
         [this, state](size_t, httplib::DataSink& sink) {
           if (stopping) return false;
           if (!sink.is_writable()) return false;  // the client went away
-          // A token revoked (or admin rights taken away) while the stream is open ends it
-          // within sse_keepalive: revocation takes effect on streams too.
-          if (Clock::now() - state->last_check >= options.sse_keepalive) {
-            state->last_check = Clock::now();
-            if (!StillAllowed(state->authorization, state->admin)) return false;
-          }
+          if (!StillAllowed(state->auth)) return false;
           const std::string chunk = state->watch->Poll();
           if (!chunk.empty()) {
             state->last_write = Clock::now();
@@ -1324,6 +1338,7 @@ struct Server::Impl {
   void FollowLog(Call& c, const std::string& job_id, const fs::path& file, int64_t start) {
     struct State {
       LogFollower follower;
+      StreamAuth auth;
       Clock::time_point last_write = Clock::now();
       Clock::time_point next_job_check = Clock::now();
       bool done = false;
@@ -1333,7 +1348,7 @@ struct Server::Impl {
                    " logs already, the most one user may; close one (or read without follow=1) "
                    "and retry",
                    "you are following ");
-    auto state = std::make_shared<State>(State{LogFollower(file, start)});
+    auto state = std::make_shared<State>(State{LogFollower(file, start), AuthOf(c)});
     c.res.set_header("Cache-Control", "no-cache");
     c.res.set_header("X-Accel-Buffering", "no");
     // Exactly "text/event-stream": httplib compresses other text types, which would hold
@@ -1347,6 +1362,7 @@ struct Server::Impl {
             return true;
           }
           if (!sink.is_writable()) return false;  // the client went away
+          if (!StillAllowed(state->auth)) return false;
           std::string chunk = state->follower.Poll(false);
           if (!chunk.empty()) {
             state->last_write = Clock::now();
@@ -1511,30 +1527,61 @@ struct Server::Impl {
   // Capacity, health, metrics.
 
   void Capacity(Call& c) {
-    OnlyParams(c, {});
+    OnlyParams(c, {"watch", "resourceVersion"});
+    if (BoolParam(c, "watch")) {
+      // From the answer the client has (its resourceVersion, or on a reconnect the last
+      // event's id): an unchanged answer is not sent again.
+      std::string rv = c.req.get_header_value("Last-Event-ID");
+      if (rv.empty()) rv = Param(c, "resourceVersion");
+      return Stream(c, std::make_shared<CapacityWatch>(
+                           [this, user = c.user] { return CapacityFor(user, kCapacityWatchEvery); },
+                           kCapacityWatchEvery, std::move(rv)));
+    }
+    if (c.req.has_param("resourceVersion"))
+      throw BadRequest("resourceVersion needs watch=1", "resourceVersion");
+    nlohmann::json body = CapacityFor(c.user, std::chrono::milliseconds(0));
+    body["resourceVersion"] = CapacityResourceVersion(body);
+    SetJson(c.res, 200, body);
+  }
+
+  // The fleets' capacity, read at most once per `max_age` for all callers: every capacity watch
+  // of every user looks each second, and the fleets' answers are the same for all of them.
+  nlohmann::json FleetsCapacity(std::chrono::milliseconds max_age) {
+    std::lock_guard<std::mutex> lock(capacity_mu);
+    if (max_age.count() > 0 && capacity_read.time_since_epoch().count() != 0 &&
+        Clock::now() - capacity_read < max_age)
+      return capacity_cache;
     nlohmann::json list = nlohmann::json::array();
     for (const auto& [kind, f] : fleets) {
       if (!f) continue;
       try {
-        nlohmann::json cap = f->Capacity();
-        // A non-admin sees other users' jobs as counts only (the fleet's totals), and its own
-        // jobs by id.
-        if (!c.user.admin && cap.contains("jobs") && cap["jobs"].is_array()) {
-          nlohmann::json own = nlohmann::json::array();
-          for (const nlohmann::json& j : cap["jobs"]) {
-            const std::string id = j.value("id", "");
-            const std::optional<store::Job> job = store.GetJob(id);
-            if (job && job->owner == c.user.name) own.push_back(j);
-          }
-          cap["jobs"] = std::move(own);
-        }
-        list.push_back(std::move(cap));
+        list.push_back(f->Capacity());
       } catch (const std::exception& e) {
         spdlog::error("capacity of fleet {}: {}", kind, e.what());
         list.push_back({{"fleet", kind}, {"error", "capacity unavailable; see the server's log"}});
       }
     }
-    SetJson(c.res, 200, {{"fleets", std::move(list)}});
+    capacity_cache = std::move(list);
+    capacity_read = Clock::now();
+    return capacity_cache;
+  }
+
+  // GET /api/v1/capacity as `user` sees it: {"fleets": [...]}. A non-admin sees other users'
+  // jobs as counts only (the fleet's totals), and its own jobs by id.
+  nlohmann::json CapacityFor(const store::User& user, std::chrono::milliseconds max_age) {
+    nlohmann::json list = FleetsCapacity(max_age);
+    if (!user.admin) {
+      for (nlohmann::json& cap : list) {
+        if (!cap.contains("jobs") || !cap["jobs"].is_array()) continue;
+        nlohmann::json own = nlohmann::json::array();
+        for (const nlohmann::json& j : cap["jobs"]) {
+          const std::optional<store::Job> job = store.GetJob(j.value("id", ""));
+          if (job && job->owner == user.name) own.push_back(j);
+        }
+        cap["jobs"] = std::move(own);
+      }
+    }
+    return {{"fleets", std::move(list)}};
   }
 
   void Readyz(Call& c) {

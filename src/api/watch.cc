@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "starforge/api/convert.h"
+#include "starforge/common/sha256.h"
 
 namespace starforge::api {
 
@@ -109,6 +110,23 @@ std::string JobWatch::Poll() {
     out += SseEndEvent(*job);
   }
   return out;
+}
+
+std::string CapacityResourceVersion(const nlohmann::json& capacity) {
+  return "c" + Sha256Hex(Dump(capacity)).substr(0, 16);
+}
+
+std::string CapacityWatch::Poll() {
+  const auto now = std::chrono::steady_clock::now();
+  if (now < next_read_) return "";
+  next_read_ = now + every_;
+  nlohmann::json body = read_();
+  body.erase("resourceVersion");
+  std::string rv = CapacityResourceVersion(body);
+  if (rv == last_) return "";
+  last_ = rv;
+  body["resourceVersion"] = rv;
+  return SseMessage("capacity", Dump(body), rv);
 }
 
 }  // namespace starforge::api

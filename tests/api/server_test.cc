@@ -1124,15 +1124,23 @@ TEST_F(Api, AJobWatchSendsItsDetailAndEventsAsTheyChangeThenEnds) {
   }));
 }
 
-TEST_F(Api, RevokingATokenEndsItsOpenWatches) {
+TEST_F(Api, RevokingATokenEndsItsOpenWatchesAndLogFollows) {
   ASSERT_EQ(serve_->Stop(), 0);
   Start({}, {"--sse-keepalive-ms", "200"});  // the token is checked again this often
   const std::string bob = NewToken("bob");
   Follow jobs(serve_->port(), "/api/v1/jobs?watch=1", Auth(bob));
+  Follow capacity(serve_->port(), "/api/v1/capacity?watch=1", Auth(bob));
   const std::string id = SubmitSteps(bob, "long", "[python3, main.py, '400']");
   Follow job(serve_->port(), "/api/v1/jobs/" + id + "?watch=1", Auth(bob));
-  ASSERT_TRUE(Eventually([&] { return !job.events().empty() && !jobs.events().empty(); }));
+  WaitForPhase(bob, id, "Running");
+  Follow log(serve_->port(), "/api/v1/jobs/" + id + "/logs?follow=1", Auth(bob));
+  ASSERT_TRUE(Eventually([&] {
+    return !job.events().empty() && !jobs.events().empty() && !capacity.events().empty() &&
+           !log.events().empty();
+  }));
   EXPECT_FALSE(jobs.WaitFinished(seconds(1))) << "an open watch stays open";
+  EXPECT_FALSE(log.WaitFinished(seconds(0))) << "an open log follow stays open";
+  EXPECT_FALSE(capacity.WaitFinished(seconds(0))) << "an open capacity watch stays open";
   auto tokens = Get("/api/v1/tokens?user=bob", admin_);
   ASSERT_TRUE(tokens);
   const std::string token_id = Body(tokens)["items"][0].value("id", "");
@@ -1141,10 +1149,73 @@ TEST_F(Api, RevokingATokenEndsItsOpenWatches) {
   ASSERT_EQ(revoked->status, 200) << revoked->body;
   EXPECT_TRUE(jobs.WaitFinished(seconds(30)));
   EXPECT_TRUE(job.WaitFinished(seconds(30)));
+  EXPECT_TRUE(capacity.WaitFinished(seconds(30)));
+  // The job runs on (400 steps): only the revocation can end its log's stream, without "end".
+  EXPECT_TRUE(log.WaitFinished(seconds(30))) << "a revoked token's log follow stayed open";
+  for (const auto& e : log.events())
+    EXPECT_NE(e.event, "end");
   ExpectError(Get("/api/v1/jobs?watch=1", bob), 401, "Unauthorized");
+  ExpectError(Get("/api/v1/jobs/" + id + "/logs?follow=1", bob), 401, "Unauthorized");
   auto r = Post("/api/v1/jobs/" + id + "/cancel", admin_);
   ASSERT_TRUE(r);
   EXPECT_EQ(WaitForEnd(admin_, id)["phase"], "Cancelled");
+}
+
+// The local fleet's part of a capacity answer.
+json LocalCapacity(const json& body) {
+  for (const json& f : body["fleets"])
+    if (f.value("fleet", "") == "local") return f;
+  return json();
+}
+
+TEST_F(Api, ACapacityWatchSendsTheNumbersWhenTheyChangeWithoutOtherUsersJobIds) {
+  const std::string bob = NewToken("bob");
+  const std::string eve = NewToken("eve");
+  auto r = Get("/api/v1/capacity", bob);
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200);
+  const std::string rv = Body(r).value("resourceVersion", "");
+  ASSERT_FALSE(rv.empty()) << r->body;
+  EXPECT_EQ(LocalCapacity(Body(r))["running"], 0);
+  // Without a resourceVersion the watch starts with the answer as it is; from the list's, it
+  // sends nothing until the numbers change.
+  Follow bobs(serve_->port(), "/api/v1/capacity?watch=1", Auth(bob));
+  Follow from_list(serve_->port(), "/api/v1/capacity?watch=1&resourceVersion=" + rv, Auth(bob));
+  Follow eves(serve_->port(), "/api/v1/capacity?watch=1", Auth(eve));
+  ASSERT_TRUE(Eventually([&] { return !bobs.events().empty() && !eves.events().empty(); }));
+  EXPECT_EQ(bobs.events()[0].event, "capacity");
+  EXPECT_EQ(bobs.events()[0].id, rv) << "the same numbers, the same resourceVersion";
+  EXPECT_EQ(json::parse(bobs.events()[0].data).value("resourceVersion", ""), rv);
+
+  const std::string id = SubmitSteps(bob, "held", "[python3, main.py, '2000']");
+  WaitForPhase(bob, id, "Running");
+  const auto running = [](Follow& f, int n) {
+    return Eventually([&] {
+      const auto ev = f.events();
+      return !ev.empty() && LocalCapacity(json::parse(ev.back().data))["running"] == n;
+    });
+  };
+  ASSERT_TRUE(running(bobs, 1));
+  ASSERT_TRUE(running(from_list, 1));
+  ASSERT_TRUE(running(eves, 1));
+  EXPECT_THAT(LocalCapacity(json::parse(bobs.events().back().data))["jobs"].dump(), HasSubstr(id));
+  // The first thing the watch from the list's resourceVersion sent is the change.
+  EXPECT_EQ(LocalCapacity(json::parse(from_list.events()[0].data))["running"], 1);
+  // Eve sees bob's job as a count, never its id, in every event.
+  for (const auto& e : eves.events()) {
+    EXPECT_THAT(e.data, Not(HasSubstr(id)));
+    EXPECT_EQ(LocalCapacity(json::parse(e.data))["jobs"], json::array());
+  }
+  ASSERT_TRUE(Post("/api/v1/jobs/" + id + "/cancel", bob));
+  WaitForEnd(bob, id);
+  ASSERT_TRUE(running(bobs, 0));
+  EXPECT_EQ(bobs.status(), 0) << "the watch is still open";
+  // Back to the numbers of the start: back to their resourceVersion (a digest, not a count).
+  EXPECT_EQ(bobs.events().back().id, rv);
+
+  ExpectError(Get("/api/v1/capacity?resourceVersion=" + rv, bob), 400, "BadRequest",
+              "resourceVersion needs watch=1", "resourceVersion");
+  ExpectError(Get("/api/v1/capacity?owner=bob", bob), 400, "BadRequest");
 }
 
 TEST_F(Api, AClientThatLeavesEndsItsStream) {

@@ -172,5 +172,47 @@ TEST_F(WatchTest, AJobWatchThatLostTrackOfTheJournalLooksAgain) {
   EXPECT_EQ(json::parse(events[0].data)["phase"], "Running");
 }
 
+TEST(CapacityWatch, SendsTheAnswerFirstThenOnlyWhenItChanges) {
+  json answer = {{"fleets", json::array({{{"fleet", "local"}, {"running", 0}}})}};
+  int reads = 0;
+  CapacityWatch watch(
+      [&] {
+        ++reads;
+        return answer;
+      },
+      std::chrono::milliseconds(0), "");
+  auto first = Events(watch.Poll());
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].event, "capacity");
+  EXPECT_EQ(first[0].id, CapacityResourceVersion(answer));
+  EXPECT_THAT(first[0].id, ::testing::MatchesRegex("c[0-9a-f]{16}"));
+  const json sent = json::parse(first[0].data);
+  EXPECT_EQ(sent["fleets"], answer["fleets"]);
+  EXPECT_EQ(sent["resourceVersion"], first[0].id);
+  EXPECT_EQ(watch.Poll(), "") << "the same numbers are not sent again";
+  answer["fleets"][0]["running"] = 1;
+  auto second = Events(watch.Poll());
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_NE(second[0].id, first[0].id);
+  EXPECT_EQ(json::parse(second[0].data)["fleets"][0]["running"], 1);
+  EXPECT_EQ(reads, 3);
+  EXPECT_FALSE(watch.done());
+
+  // From the version the client has: nothing until the answer changes.
+  CapacityWatch known([&] { return answer; }, std::chrono::milliseconds(0), second[0].id);
+  EXPECT_EQ(known.Poll(), "");
+  // Read at most once per `every`, however often it is polled.
+  int slow_reads = 0;
+  CapacityWatch slow(
+      [&] {
+        ++slow_reads;
+        return answer;
+      },
+      std::chrono::hours(1), "");
+  EXPECT_EQ(Events(slow.Poll()).size(), 1u);
+  EXPECT_EQ(slow.Poll(), "");
+  EXPECT_EQ(slow_reads, 1);
+}
+
 }  // namespace
 }  // namespace starforge::api

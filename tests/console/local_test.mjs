@@ -310,15 +310,45 @@ pools:
     await context.close();
   });
 
-  test("the capacity page shows the local fleet's numbers from the API", async () => {
+  test("the capacity page shows the API's numbers and follows the capacity watch, without polling", async () => {
     const cap = JSON.parse((await forge.api("alice", "/api/v1/capacity")).body).fleets.find((f) => f.fleet === "local");
     const page = await signedIn(chrome.browser, forge.url, forge.tokens.alice);
+    const reads = [];
+    page.on("request", (r) => {
+      const u = new URL(r.url());
+      if (u.pathname === "/api/v1/capacity" && !u.searchParams.has("watch")) reads.push(u.search);
+    });
     await page.getByRole("link", { name: "Capacity" }).click();
     const card = page.locator('[data-fleet="local"]');
     await card.waitFor();
     assert.match(await card.textContent(), new RegExp(`/ ${cap.cpus} in use`));
+    await page.locator("#capacity-status").getByText("Live.").waitFor();
+    await card.getByText(/· 0 running/).waitFor();
+    // A job started elsewhere (the CLI) takes a CPU: the page shows it with no request but the
+    // watch's stream, and gives it back when the job is cancelled.
+    const id = forge.submit("alice", SLEEPER.replace("sleeper", "capacity-held"), { "sleep.py": SLEEP_PY });
+    await card.getByText(/· 1 running/).waitFor({ timeout: 60_000 });
+    await card.locator("td", { hasText: id }).waitFor();
     await screenshot(page, "capacity-local");
+    await forge.api("alice", `/api/v1/jobs/${id}/cancel`, { method: "POST" });
+    await card.getByText(/· 0 running/).waitFor({ timeout: 60_000 });
+    assert.deepEqual(reads, [], "capacity was not re-read: the watch brought the changes");
     await page.context().close();
+  });
+
+  test("without the capacity watch the capacity page polls", async () => {
+    const context = await newContext(chrome.browser);
+    // The API as a server without the capacity watch answers: 400 for the unknown parameter.
+    await context.route(/\/api\/v1\/capacity\?(.*&)?watch=1/, (r) =>
+      r.fulfill({ status: 400, contentType: "application/json", body: '{"error":"BadRequest","message":"unknown query parameter \\"watch\\""}' }),
+    );
+    const page = await context.newPage();
+    await page.goto(`${forge.url}/capacity`);
+    await page.getByLabel("API token").fill(forge.tokens.alice);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.locator("#capacity-status").getByText(/every 5 s/).waitFor();
+    await page.locator('[data-fleet="local"]').getByText(/· 0 running/).waitFor();
+    await context.close();
   });
 });
 

@@ -176,6 +176,11 @@ export interface SeriesCapacity {
   maxGpusPerNode: number;
   nodeDetail: NodeCapacity[];
 }
+// GET /api/v1/capacity, and each event of its watch.
+export interface Capacity {
+  fleets: FleetCapacity[];
+  resourceVersion?: string;
+}
 export interface FleetCapacity {
   fleet: string;
   available?: boolean; // false: the fleet is not configured on this server
@@ -195,4 +200,49 @@ export interface FleetCapacity {
   namespace?: string;
   gpuNodeLabel?: string;
   series?: SeriesCapacity[];
+}
+
+// GET /api/v1/playgrounds/{id} (docs/api.md, Playgrounds).
+export interface PlaygroundSpec {
+  model: string;
+  fleet: string;
+  series: string;
+  gpus: number;
+  ttlSeconds: number;
+  image: string;
+  servedModelName: string;
+  args: string[];
+}
+export interface Playground {
+  id: string;
+  owner: string;
+  fleet: string;
+  state: "Starting" | "Pending" | "Ready" | "Stopped" | "Expired" | "Failed";
+  reason: string;
+  message: string;
+  spec: PlaygroundSpec;
+  expiresAt: string;
+  ttlRemainingSeconds: number;
+  createdAt: string;
+  readyAt: string | null;
+  finishedAt: string | null;
+  released: boolean;
+  openaiBaseUrl: string;
+}
+// GET /api/v1/playgrounds/{id}/events: the Kubernetes events of a playground that is not Ready.
+export interface PlaygroundEvent {
+  type: string;
+  reason: string;
+  message: string;
+  object: string;
+  source: string;
+  count: number;
+  firstAt: string;
+  lastAt: string;
+}
+
+export async function sendJson<T>(method: string, path: string, body: unknown): Promise<T> {
+  return (
+    await request(path, { method, headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) })
+  ).json() as Promise<T>;
 }

@@ -44,3 +44,8 @@ export function clear(el: Element, ...children: (Child | Child[])[]): void {
 export function link(href: string, ...children: Child[]): HTMLAnchorElement {
   return h("a", { href, "data-route": "1" }, ...children);
 }
+
+// A term and its value, for a <dl class="kv">.
+export function kv(k: string, v: string): HTMLElement[] {
+  return [h("dt", null, k), h("dd", null, v)];
+}

@@ -1,7 +1,7 @@
 // Follows a job's driver log over the API's Server-Sent Events stream (docs/api.md, Logs).
 // EventSource cannot send an Authorization header, so the stream is read with fetch and parsed
 // here; a stream that closes without its `end` event is resumed from the last byte offset.
-import { authHeaders } from "./api";
+import { authHeaders, unauthorized } from "./api";
 
 export interface LogEnd {
   phase: string;
@@ -79,6 +79,8 @@ export function followLog(
           signal: abort.signal,
           cache: "no-store",
         });
+        // The token was revoked or expired (the server also ends an open stream then).
+        if (res.status === 401) return unauthorized();
         if (!res.ok || !res.body) {
           onError(`the log stream answered ${res.status}`);
           return;

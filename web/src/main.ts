@@ -6,6 +6,8 @@ import { clear, h, link } from "./dom";
 import { capacityPage } from "./pages/capacity";
 import { jobPage } from "./pages/job";
 import { jobsPage } from "./pages/jobs";
+import { playgroundPage } from "./pages/playground";
+import { playgroundsPage } from "./pages/playgrounds";
 import { submitPage } from "./pages/submit";
 
 export interface Ctx {
@@ -113,7 +115,7 @@ function shell(): HTMLElement {
         {
           href,
           "data-route": "1",
-          "aria-current": path === href || (href === "/jobs" && path.startsWith("/jobs/")) ? "page" : null,
+          "aria-current": path === href || path.startsWith(`${href}/`) ? "page" : null,
         },
         label,
       ),
@@ -129,7 +131,7 @@ function shell(): HTMLElement {
       h(
         "nav",
         { "aria-label": "Console" },
-        h("ul", null, nav("/jobs", "Jobs"), nav("/submit", "Submit"), nav("/capacity", "Capacity")),
+        h("ul", null, nav("/jobs", "Jobs"), nav("/submit", "Submit"), nav("/playgrounds", "Playgrounds"), nav("/capacity", "Capacity")),
       ),
       h(
         "div",
@@ -171,6 +173,8 @@ async function render(notice = ""): Promise<void> {
   else if ((m = /^\/jobs\/([^/]+)$/.exec(path))) cleanup = jobPage(ctx, decodeURIComponent(m[1]));
   else if (path === "/submit") cleanup = submitPage(ctx);
   else if (path === "/capacity") cleanup = capacityPage(ctx);
+  else if (path === "/playgrounds") cleanup = playgroundsPage(ctx);
+  else if ((m = /^\/playgrounds\/([^/]+)$/.exec(path))) cleanup = playgroundPage(ctx, decodeURIComponent(m[1]));
   else {
     document.title = "Not found · StarForge";
     clear(main, h("h1", null, "Not found"), h("p", null, "No such page. ", link("/jobs", "Go to the jobs.")));

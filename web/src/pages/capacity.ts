@@ -1,26 +1,57 @@
 // Capacity: what each fleet has and uses, from GET /api/v1/capacity (the numbers `forge capacity`
 // prints and the scheduler places on); for the kuberay fleet per card series, drawn as bars,
-// with each blocked node and why. Refreshed every 5 s.
-import { getJson, type FleetCapacity, type SeriesCapacity } from "../api";
+// with each blocked node and why. Kept live by the capacity watch (GET /api/v1/capacity?watch=1,
+// sent when the numbers change); re-read every 5 s where there is no stream.
+import { getJson, type Capacity, type FleetCapacity, type SeriesCapacity } from "../api";
 import { clear, h, link } from "../dom";
 import { bytes } from "../format";
+import { live, type LiveMode } from "../live";
 import type { Cleanup, Ctx } from "../main";
-import { poll } from "../poll";
+
+const POLL_MS = 5000;
 
 export function capacityPage(ctx: Ctx): Cleanup {
   document.title = "Capacity · StarForge";
   const body = h("div", { id: "capacity" });
-  const status = h("p", { class: "muted", role: "status" });
+  const status = h("p", { class: "muted", role: "status", id: "capacity-status" });
   clear(ctx.main, h("h1", null, "Capacity"), body, status);
-  return poll(async () => {
-    try {
-      const cap = await getJson<{ fleets: FleetCapacity[] }>("/api/v1/capacity");
-      clear(body, cap.fleets.map(fleetCard));
-      status.textContent = `Updated ${new Date().toLocaleTimeString()}`;
-    } catch (e) {
-      status.textContent = `Cannot read capacity: ${(e as Error).message}`;
-    }
-  }, 5000);
+  let version = ""; // the resourceVersion drawn: the watch sends nothing until it changes
+  let mode: LiveMode = "paused";
+  let updated = "";
+  let error = "";
+  const showStatus = () => {
+    const how = mode === "live" ? "Live." : mode === "polling" ? `Updated ${updated} (every ${POLL_MS / 1000} s).` : "Paused while the tab is hidden.";
+    status.textContent = error ? `${error} ${how}` : how;
+  };
+  const draw = (cap: Capacity) => {
+    version = cap.resourceVersion ?? "";
+    clear(body, cap.fleets.map(fleetCard));
+    updated = new Date().toLocaleTimeString();
+    error = "";
+    showStatus();
+  };
+  return live({
+    url: () => `/api/v1/capacity?watch=1${version ? `&resourceVersion=${encodeURIComponent(version)}` : ""}`,
+    onEvent: (ev) => {
+      if (ev.event === "capacity") draw(JSON.parse(ev.data) as Capacity);
+    },
+    snapshot: async () => {
+      try {
+        draw(await getJson<Capacity>("/api/v1/capacity"));
+      } catch (e) {
+        error = `Cannot read capacity: ${(e as Error).message}.`;
+        showStatus();
+      }
+    },
+    // The watch's first event is the answer itself (or, on a reconnect from the version drawn,
+    // only what changed since): no separate read is needed.
+    snapshotFirst: false,
+    everyMs: POLL_MS,
+    onMode: (m) => {
+      mode = m;
+      showStatus();
+    },
+  });
 }
 
 // A bar of `used` out of `total`, with a second shade for `blocked` at the end.

@@ -3,11 +3,12 @@
 // the JobSpec and the capsule; cancel and submit again. Kept live by the API's job watch
 // (live.ts), polled when there is none.
 import { ApiError, getJson, postJson, request, TERMINAL, type CapsuleInfo, type Job, type JobEvent } from "../api";
-import { clear, h, link } from "../dom";
+import { clear, h, kv, link } from "../dom";
 import { age, bytes, duration, eventObject, statusLine, timelineSegments, toYaml } from "../format";
 import { live } from "../live";
 import { followLog } from "../logstream";
 import type { Cleanup, Ctx } from "../main";
+import { drawEvents, eventsTable } from "./events";
 
 export const RESUBMIT_KEY = "starforge.resubmit";
 const MAX_LOG_LINES = 50_000;
@@ -21,7 +22,7 @@ export function jobPage(ctx: Ctx, id: string): Cleanup {
   const actions = h("div", { class: "actions" });
   const timeline = h("div", { class: "timeline", id: "timeline", role: "img", "aria-label": "Phase timeline" });
   const transitions = h("ol", { class: "transitions" });
-  const eventsBody = h("tbody");
+  const { table: eventsView, body: eventsBody } = eventsTable("events", "h-events");
   const eventsNote = h("p", { class: "muted", id: "events-note" });
   const spec = h("pre", { class: "code", id: "spec", tabindex: "0", "aria-label": "JobSpec (canonical)" });
   const capsule = h("dl", { class: "kv", id: "capsule" });
@@ -167,23 +168,10 @@ export function jobPage(ctx: Ctx, id: string): Cleanup {
         ),
       ),
     );
-    // Newest first: the event that explains a stuck job is usually the latest.
-    const sorted = [...events].sort((a, b) => Date.parse(b.lastAt) - Date.parse(a.lastAt));
-    clear(
+    drawEvents(
       eventsBody,
-      sorted.map((e) => {
-        const { object, source } = eventObject(e);
-        return h(
-          "tr",
-          { class: e.type === "Warning" ? "warning" : "" },
-          h("td", null, e.type),
-          h("td", null, e.reason),
-          h("td", { class: "mono" }, object),
-          h("td", null, source),
-          h("td", { class: "msg" }, e.message),
-          h("td", null, e.count > 1 ? `${age(e.lastAt, now)} (×${e.count} over ${age(e.firstAt, now)})` : age(e.lastAt, now)),
-        );
-      }),
+      events.map((e) => ({ ...e, ...eventObject(e) })),
+      now,
     );
     eventsNote.textContent = events.length ? "" : "No events yet.";
     spec.textContent = toYaml(j.spec ?? {});
@@ -343,12 +331,7 @@ export function jobPage(ctx: Ctx, id: string): Cleanup {
     section(
       "h-events",
       "Events",
-      h(
-        "table",
-        { class: "events", id: "events", "aria-labelledby": "h-events" },
-        h("thead", null, h("tr", null, ["Type", "Reason", "Object", "Source", "Message", "Age"].map((c) => h("th", { scope: "col" }, c)))),
-        eventsBody,
-      ),
+      eventsView,
       eventsNote,
     ),
     section(
@@ -400,8 +383,4 @@ function renderArchived(name: string, text: string): string {
 
 function plural(n: number, what: string): string {
   return `${n} ${what}${n === 1 ? "" : "s"}`;
-}
-
-function kv(k: string, v: string): HTMLElement[] {
-  return [h("dt", null, k), h("dd", null, v)];
 }

@@ -4,10 +4,14 @@
 // and writes what it returns, so any HTTP front can drive a watch, blocking or not.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
+
+#include <nlohmann/json.hpp>
 
 #include "starforge/store/store.h"
 
@@ -67,6 +71,34 @@ class JobWatch {
   int64_t version_ = -1;
   std::string events_;  // the last "events" data sent
   bool done_ = false;
+};
+
+// A capacity answer's resourceVersion: a digest of what it says ("c" + 16 hex digits). Capacity
+// comes from the fleets' informers, not from the store's journal, so its version is its content:
+// equal versions, equal numbers, in any run of the server.
+std::string CapacityResourceVersion(const nlohmann::json& capacity);
+
+// GET /api/v1/capacity?watch=1: the capacity answer again whenever it differs from the last one
+// sent. It never ends by itself (the stream's owner ends it).
+class CapacityWatch {
+ public:
+  // `read` answers GET /api/v1/capacity for the watching user ({"fleets": [...]}, filtered as
+  // that user may see it); it is called at most once per `every`. `known`: the resourceVersion
+  // the client already has (an answer with it is not sent again); empty: none.
+  CapacityWatch(std::function<nlohmann::json()> read, std::chrono::milliseconds every,
+                std::string known)
+      : read_(std::move(read)), every_(every), last_(std::move(known)) {}
+
+  // "" until `every` has passed since the last read; then one "capacity" event (data: the
+  // answer with its "resourceVersion"; id: that version) when the answer changed, else "".
+  std::string Poll();
+  bool done() const { return false; }
+
+ private:
+  std::function<nlohmann::json()> read_;
+  std::chrono::milliseconds every_;
+  std::string last_;  // the resourceVersion the client has
+  std::chrono::steady_clock::time_point next_read_{};
 };
 
 // "[id: ID\n]event: NAME\ndata: DATA\n\n" (DATA has no line break: compact JSON).
