@@ -854,7 +854,10 @@ struct Server::Impl {
     if (up.code_fd >= 0)  // the tail too, while the upload is checked
       ::sync_file_range(up.code_fd, up.code_synced, 0, SYNC_FILE_RANGE_WRITE);
     jobspec::JobSpec spec = ParseSpec(up.spec);
-    const std::string spec_json = jobspec::ToCanonicalText(spec);
+    // Built once: stored as text, and answered as it is (not parsed back from the text: a 1 MiB
+    // JobSpec would cost that parse again).
+    nlohmann::json canonical = jobspec::ToCanonicalJson(spec);
+    const std::string spec_json = canonical.dump() + "\n";  // = jobspec::ToCanonicalText
     // Code comes one of three ways (docs/capsule.md, "Submitting"): a zip the controller packs
     // into a capsule, a capsule the client built (checked here, stored by the controller), or the
     // digest of a capsule this user's earlier job stored (nothing uploaded).
@@ -938,7 +941,9 @@ struct Server::Impl {
         : up.has_ref        ? " with the stored capsule " + capsule_sha
                      : fmt::format(" with its capsule {} ({} files)", capsule_sha, capsule_files));
     c.res.set_header("Location", "/api/v1/jobs/" + id);
-    SetJson(c.res, 201, JobJson(created, /*with_spec=*/true));
+    nlohmann::json body = JobJson(created);
+    body["spec"] = std::move(canonical);
+    SetJson(c.res, 201, body);
   }
 
   // ------------------------------------------------------------------------------------------
