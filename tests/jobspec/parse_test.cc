@@ -143,7 +143,7 @@ TEST(ParseTest, UnknownFieldsAtEveryLevel) {
   EXPECT_THAT(ErrorsOf(With({{"replicas", 3}})),
               ElementsAre("replicas: unknown field (known fields: \"name\", \"fleet\", "
                           "\"recipe\", \"image\", \"entrypoint\", \"env\", \"code\", \"pools\", "
-                          "\"deadlines\", \"corpus\", \"queue\")"));
+                          "\"deadlines\", \"corpus\", \"queue\", \"resumeFrom\")"));
   EXPECT_THAT(
       ErrorsOf(WithPool({{"gpuPerMachine", 8}})),
       ElementsAre("pools[0].gpuPerMachine: unknown field (did you mean \"gpusPerMachine\"?)"));

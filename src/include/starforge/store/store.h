@@ -91,7 +91,7 @@ class Store {
   // reason, message, started_at/finished_at and appends the Transition. Refuses (returns
   // nullopt, writes nothing) a change out of a terminal phase. Returns the stored job.
   // Also nullopt for a missing job or a change back to an earlier phase. `mutate` runs under
-  // the store's lock (it must not call the store); the store keeps seq, id, created_at,
+  // the writer's lock (it may read the store, not write it); the store keeps seq, id, created_at,
   // updated_at, started_at, finished_at and version itself, and a phase set by `mutate` throws
   // std::logic_error (phases change only with `change`, which records the Transition).
   std::optional<Job> UpdateJob(const std::string& id, const std::function<void(Job&)>& mutate,
