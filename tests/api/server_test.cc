@@ -922,6 +922,8 @@ TEST_F(Api, AConsoleLoginCodeGivesItsTokenOnce) {
 TEST_F(Api, EveryDocumentedRouteIsServed) {
   const std::string id = SubmitSteps(admin_, "routes", "[python3, main.py, '0']");
   ASSERT_FALSE(id.empty());
+  // GET …/capsule answers 404 until the controller has packaged the job: wait for that first.
+  WaitFor(admin_, id, [](const json& j) { return !j.value("capsule", json()).is_null(); });
   json doc = json::parse(OpenApiDocument());
   for (const auto& [path, item] : doc["paths"].items()) {
     std::string p = std::regex_replace(path, std::regex("\\{id\\}"), id);
