@@ -732,8 +732,8 @@ struct LocalFleet::Impl {
     w.capsule_key = JsonString(*request, "capsuleKey");
     w.capsule_sha256 = JsonString(*request, "capsuleSha256");
     if (auto it = request->find("resumeFrom"); it != request->end() && it->is_array()) {
-      for (const auto& id : *it)
-        if (id.is_string()) w.resume_from.push_back(id.get<std::string>());
+      for (const auto& earlier : *it)
+        if (earlier.is_string()) w.resume_from.push_back(earlier.get<std::string>());
     }
     // Missing (a record from before it was kept): not an admin, the safe reading.
     if (auto it = request->find("ownerAdmin"); it != request->end() && it->is_boolean())
