@@ -117,6 +117,8 @@ def rss_mb(pid, key="VmRSS"):
 
 
 class Server:
+    nice = 0  # --server-nice: the server's scheduling priority (negative: ahead of the load)
+
     def __init__(self, forge, root):
         self.forge = forge
         self.root = root
@@ -134,7 +136,9 @@ class Server:
 
     def start(self):
         log = open(os.path.join(self.root, "serve.log"), "a")
-        self.proc = subprocess.Popen([self.forge, "serve", "--resync-ms", "1000"], env=self.env,
+        prefix = ["nice", "-n", str(self.nice)] if self.nice else []
+        self.proc = subprocess.Popen(prefix + [self.forge, "serve", "--resync-ms", "1000"],
+                                     env=self.env,
                                      stdout=log, stderr=subprocess.STDOUT)
         for _ in range(600):
             try:
@@ -482,10 +486,24 @@ def fill_store(server, admin, n):
 def phase_store(server, admin, args, rows):
     fill_store(server, admin, args.store_jobs)
     user = server.token("user7")
+    held = None
+    if not args.store_run_jobs:
+        # The figure is the control plane's: a job that takes the whole machine holds the local
+        # fleet, so the timed jobs are submitted, packaged and queued in the fleet but do not
+        # run (each would start Python in a sandbox: seconds of CPU on a 2-core machine, which
+        # is the jobs' cost, not the API's). --store-run-jobs lets them run as before.
+        held = server.submit(admin, LONG_SPEC.replace("cpusPerMachine: 1",
+                                                      f"cpusPerMachine: {os.cpu_count()}"))
+        for _ in range(240):
+            _, data = server.call("GET", f"/api/v1/jobs/{held}", admin)
+            if json.loads(data)["phase"] == "Running":
+                break
+            time.sleep(0.25)
     lists = timed(server, "GET", "/api/v1/jobs", admin, args.samples, pause=0.005)
     own = timed(server, "GET", "/api/v1/jobs", user, args.samples // 2, pause=0.005)
     body, ctype = multipart(TINY_SPEC)
     lat = []
+    submitted = []
     lock = threading.Lock()
 
     def client(k):
@@ -497,6 +515,7 @@ def phase_store(server, admin, args, rows):
                 raise SystemExit(f"submit: {status} {data[:200]!r}")
             with lock:
                 lat.append(took)
+                submitted.append(json.loads(data)["id"])
 
     threads = [threading.Thread(target=client, args=(k,)) for k in range(8)]
     cpu0, t0 = cpu_s(server.proc.pid), time.perf_counter()
@@ -507,16 +526,29 @@ def phase_store(server, admin, args, rows):
     cpu_each = (cpu_s(server.proc.pid) - cpu0) / max(1, len(lat))
     wall = time.perf_counter() - t0
     rss = rss_mb(server.proc.pid)
+    if held:
+        # The queued jobs first (else they start once the machine is free), then the one that
+        # held it, which is awaited: local jobs outlive the server by design.
+        for job in submitted:
+            server.call("POST", f"/api/v1/jobs/{job}/cancel", admin)
+        server.call("POST", f"/api/v1/jobs/{held}/cancel", admin)
+        for _ in range(240):
+            _, data = server.call("GET", f"/api/v1/jobs/{held}", admin)
+            if json.loads(data)["phase"] in ("Succeeded", "Failed", "Cancelled"):
+                break
+            time.sleep(0.25)
     report(rows, f"store: {args.store_jobs} jobs: GET /jobs (admin, first page) p99",
            f"{pct(lists, 99) * 1000:.1f} ms", "<= 20 ms", pct(lists, 99) <= 0.020)
     report(rows, f"store: {args.store_jobs} jobs: GET /jobs (a user's own) p99",
            f"{pct(own, 99) * 1000:.1f} ms", "<= 20 ms", pct(own, 99) <= 0.020)
-    report(rows, f"store: submit p99 at 8 concurrent clients ({len(lat)} submits)",
+    report(rows, f"store: submit p99 at 8 concurrent clients ({len(lat)} submits"
+           f"{', jobs run' if args.store_run_jobs else ', jobs queued'})",
            f"{pct(lat, 99) * 1000:.1f} ms", "<= 50 ms", pct(lat, 99) <= 0.050)
     print(f"      list p50 {pct(lists, 50) * 1000:.1f} ms; submit p50 "
           f"{pct(lat, 50) * 1000:.1f} ms max {max(lat) * 1000:.1f} ms; {len(lat) / wall:.1f} "
           f"submits/s; server CPU {cpu_each * 1000:.1f} ms per submit (the controller's "
-          f"packaging included; the jobs themselves run in other processes)", flush=True)
+          f"packaging included; the jobs themselves, if they run, are other processes)",
+          flush=True)
     report(rows, "store: server RSS", f"{rss:.0f} MB", "<= 200 MB", rss <= 200)
 
 
@@ -553,9 +585,17 @@ def main():
     ap.add_argument("--samples", type=int, default=500)
     ap.add_argument("--store-jobs", type=int, default=100_000)
     ap.add_argument("--store-submits", type=int, default=400)
+    ap.add_argument("--store-run-jobs", action="store_true",
+                    help="let the store phase's jobs run (default: they wait in the local "
+                         "fleet's queue behind a job that holds the machine)")
     ap.add_argument("--burst", type=int, default=1000)
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    ap.add_argument("--server-nice", type=int, default=0,
+                    help="run forge serve under `nice -n N` (negative needs root): on a machine "
+                         "shared with CPU-bound work, separates the server's own latency from "
+                         "its wait for a core")
     args = ap.parse_args()
+    Server.nice = args.server_nice
 
     import resource
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -567,7 +607,8 @@ def main():
     rows = []
     try:
         server.start()
-        print(f"forge serve pid {server.proc.pid} on port {server.port}; load average "
+        print(f"forge serve pid {server.proc.pid} on port {server.port}"
+              f"{f' at nice {args.server_nice}' if args.server_nice else ''}; load average "
               f"{os.getloadavg()[0]:.1f}; work directory {root}", flush=True)
         phases = args.phases.split(",")
         for name in ("hold", "spec", "store", "burst"):

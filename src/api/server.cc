@@ -570,7 +570,11 @@ struct Server::Impl {
 
   // Streams the multipart body: the JobSpec into memory, the code archive into a temporary
   // file (never the whole upload in memory).
-  void ReadUpload(Call& c, Upload& up, Cleanup& tmp) {
+  // The code part goes straight to its final name, uploads/<id>.zip: created while the body
+  // arrives, its directory entry is on disk with the file's own fsync, so making it durable
+  // costs one flush instead of a second one for a rename (a leftover without a job row is
+  // removed at the next start, CleanUploads).
+  void ReadUpload(Call& c, Upload& up, Cleanup& tmp, const std::string& id) {
     if (!c.req.is_multipart_form_data() || !HasBody(c.req)) {
       const bool ok = Drain(c, static_cast<size_t>(options.max_upload_bytes + kBodySlack));
       if (!ok) throw TooLarge();
@@ -609,13 +613,13 @@ struct Server::Impl {
               up.has_code = true;
               up.code_is_capsule = part.name == "capsule";
               current = Part::kCode;
-              std::string tmpl = (uploads / ".upload-XXXXXX").string();
-              up.code_fd = ::mkostemp(tmpl.data(), O_CLOEXEC);
+              const std::string path = (uploads / (id + ".zip")).string();
+              up.code_fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
               if (up.code_fd < 0)
                 ServerStorageFailure(
                     "cannot create a file in " + uploads.string() + ": " + std::strerror(errno),
                     errno);
-              up.code = tmpl;
+              up.code = path;
               tmp.Reset(up.code);
             }
           } else if (up.error.empty()) {
@@ -710,26 +714,20 @@ struct Server::Impl {
                    "server's operator (see its log)"};
   }
 
-  // Unpacks the archive as the controller will, into a scratch directory that is then removed.
-  void CheckCode(Call& c, Upload& up) {
+  // Checks the archive as the controller will unpack it (capsule::CheckZip: every entry inflated
+  // and counted, nothing written), so a refusal costs no disk and an accepted upload is unpacked
+  // once, by the controller.
+  void CheckCode(Upload& up) {
     auto invalid = [](std::string message, FieldErrors errors = {}) {
       return ApiError{422, api_errors::kInvalid, std::move(message), "code", std::move(errors)};
     };
     if (!up.has_code || up.code_bytes == 0)
       throw invalid("no code: pass --code DIR or set code: in the JobSpec");
-    // The check unpacks at most FORGE_CAPSULE_MAX_BYTES: that much disk is held first.
-    ReserveSpace(c, up.space, options.max_upload_bytes);
-    std::string tmpl = (uploads / ".check-XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr)
-      ServerStorageFailure(
-          "cannot create a directory in " + uploads.string() + ": " + std::strerror(errno), errno);
-    Cleanup scratch{fs::path(tmpl)};
     capsule::ExtractLimits limits;
     // The unpacked code is bounded like the capsule that will hold it: a bomb is refused before
-    // it fills the disk.
+    // the controller would unpack it.
     limits.max_total_bytes = static_cast<uint64_t>(options.max_upload_bytes);
-    const fs::path dest = fs::path(tmpl) / "code";
-    capsule::ExtractResult r = capsule::ExtractZip(up.code, dest, limits);
+    capsule::ExtractResult r = capsule::CheckZip(up.code, limits);
     if (r.local_errno != 0) ServerStorageFailure(r.errors.front(), r.local_errno);
     if (!r.ok()) {
       FieldErrors errors;
@@ -743,7 +741,7 @@ struct Server::Impl {
     }
     if (r.files == 0)
       throw invalid("the code archive holds no files; a capsule needs at least one");
-    if (fs::exists(dest / ".starforge"))
+    if (r.reserved)
       throw invalid(
           ".starforge/ in the code archive: that directory is reserved for StarForge's "
           "own files in the capsule; rename it");
@@ -820,6 +818,33 @@ struct Server::Impl {
     return ref;
   }
 
+  // `resumeFrom` names earlier jobs of the caller's own, on the same fleet (their directories
+  // are on that fleet's storage). Another user's job is answered like one that does not exist,
+  // admins included: a job reads only its owner's checkpoints, and ids cannot be probed.
+  void CheckResumeFrom(const Call& c, const jobspec::JobSpec& spec) {
+    FieldErrors errors;
+    for (size_t i = 0; i < spec.resume_from.size(); ++i) {
+      const std::string& id = spec.resume_from[i];
+      const std::string path = "resumeFrom[" + std::to_string(i) + "]";
+      const auto earlier = store.GetJob(id);
+      if (!earlier || earlier->owner != c.user.name) {
+        errors.push_back({path, "no job " + id +
+                                    " of yours: a job can resume only from its own "
+                                    "owner's earlier jobs (forge list shows yours)"});
+      } else if (earlier->fleet != spec.fleet) {
+        errors.push_back({path, "job " + id + " ran on fleet " + earlier->fleet +
+                                    ", this one asks for fleet " + spec.fleet +
+                                    ": a job reads earlier jobs' directories on its own fleet's "
+                                    "storage"});
+      }
+    }
+    if (errors.empty()) return;
+    throw ApiError{
+        422, api_errors::kInvalid,
+        "invalid JobSpec: " + errors.front().ToString() + (errors.size() > 1 ? "; …" : ""),
+        errors.front().path, errors};
+  }
+
   void CreateJob(Call& c) {
     Upload up;
     Cleanup tmp;
@@ -829,11 +854,15 @@ struct Server::Impl {
         if (fd >= 0) ::close(fd);
       }
     } close_fd{up.code_fd};
-    ReadUpload(c, up, tmp);
+    const std::string id = store::NewJobId();
+    ReadUpload(c, up, tmp, id);
     if (up.code_fd >= 0)  // the tail too, while the upload is checked
       ::sync_file_range(up.code_fd, up.code_synced, 0, SYNC_FILE_RANGE_WRITE);
     jobspec::JobSpec spec = ParseSpec(up.spec);
-    const std::string spec_json = jobspec::ToCanonicalText(spec);
+    // Built once: stored as text, and answered as it is (not parsed back from the text: a 1 MiB
+    // JobSpec would cost that parse again).
+    nlohmann::json canonical = jobspec::ToCanonicalJson(spec);
+    const std::string spec_json = canonical.dump() + "\n";  // = jobspec::ToCanonicalText
     // Code comes one of three ways (docs/capsule.md, "Submitting"): a zip the controller packs
     // into a capsule, a capsule the client built (checked here, stored by the controller), or the
     // digest of a capsule this user's earlier job stored (nothing uploaded).
@@ -859,7 +888,7 @@ struct Server::Impl {
         tmp.Reset(up.code);
       }
     } else {
-      CheckCode(c, up);
+      CheckCode(up);
     }
 
     auto fleet = fleets.find(spec.fleet);
@@ -882,19 +911,21 @@ struct Server::Impl {
                          "rights; use `fleet: kuberay`, or ask the operator to install bubblewrap",
                      "fleet"};
     }
+    CheckResumeFrom(c, spec);
     fleet::Admission admission = fleet->second->Admit(spec);
     if (!admission.possible)
       throw ApiError{422, reasons::kRejected, admission.message, admission.field, {}};
 
     // The archive is durable under its final name before the job row that points to it exists.
-    const std::string id = store::NewJobId();
     fs::path final_path;
     if (up.has_code) {
       final_path = uploads / (id + ".zip");
       if (::fsync(up.code_fd) != 0)
         throw std::runtime_error("fsync " + up.code.string() + ": " + std::strerror(errno));
-      fs::rename(up.code, final_path);
-      tmp.Reset(final_path);
+      if (up.code != final_path) {  // a capsule rebuilt with the server's JobSpec and runner
+        fs::rename(up.code, final_path);
+        tmp.Reset(final_path);
+      }
       FsyncPath(uploads, O_RDONLY | O_DIRECTORY);
     }
 
@@ -915,7 +946,9 @@ struct Server::Impl {
         : up.has_ref        ? " with the stored capsule " + capsule_sha
                      : fmt::format(" with its capsule {} ({} files)", capsule_sha, capsule_files));
     c.res.set_header("Location", "/api/v1/jobs/" + id);
-    SetJson(c.res, 201, JobJson(created, /*with_spec=*/true));
+    nlohmann::json body = JobJson(created);
+    body["spec"] = std::move(canonical);
+    SetJson(c.res, 201, body);
   }
 
   // ------------------------------------------------------------------------------------------

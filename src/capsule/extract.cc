@@ -136,8 +136,12 @@ bool MakeParents(const std::string& dest, const std::string& path, std::set<std:
 
 }  // namespace
 
-ExtractResult ExtractZip(const std::filesystem::path& archive, const std::filesystem::path& dest,
-                         const ExtractLimits& limits) {
+namespace {
+
+// ExtractZip, or with `dest` empty the same checks without writing anything: every entry is
+// inflated (and its CRC checked by libzip) into a buffer that is thrown away.
+ExtractResult Unpack(const std::filesystem::path& archive, const std::filesystem::path& dest,
+                     const ExtractLimits& limits) {
   ExtractResult r;
   int zerr = 0;
   std::unique_ptr<zip_t, ZipCloser> za(
@@ -157,28 +161,31 @@ ExtractResult ExtractZip(const std::filesystem::path& archive, const std::filesy
   r.errors = Plan(za.get(), limits, &plan);
   if (!r.ok()) return r;
 
+  const bool write = !dest.empty();
   const std::string root = dest.string();
-  uint64_t declared = 0;
-  for (const Planned& p : plan)
-    declared += p.size;
-  struct statvfs fs_stat {};
-  if (::statvfs(dest.parent_path().c_str(), &fs_stat) == 0 &&
-      declared > static_cast<uint64_t>(fs_stat.f_bavail) * fs_stat.f_frsize) {
-    r.local_errno = ENOSPC;
-    r.errors.push_back(root + ": the archive declares " + FormatBytes(declared) + ", only " +
-                       FormatBytes(static_cast<uint64_t>(fs_stat.f_bavail) * fs_stat.f_frsize) +
-                       " free");
-    return r;
-  }
-  if (::mkdir(root.c_str(), 0755) != 0) {
-    r.local_errno = errno;
-    r.errors.push_back(root + ": " + ErrnoText(errno));
-    return r;
+  if (write) {
+    uint64_t declared = 0;
+    for (const Planned& p : plan)
+      declared += p.size;
+    struct statvfs fs_stat {};
+    if (::statvfs(dest.parent_path().c_str(), &fs_stat) == 0 &&
+        declared > static_cast<uint64_t>(fs_stat.f_bavail) * fs_stat.f_frsize) {
+      r.local_errno = ENOSPC;
+      r.errors.push_back(root + ": the archive declares " + FormatBytes(declared) + ", only " +
+                         FormatBytes(static_cast<uint64_t>(fs_stat.f_bavail) * fs_stat.f_frsize) +
+                         " free");
+      return r;
+    }
+    if (::mkdir(root.c_str(), 0755) != 0) {
+      r.local_errno = errno;
+      r.errors.push_back(root + ": " + ErrnoText(errno));
+      return r;
+    }
   }
   auto fail = [&](std::string why) {
     r.errors.push_back(std::move(why));
     std::error_code ec;
-    std::filesystem::remove_all(dest, ec);
+    if (write) std::filesystem::remove_all(dest, ec);
     r.files = 0;
     r.bytes = 0;
     return r;
@@ -193,13 +200,16 @@ ExtractResult ExtractZip(const std::filesystem::path& archive, const std::filesy
   std::string error;
   for (const Planned& p : plan) {
     const std::string shown = Printable(p.path);
-    if (!MakeParents(root, p.is_dir ? p.path + "/" : p.path, &made, &error))
+    if (p.path == kStarforgeDir || p.path.rfind(std::string(kStarforgeDir) + "/", 0) == 0)
+      r.reserved = true;
+    if (write && !MakeParents(root, p.is_dir ? p.path + "/" : p.path, &made, &error))
       return local_fail(error);
     if (p.is_dir) continue;
-    Fd out(::open((root + "/" + p.path).c_str(),
-                  O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                  p.executable ? 0755 : 0644));
-    if (out.get() < 0) return local_fail(shown + ": " + ErrnoText(errno));
+    Fd out(write ? ::open((root + "/" + p.path).c_str(),
+                          O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                          p.executable ? 0755 : 0644)
+                 : -1);
+    if (write && out.get() < 0) return local_fail(shown + ": " + ErrnoText(errno));
     std::unique_ptr<zip_file_t, ZipFileCloser> in(zip_fopen_index(za.get(), p.index, 0));
     if (!in) return fail(shown + ": " + zip_error_strerror(zip_get_error(za.get())));
     uint64_t written = 0;
@@ -215,7 +225,7 @@ ExtractResult ExtractZip(const std::filesystem::path& archive, const std::filesy
                     " bytes its header declares");
       if (r.bytes > limits.max_total_bytes)
         return fail("the archive unpacks to more than " + FormatBytes(limits.max_total_bytes));
-      if (!WriteAll(out.get(), buf.data(), static_cast<size_t>(n)))
+      if (write && !WriteAll(out.get(), buf.data(), static_cast<size_t>(n)))
         return local_fail(shown + ": " + ErrnoText(errno));
     }
     if (written != p.size)
@@ -224,6 +234,23 @@ ExtractResult ExtractZip(const std::filesystem::path& archive, const std::filesy
     ++r.files;
   }
   return r;
+}
+
+}  // namespace
+
+ExtractResult ExtractZip(const std::filesystem::path& archive, const std::filesystem::path& dest,
+                         const ExtractLimits& limits) {
+  if (dest.empty()) {
+    ExtractResult r;
+    r.errors.push_back("ExtractZip: no destination");
+    r.local_errno = EINVAL;
+    return r;
+  }
+  return Unpack(archive, dest, limits);
+}
+
+ExtractResult CheckZip(const std::filesystem::path& archive, const ExtractLimits& limits) {
+  return Unpack(archive, {}, limits);
 }
 
 }  // namespace starforge::capsule

@@ -299,6 +299,7 @@ int Serve(Context& c, const ServeOptions& o) {
   else
     sandbox = fleet::ProbeSandbox();
   local_options.sandbox = sandbox.sandbox;
+  local_options.unsandboxed_admins_only = !sandbox.sandbox;
   if (sandbox.sandbox) {
     spdlog::info("local fleet: jobs run in a bubblewrap sandbox{}",
                  sandbox.sandbox->uid >= 0 ? " as uid " + std::to_string(sandbox.sandbox->uid)

@@ -307,6 +307,8 @@ class Reconciler {
     request.capsule_sha256 = job.capsule_sha256;
     request.capsule_key = capsule::ObjectKey(job.capsule_sha256);
     request.queued_at = job.created_at;
+    const auto owner = store_.GetUser(job.owner);
+    request.owner_admin = owner && owner->admin;
     return request;
   }
 

@@ -133,6 +133,8 @@ struct LocalFleet::Impl {
     Need need;
     std::string capsule_key;
     std::string capsule_sha256;
+    std::vector<std::string> resume_from;  // earlier jobs whose directories it reads
+    bool owner_admin = false;
   };
   struct Held {
     Need need;
@@ -375,6 +377,27 @@ struct LocalFleet::Impl {
       return fail(std::string("the capsule has no ") + capsule::kRunnerPath, false);
 
     const LocalSandbox* sandbox = options.sandbox ? &*options.sandbox : nullptr;
+    // Admitted while a sandbox could be made, launched after a restart without one: it would
+    // run with the server's rights (docs/security.md).
+    if (!sandbox && options.unsandboxed_admins_only && !w.owner_admin) {
+      return fail(
+          "this server cannot run local jobs in a sandbox now, and the job's owner is not an "
+          "admin: it would run with the server's rights. Install bubblewrap (or enable user "
+          "namespaces) and submit it again",
+          false);
+    }
+    // Earlier jobs it resumes from (checked at submit: the owner's own): read-only in the
+    // sandbox, at the same paths as outside.
+    std::vector<fs::path> resume_dirs;
+    std::string resume_env;
+    for (const std::string& id : w.resume_from) {
+      if (!SafeJobId(id)) return fail("resumeFrom: \"" + id + "\" is not a valid job id", false);
+      const fs::path dir = Paths(id).job_dir;
+      if (!fs::is_directory(fs::symlink_status(dir, ec)))
+        return fail("resumeFrom: the directory of job " + id + " is gone", false);
+      resume_dirs.push_back(dir);
+      resume_env += (resume_env.empty() ? "" : ":") + dir.string();
+    }
     // Sandboxed: nothing of ours but the runner's own settings. Otherwise (a single-user
     // machine): our environment minus secrets.
     std::map<std::string, std::string> env =
@@ -391,6 +414,7 @@ struct LocalFleet::Impl {
     env["FORGE_JOB_ID"] = w.job_id;
     env["FORGE_STORAGE_ROOT"] = options.storage_root.string();
     env["FORGE_CAPSULE_SHA256"] = w.capsule_sha256;
+    if (!resume_env.empty()) env["FORGE_RESUME_DIRS"] = resume_env;
     std::string cuda;
     for (int g : gpu_ids)
       cuda += (cuda.empty() ? "" : ",") + std::to_string(g);
@@ -408,7 +432,7 @@ struct LocalFleet::Impl {
     if (sandbox) {
       if (std::string err = PrepareSandboxed(p, *sandbox); !err.empty()) return fail(err, true);
       spec.program = sandbox->bwrap;
-      spec.argv = local::SandboxArgv(*sandbox, p, spec.argv);
+      spec.argv = local::SandboxArgv(*sandbox, p, spec.argv, resume_dirs);
       spec.ignore_stop_signals = true;
     }
     for (const auto& [k, v] : env)
@@ -707,6 +731,13 @@ struct LocalFleet::Impl {
     w.need.gpus = JsonInt(*request, "gpus");
     w.capsule_key = JsonString(*request, "capsuleKey");
     w.capsule_sha256 = JsonString(*request, "capsuleSha256");
+    if (auto it = request->find("resumeFrom"); it != request->end() && it->is_array()) {
+      for (const auto& earlier : *it)
+        if (earlier.is_string()) w.resume_from.push_back(earlier.get<std::string>());
+    }
+    // Missing (a record from before it was kept): not an admin, the safe reading.
+    if (auto it = request->find("ownerAdmin"); it != request->end() && it->is_boolean())
+      w.owner_admin = it->get<bool>();
     return w;
   }
 
@@ -806,6 +837,8 @@ SubmitResult LocalFleet::Submit(const SubmitRequest& request) {
   w.need = NeedOf(request.spec);
   w.capsule_key = request.capsule_key;
   w.capsule_sha256 = request.capsule_sha256;
+  w.resume_from = request.spec.resume_from;
+  w.owner_admin = request.owner_admin;
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
     if (impl_->launching.count(id) || impl_->IsQueued(id)) return result;
@@ -823,7 +856,9 @@ SubmitResult LocalFleet::Submit(const SubmitRequest& request) {
                             {"capsuleKey", w.capsule_key},
                             {"capsuleSha256", w.capsule_sha256},
                             {"cpus", w.need.cpus},
-                            {"gpus", w.need.gpus}};
+                            {"gpus", w.need.gpus},
+                            {"resumeFrom", w.resume_from},
+                            {"ownerAdmin", w.owner_admin}};
       if (std::string err = WriteFileAtomic(p.request, doc.dump(2) + "\n"); !err.empty())
         return {Status::Retryable(reasons::kSubmissionFailed, err), ""};
     }

@@ -75,10 +75,12 @@ std::map<std::string, std::string> SandboxEnvironment(const LocalSandbox& sandbo
 // The bubblewrap command line that runs `command` for the job at `paths` (pure): new PID and IPC
 // namespaces; a mount namespace with the sandbox's read-only directories, a fresh /proc, /dev,
 // /dev/shm and /tmp, and of the storage root only the job's directory (read-write) with its
-// fleet/ records read-only; the capsule as working directory; with a uid, setpriv drops to it
-// and every capability.
+// fleet/ records read-only, and the directories of `read_only_jobs` (earlier jobs it resumes
+// from) read-only at their own paths; the capsule as working directory; with a uid, setpriv drops
+// to it and every capability.
 std::vector<std::string> SandboxArgv(const LocalSandbox& sandbox, const JobPaths& paths,
-                                     const std::vector<std::string>& command);
+                                     const std::vector<std::string>& command,
+                                     const std::vector<fs::path>& read_only_jobs = {});
 
 // Runs `argv` (argv[0] an absolute path) with `env`, waits, and returns its exit status (128+N
 // for signal N, -1 when it could not start); its stdout and stderr, merged, in *output (at most

@@ -60,7 +60,8 @@ std::map<std::string, std::string> SandboxEnvironment(const LocalSandbox& sandbo
 }
 
 std::vector<std::string> SandboxArgv(const LocalSandbox& sandbox, const JobPaths& paths,
-                                     const std::vector<std::string>& command) {
+                                     const std::vector<std::string>& command,
+                                     const std::vector<fs::path>& read_only_jobs) {
   std::vector<std::string> a = {sandbox.bwrap, "--unshare-pid", "--unshare-ipc"};
   // bubblewrap makes the missing parents of a mount point mode 0700, which an unprivileged uid
   // cannot cross: make them 0755 first (they are empty directories of the sandbox's own root).
@@ -92,6 +93,10 @@ std::vector<std::string> SandboxArgv(const LocalSandbox& sandbox, const JobPaths
   parents(paths.job_dir);
   a.insert(a.end(), {"--bind", paths.job_dir.string(), paths.job_dir.string()});
   a.insert(a.end(), {"--ro-bind", paths.fleet_dir.string(), paths.fleet_dir.string()});
+  for (const fs::path& dir : read_only_jobs) {
+    parents(dir);
+    a.insert(a.end(), {"--ro-bind", dir.string(), dir.string()});
+  }
   a.insert(a.end(), {"--chdir", paths.capsule_dir.string()});
   if (sandbox.uid >= 0) {
     // bubblewrap run by root keeps root's capabilities: keep only what setpriv needs to drop to

@@ -25,7 +25,7 @@ constexpr size_t kMaxQuotedLength = 64;
 constexpr std::string_view kReservedEnvPrefix = "FORGE_";
 
 const Fields kTopFields = {"name", "fleet", "recipe",    "image",  "entrypoint", "env",
-                           "code", "pools", "deadlines", "corpus", "queue"};
+                           "code", "pools", "deadlines", "corpus", "queue",      "resumeFrom"};
 const Fields kPoolFields = {"name",           "gpuSeries",      "machines",
                             "gpusPerMachine", "cpusPerMachine", "memoryPerMachine"};
 const Fields kDeadlineFields = {"preRunningSeconds", "runningSeconds", "queueSeconds"};
@@ -113,6 +113,7 @@ class SpecReader {
     ReadDeadlines(doc, spec);
     spec.corpus = ReadCorpus(doc);
     spec.queue = ReadQueue(doc);
+    spec.resume_from = ReadResumeFrom(doc);
     return Finish(std::move(spec));
   }
 
@@ -446,6 +447,36 @@ class SpecReader {
     }
     if (!reason.empty()) Error("queue", WithValue(reason, *queue));
     return queue;
+  }
+
+  // Job ids: DNS labels (the shape of every id the store hands out), so that one is also a safe
+  // path component (jobs/<id>) and subPath on every fleet; no duplicates.
+  std::vector<std::string> ReadResumeFrom(const json& doc) {
+    std::vector<std::string> ids;
+    const json* v = Get(doc, "resumeFrom");
+    if (v == nullptr) return ids;
+    if (!v->is_array()) {
+      Error("resumeFrom", "must be a list of job ids (earlier jobs of yours), got " + Describe(*v));
+      return ids;
+    }
+    if (v->size() > kMaxResumeFrom) {
+      Error("resumeFrom", "names " + std::to_string(v->size()) + " jobs, more than the " +
+                              std::to_string(kMaxResumeFrom) + " allowed");
+      return ids;
+    }
+    for (size_t i = 0; i < v->size(); ++i) {
+      const std::string path = Index("resumeFrom", i);
+      const std::optional<std::string> id = String((*v)[i], path);
+      if (!id) continue;
+      if (const std::string reason = CheckDns1123Label(*id, 63); !reason.empty()) {
+        Error(path, "must be a job id such as \"j-0123456789\": " + WithValue(reason, *id));
+      } else if (std::find(ids.begin(), ids.end(), *id) != ids.end()) {
+        Error(path, "names " + Quote(*id) + " twice");
+      } else {
+        ids.push_back(*id);
+      }
+    }
+    return ids;
   }
 
   const Defaults& defaults_;

@@ -108,6 +108,12 @@ FieldErrors CheckAgainstCluster(const JobSpec& spec, const config::Config& cfg) 
                       "(FORGE_K8S_CORPUS_PVC is not set); remove `corpus: true` or ask the "
                       "operator to configure it"});
   }
+  if (!spec.resume_from.empty() && cfg.k8s_storage_pvc.empty()) {
+    errors.push_back({"resumeFrom",
+                      "the job resumes from earlier jobs' directories, but this StarForge has no "
+                      "storage volume (FORGE_K8S_STORAGE_PVC is not set); remove `resumeFrom` or "
+                      "ask the operator to configure it"});
+  }
   if (spec.queue && WorkerGroupCount(spec) > cfg.kueue_max_worker_groups) {
     errors.push_back(
         {"pools", "Kueue admits at most " + std::to_string(cfg.kueue_max_worker_groups) +
@@ -244,6 +250,15 @@ json RayVolumeMounts(const PodContext& ctx) {
     mounts.push_back({{"name", kStorageVolume},
                       {"mountPath", ctx.cfg.PodStorageMount() + "/" + job_dir},
                       {"subPath", job_dir}});
+    // Earlier jobs of the same owner it resumes from (the API checked ownership at submit):
+    // read-only, at the same paths they would have on the storage root.
+    for (const std::string& id : ctx.spec.resume_from) {
+      const std::string dir = "jobs/" + id;
+      mounts.push_back({{"name", kStorageVolume},
+                        {"mountPath", ctx.cfg.PodStorageMount() + "/" + dir},
+                        {"subPath", dir},
+                        {"readOnly", true}});
+    }
   }
   if (ctx.spec.corpus) {
     mounts.push_back(
@@ -323,6 +338,12 @@ json RuntimeEnv(const PodContext& ctx) {
   env_vars[kEnvCapsuleSha256] = ctx.capsule.sha256;
   if (!ctx.cfg.k8s_storage_pvc.empty()) env_vars[kEnvStorageRoot] = ctx.cfg.PodStorageMount();
   if (ctx.spec.corpus) env_vars[kEnvCorpusDir] = CorpusMountPath(ctx.cfg);
+  if (!ctx.spec.resume_from.empty() && !ctx.cfg.k8s_storage_pvc.empty()) {
+    std::string dirs;
+    for (const std::string& id : ctx.spec.resume_from)
+      dirs += (dirs.empty() ? "" : ":") + ctx.cfg.PodStorageMount() + "/jobs/" + id;
+    env_vars[kEnvResumeDirs] = dirs;
+  }
   if (ctx.spec.recipe == "nemo-rl") env_vars[kEnvNemoRlDir] = ctx.cfg.nemo_rl_dir;
   const std::string working_dir =
       ctx.fetch_capsule ? "file://" + CapsuleFilePath(ctx.capsule) : ctx.capsule.url;

@@ -1,14 +1,18 @@
 #include "starforge/store/store.h"
 
+#include <fcntl.h>
 #include <openssl/crypto.h>
 #include <openssl/rand.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstring>
 #include <string_view>
 #include <system_error>
 
@@ -229,15 +233,22 @@ class Stmt {
 class Tx {
  public:
   explicit Tx(sqlite3* db) : db_(db) { Exec(db, "BEGIN IMMEDIATE"); }
+  // Only while the transaction is ours: once committed, the writer's lock may be released
+  // before this is destroyed, and another thread's transaction must not be rolled back.
   ~Tx() {
-    if (sqlite3_get_autocommit(db_) == 0) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    if (!committed_ && sqlite3_get_autocommit(db_) == 0)
+      sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
   }
   Tx(const Tx&) = delete;
   Tx& operator=(const Tx&) = delete;
-  void Commit() { Exec(db_, "COMMIT"); }
+  void Commit() {
+    Exec(db_, "COMMIT");
+    committed_ = true;
+  }
 
  private:
   sqlite3* db_;
+  bool committed_ = false;
 };
 
 int UserVersion(sqlite3* db) {
@@ -359,10 +370,53 @@ std::string NewPlaygroundId() {
   return "p-" + RandomChars(kJobIdRandomChars);
 }
 
-Store::Store(sqlite3* db) : db_(db) {}
+Store::Store(sqlite3* db, sqlite3* reader, std::filesystem::path wal)
+    : wal_(std::move(wal)), reader_(reader), db_(db) {}
 
 Store::~Store() {
+  if (wal_fd_ >= 0) ::close(wal_fd_);
+  sqlite3_close_v2(reader_);
   sqlite3_close_v2(db_);
+}
+
+void Store::Sync(int64_t ticket) {
+  std::unique_lock lock(sync_mu_);
+  while (synced_ < ticket) {
+    if (!sync_error_.empty()) throw StoreError(sync_error_);
+    if (syncing_) {
+      sync_cv_.wait(lock);
+      continue;
+    }
+    // The leader: every commit made before this fsync starts is covered by it.
+    syncing_ = true;
+    const int64_t target = commits_.load();
+    lock.unlock();
+    std::string error;
+    struct stat st {};
+    // The WAL is the same file for the life of this connection; reopened only if something
+    // removed it (then SQLite has a new one, and the old one's pages no longer matter).
+    if (wal_fd_ < 0 || ::fstat(wal_fd_, &st) != 0 || st.st_nlink == 0) {
+      if (wal_fd_ >= 0) ::close(wal_fd_);
+      wal_fd_ = ::open(wal_.c_str(), O_RDONLY | O_CLOEXEC);
+    }
+    if (wal_fd_ < 0) {
+      error = fmt::format("{}: cannot open it to make commits durable: {}", wal_.string(),
+                          std::strerror(errno));
+    } else if (::fdatasync(wal_fd_) != 0) {
+      error = fmt::format(
+          "{}: fdatasync failed: {} (the last changes may not be on disk; "
+          "restart forge serve once the disk is healthy)",
+          wal_.string(), std::strerror(errno));
+    }
+    lock.lock();
+    syncing_ = false;
+    if (error.empty()) {
+      synced_ = std::max(synced_, target);
+    } else {
+      sync_error_ = error;
+    }
+    sync_cv_.notify_all();
+  }
 }
 
 std::unique_ptr<Store> Store::Open(const fs::path& file) {
@@ -381,7 +435,7 @@ std::unique_ptr<Store> Store::Open(const fs::path& file) {
     sqlite3_close_v2(db);
     throw StoreError(fmt::format("{}: cannot open the database: {}", file.string(), why));
   }
-  std::unique_ptr<Store> store(new Store(db));
+  std::unique_ptr<Store> store(new Store(db, nullptr, {}));
   sqlite3_extended_result_codes(db, 1);
   // Another process (`forge token create` beside a running server) may hold the write lock for
   // a moment: wait for it rather than fail.
@@ -404,9 +458,10 @@ std::unique_ptr<Store> Store::Open(const fs::path& file) {
                       file.string()));
     }
   }
-  // FULL: a commit is on disk when it returns (WAL's default NORMAL may lose the last commits
-  // on power loss), which is what "written before the action" relies on.
-  Exec(db, "PRAGMA synchronous = FULL");
+  // NORMAL: a COMMIT does not fsync the WAL itself; every write method calls Sync, which does,
+  // for all the commits made meanwhile, before it returns (store.h). A checkpoint still syncs
+  // the WAL before it copies pages into the database, and the database after.
+  Exec(db, "PRAGMA synchronous = NORMAL");
   Exec(db, "PRAGMA foreign_keys = ON");
 
   for (const Migration& m : kMigrations) {
@@ -422,12 +477,29 @@ std::unique_ptr<Store> Store::Open(const fs::path& file) {
     tx.Commit();
     version = m.version;
   }
+  // The WAL exists from here on (WAL mode, and every connection keeps it while open).
+  store->wal_ = file.string() + "-wal";
+  store->wal_fd_ = ::open(store->wal_.c_str(), O_RDONLY | O_CLOEXEC);
+  if (store->wal_fd_ < 0) {
+    throw StoreError(fmt::format("{}: cannot open the database's WAL: {}", store->wal_.string(),
+                                 std::strerror(errno)));
+  }
+  const int rrc = sqlite3_open_v2(file.c_str(), &store->reader_,
+                                  SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX, nullptr);
+  if (rrc != SQLITE_OK) {
+    throw StoreError(fmt::format("{}: cannot open a second connection for reading: {}",
+                                 file.string(), sqlite3_errmsg(store->reader_)));
+  }
+  sqlite3_extended_result_codes(store->reader_, 1);
+  sqlite3_busy_timeout(store->reader_, 10'000);
+  Exec(store->reader_, "PRAGMA query_only = ON");
+  store->Sync(store->Committed());  // the migrations, if any
   return store;
 }
 
 int Store::SchemaVersion() {
-  std::lock_guard lock(mu_);
-  return UserVersion(db_);
+  std::lock_guard lock(read_mu_);
+  return UserVersion(reader_);
 }
 
 int64_t Store::Now() {
@@ -438,12 +510,12 @@ int64_t Store::Now() {
 }
 
 void Store::SetClockForTesting(std::function<int64_t()> now) {
-  std::lock_guard lock(mu_);
+  std::scoped_lock lock(mu_, read_mu_);
   now_ = std::move(now);
 }
 
 Job Store::CreateJob(Job job, const std::string& cause) {
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
   Job row;
   row.id = job.id.empty() ? NewJobId() : job.id;
   row.owner = std::move(job.owner);
@@ -468,17 +540,18 @@ Job Store::CreateJob(Job job, const std::string& cause) {
   InsertTransition(db_, row.id, std::nullopt, PhaseChange{Phase::kQueued, "", "", cause},
                    row.created_at);
   tx.Commit();
+  Durable(lock);
   Journal(row.id);
   return row;
 }
 
 std::optional<Job> Store::GetJob(const std::string& id) {
-  std::lock_guard lock(mu_);
-  return SelectJob(db_, id);
+  std::lock_guard lock(read_mu_);
+  return SelectJob(reader_, id);
 }
 
 std::vector<Job> Store::ListJobs(const JobFilter& filter) {
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(read_mu_);
   std::string sql = fmt::format("SELECT {} FROM jobs WHERE 1", kJobColumns);
   if (filter.owner) sql += " AND owner = :owner";
   if (filter.phase) sql += " AND phase = :phase";
@@ -493,7 +566,7 @@ std::vector<Job> Store::ListJobs(const JobFilter& filter) {
   if (filter.before_seq > 0) sql += " AND seq < :before";
   sql += " ORDER BY seq DESC";
   if (filter.limit > 0) sql += " LIMIT :limit";
-  Stmt s(db_, sql);
+  Stmt s(reader_, sql);
   int i = 0;
   if (filter.owner) s.Bind(++i, *filter.owner);
   if (filter.phase) s.Bind(++i, ToString(*filter.phase));
@@ -508,13 +581,13 @@ std::vector<Job> Store::ListJobs(const JobFilter& filter) {
 }
 
 std::vector<std::pair<Phase, int64_t>> Store::CountByPhase() {
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(read_mu_);
   // Every phase, zeros included: /metrics reports all of them.
   std::vector<std::pair<Phase, int64_t>> counts;
   for (int p = 0; p <= static_cast<int>(Phase::kCancelled); ++p) {
     counts.emplace_back(static_cast<Phase>(p), 0);
   }
-  Stmt s(db_, "SELECT phase, count(*) FROM jobs GROUP BY phase");
+  Stmt s(reader_, "SELECT phase, count(*) FROM jobs GROUP BY phase");
   while (s.Step()) {
     if (auto phase = ParsePhase(s.Text(0))) counts[static_cast<size_t>(*phase)].second = s.Int(1);
   }
@@ -523,7 +596,7 @@ std::vector<std::pair<Phase, int64_t>> Store::CountByPhase() {
 
 std::optional<Job> Store::UpdateJob(const std::string& id, const std::function<void(Job&)>& mutate,
                                     const std::optional<PhaseChange>& change) {
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
   Tx tx(db_);
   std::optional<Job> current = SelectJob(db_, id);
   if (!current) return std::nullopt;
@@ -573,13 +646,14 @@ std::optional<Job> Store::UpdateJob(const std::string& id, const std::function<v
   }
   if (phase_changes) InsertTransition(db_, id, current->phase, *change, next.updated_at);
   tx.Commit();
+  Durable(lock);
   Journal(id);
   return next;
 }
 
 std::vector<Transition> Store::ListTransitions(const std::string& job_id) {
-  std::lock_guard lock(mu_);
-  Stmt s(db_,
+  std::lock_guard lock(read_mu_);
+  Stmt s(reader_,
          "SELECT seq, job_id, from_phase, to_phase, reason, message, cause, at FROM transitions "
          "WHERE job_id = ? ORDER BY seq");
   s.Bind(1, job_id);
@@ -600,15 +674,15 @@ std::vector<Transition> Store::ListTransitions(const std::string& job_id) {
 }
 
 int64_t Store::CountTransitions() {
-  std::lock_guard lock(mu_);
-  Stmt s(db_, "SELECT count(*) FROM transitions");
+  std::lock_guard lock(read_mu_);
+  Stmt s(reader_, "SELECT count(*) FROM transitions");
   return s.Step() ? s.Int(0) : 0;
 }
 
 void Store::RecordEvent(const std::string& job_id, const std::string& type,
                         const std::string& reason, const std::string& message,
                         const std::string& source) {
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
   const int64_t now = Now();
   Stmt s(db_,
          "INSERT INTO events (job_id, type, reason, message, source, count, first_at, last_at) "
@@ -617,6 +691,7 @@ void Store::RecordEvent(const std::string& job_id, const std::string& type,
          "DO UPDATE SET count = count + 1, last_at = excluded.last_at");
   s.Bind(1, job_id).Bind(2, type).Bind(3, reason).Bind(4, message).Bind(5, source);
   s.Bind(6, now).Bind(7, now).Run();
+  Durable(lock);
   Journal(job_id);
 }
 
@@ -653,8 +728,8 @@ std::optional<std::vector<Change>> Store::ChangesSince(int64_t after) {
 }
 
 std::vector<Event> Store::ListEvents(const std::string& job_id) {
-  std::lock_guard lock(mu_);
-  Stmt s(db_,
+  std::lock_guard lock(read_mu_);
+  Stmt s(reader_,
          "SELECT seq, job_id, type, reason, message, source, count, first_at, last_at FROM events "
          "WHERE job_id = ? ORDER BY seq");
   s.Bind(1, job_id);
@@ -676,8 +751,8 @@ std::vector<Event> Store::ListEvents(const std::string& job_id) {
 }
 
 std::optional<User> Store::GetUser(const std::string& name) {
-  std::lock_guard lock(mu_);
-  Stmt s(db_, "SELECT name, admin, created_at FROM users WHERE name = ?");
+  std::lock_guard lock(read_mu_);
+  Stmt s(reader_, "SELECT name, admin, created_at FROM users WHERE name = ?");
   s.Bind(1, name);
   if (!s.Step()) return std::nullopt;
   return ReadUser(s, 0);
@@ -690,7 +765,7 @@ User Store::EnsureUser(const std::string& name, bool admin) {
         "letter or digit",
         name));
   }
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
   Tx tx(db_);
   Stmt(db_,
        "INSERT INTO users (name, admin, created_at) VALUES (?, ?, ?) "
@@ -704,18 +779,19 @@ User Store::EnsureUser(const std::string& name, bool admin) {
   if (!s.Step()) Fail(db_, "the user just written is missing");
   User user = ReadUser(s, 0);
   tx.Commit();
+  Durable(lock);
   return user;
 }
 
 int64_t Store::CountUsers() {
-  std::lock_guard lock(mu_);
-  Stmt s(db_, "SELECT count(*) FROM users");
+  std::lock_guard lock(read_mu_);
+  Stmt s(reader_, "SELECT count(*) FROM users");
   return s.Step() ? s.Int(0) : 0;
 }
 
 std::string Store::CreateToken(const std::string& user, const std::string& description,
                                int64_t expires_at) {
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
   Tx tx(db_);
   {
     Stmt s(db_, "SELECT 1 FROM users WHERE name = ?");
@@ -735,6 +811,7 @@ std::string Store::CreateToken(const std::string& user, const std::string& descr
       .Bind(5, expires_at)
       .Run();
   tx.Commit();
+  Durable(lock);
   return token;
 }
 
@@ -742,10 +819,10 @@ std::optional<User> Store::Authenticate(const std::string& token) {
   // The token's shape is public (rest-contract.md): checking it first leaks nothing.
   if (!LooksLikeToken(token)) return std::nullopt;
   const std::string hash = Sha256Hex(token);
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(read_mu_);
   // Looking up by the hash leaks, at most, timing about a SHA-256 of the guess, which an
   // attacker cannot steer toward a stored hash; the final comparison is constant-time anyway.
-  Stmt s(db_,
+  Stmt s(reader_,
          "SELECT t.sha256, u.name, u.admin, u.created_at FROM tokens t "
          "JOIN users u ON u.name = t.user WHERE t.sha256 = ? AND t.revoked_at = 0 "
          "AND (t.expires_at = 0 OR t.expires_at > ?)");
@@ -760,8 +837,8 @@ std::optional<User> Store::Authenticate(const std::string& token) {
 }
 
 std::vector<TokenInfo> Store::ListTokens(const std::string& user) {
-  std::lock_guard lock(mu_);
-  Stmt s(db_,
+  std::lock_guard lock(read_mu_);
+  Stmt s(reader_,
          "SELECT substr(sha256, 1, 12), user, description, created_at, expires_at, revoked_at "
          "FROM tokens WHERE ? = '' OR user = ? ORDER BY created_at, sha256");
   s.Bind(1, user);
@@ -781,7 +858,7 @@ std::optional<TokenInfo> Store::RevokeToken(const std::string& id) {
   if (!std::all_of(prefix.begin(), prefix.end(),
                    [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }))
     return std::nullopt;
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
   Tx tx(db_);
   Stmt(db_, "UPDATE tokens SET revoked_at = ? WHERE substr(sha256, 1, 12) = ? AND revoked_at = 0")
       .Bind(1, Now())
@@ -794,13 +871,16 @@ std::optional<TokenInfo> Store::RevokeToken(const std::string& id) {
   std::optional<TokenInfo> info;
   if (s.Step()) info = TokenInfo{id, s.Text(1), s.Text(2), s.Int(3), s.Int(4), s.Int(5)};
   tx.Commit();
+  Durable(lock);
   return info;
 }
 
 bool Store::SetAdmin(const std::string& name, bool admin) {
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
   Stmt(db_, "UPDATE users SET admin = ? WHERE name = ?").Bind(1, admin).Bind(2, name).Run();
-  return sqlite3_changes(db_) > 0;
+  const bool changed = sqlite3_changes(db_) > 0;
+  Durable(lock);
+  return changed;
 }
 
 // ---- playgrounds ----
@@ -843,7 +923,7 @@ std::optional<Playground> SelectPlayground(sqlite3* db, const std::string& id) {
 }  // namespace
 
 Playground Store::CreatePlayground(Playground p) {
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
   if (p.id.empty()) p.id = NewPlaygroundId();
   p.state = PlaygroundState::kStarting;
   p.created_at = p.updated_at = Now();
@@ -857,22 +937,23 @@ Playground Store::CreatePlayground(Playground p) {
   s.Bind(8, p.created_at).Bind(9, p.updated_at).Bind(10, p.version).Run();
   p.seq = sqlite3_last_insert_rowid(db_);
   tx.Commit();
+  Durable(lock);
   return p;
 }
 
 std::optional<Playground> Store::GetPlayground(const std::string& id) {
-  std::lock_guard lock(mu_);
-  return SelectPlayground(db_, id);
+  std::lock_guard lock(read_mu_);
+  return SelectPlayground(reader_, id);
 }
 
 std::vector<Playground> Store::ListPlaygrounds(const std::string& owner, bool only_unfinished) {
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(read_mu_);
   std::string sql = fmt::format("SELECT {} FROM playgrounds WHERE 1", kPlaygroundColumns);
   if (!owner.empty()) sql += " AND owner = ?";
   if (only_unfinished)
     sql += " AND (state NOT IN ('Stopped', 'Expired', 'Failed') OR released = 0)";
   sql += " ORDER BY seq DESC";
-  Stmt s(db_, sql);
+  Stmt s(reader_, sql);
   if (!owner.empty()) s.Bind(1, owner);
   std::vector<Playground> out;
   while (s.Step())
@@ -882,7 +963,7 @@ std::vector<Playground> Store::ListPlaygrounds(const std::string& owner, bool on
 
 std::optional<Playground> Store::UpdatePlayground(const std::string& id,
                                                   const std::function<void(Playground&)>& mutate) {
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
   Tx tx(db_);
   std::optional<Playground> current = SelectPlayground(db_, id);
   if (!current) return std::nullopt;
@@ -914,6 +995,7 @@ std::optional<Playground> Store::UpdatePlayground(const std::string& id,
     throw Conflict(fmt::format("playground {} was updated concurrently", id));
   }
   tx.Commit();
+  Durable(lock);
   return next;
 }
 

@@ -502,6 +502,54 @@ TEST_F(Api, HostileArchivesAreRefusedBeforeTheJobExists) {
   ExpectHealthyAndNoJobs();
 }
 
+// resumeFrom (docs/security.md, "Resuming from an earlier job"): a job reads its owner's earlier
+// job's checkpoint, read-only; naming another user's job is refused at submit exactly like naming
+// one that does not exist, admins included.
+TEST_F(Api, AJobResumesOnlyFromItsOwnersEarlierJobs) {
+  const std::string bob = NewToken("bob");
+  const std::string eve = NewToken("eve");
+  const char* write_py =
+      "import os\n"
+      "open(os.path.join(os.environ['FORGE_JOB_DIR'], 'ckpt.txt'), 'w').write('step 7')\n";
+  auto r = Submit(bob, Spec("first"), Zip({{"main.py", write_py}}));
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 201) << r->body;
+  const std::string first = Body(r)["id"];
+  ASSERT_EQ(WaitForEnd(bob, first)["phase"], "Succeeded");
+
+  const char* read_py =
+      "import os\n"
+      "d = os.environ['FORGE_RESUME_DIRS']\n"
+      "print('read', open(os.path.join(d, 'ckpt.txt')).read(), flush=True)\n"
+      "try:\n"
+      "    open(os.path.join(d, 'ckpt.txt'), 'w').write('overwritten')\n"
+      "    print('wrote it')\n"
+      "except OSError as e:\n"
+      "    print('cannot write', type(e).__name__)\n";
+  const std::string resume = "resumeFrom: [" + first + "]\n";
+  r = Submit(bob, Spec("second", "[python3, main.py]", resume), Zip({{"main.py", read_py}}));
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 201) << r->body;
+  const std::string second = Body(r)["id"];
+  EXPECT_EQ(Body(r)["spec"]["resumeFrom"], json::array({first}));
+  ASSERT_EQ(WaitForEnd(bob, second)["phase"], "Succeeded");
+  auto log = Get("/api/v1/jobs/" + second + "/logs", bob);
+  ASSERT_TRUE(log);
+  EXPECT_THAT(log->body, HasSubstr("read step 7"));
+  EXPECT_THAT(log->body, HasSubstr("cannot write OSError"));
+  EXPECT_EQ(support::ReadFile(root_ / "jobs" / first / "ckpt.txt"), "step 7");
+
+  // Another user's job, an admin naming a user's job, and an unknown id: the same refusal.
+  for (const std::string& token : {eve, admin_}) {
+    ExpectError(
+        Submit(token, Spec("steal", "[python3, main.py]", resume), Zip({{"main.py", read_py}})),
+        422, "Invalid", "no job " + first + " of yours", "resumeFrom[0]");
+  }
+  ExpectError(Submit(bob, Spec("ghost", "[python3, main.py]", "resumeFrom: [j-doesnotexi]\n"),
+                     Zip({{"main.py", read_py}})),
+              422, "Invalid", "no job j-doesnotexi of yours", "resumeFrom[0]");
+}
+
 TEST_F(Api, ImpossibleJobsAreRejectedWithoutAJob) {
   const std::string zip = Zip({{"main.py", "print(1)\n"}});
   auto r = Submit(admin_,
@@ -874,6 +922,8 @@ TEST_F(Api, AConsoleLoginCodeGivesItsTokenOnce) {
 TEST_F(Api, EveryDocumentedRouteIsServed) {
   const std::string id = SubmitSteps(admin_, "routes", "[python3, main.py, '0']");
   ASSERT_FALSE(id.empty());
+  // GET …/capsule answers 404 until the controller has packaged the job: wait for that first.
+  WaitFor(admin_, id, [](const json& j) { return !j.value("capsule", json()).is_null(); });
   json doc = json::parse(OpenApiDocument());
   for (const auto& [path, item] : doc["paths"].items()) {
     std::string p = std::regex_replace(path, std::regex("\\{id\\}"), id);

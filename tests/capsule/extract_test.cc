@@ -152,6 +152,53 @@ TEST(ExtractZip, LyingSizeHeadersAreCaughtWhileInflating) {
   EXPECT_FALSE(fs::exists(t / "out"));
 }
 
+// CheckZip (the API's check of an upload): ExtractZip's refusals, counting, and a bomb's or a lying
+// header's bytes, without writing a single file.
+TEST(CheckZip, RefusesWhatExtractZipRefusesAndWritesNothing) {
+  TempDir t;
+  const auto files_under = [](const fs::path& dir) {
+    size_t n = 0;
+    for (auto it = fs::recursive_directory_iterator(dir); it != fs::end(it); ++it)
+      n += it->is_regular_file() ? 1 : 0;
+    return n;
+  };
+  fs::path zip = MakeZip(t, {{{"name", "a/b.py"}, {"data", "print(1)"}},
+                             {{"name", "c"}, {"data", "xyz"}, {"method", "deflate"}}});
+  const size_t before = files_under(t.path());
+  ExtractResult r = CheckZip(zip);
+  EXPECT_TRUE(r.ok()) << Joined(r.errors);
+  EXPECT_EQ(r.files, 2u);
+  EXPECT_EQ(r.bytes, 11u);
+  EXPECT_FALSE(r.reserved);
+  EXPECT_EQ(files_under(t.path()), before);
+
+  r = CheckZip(MakeZip(t, {{{"name", "../evil"}, {"data", "x"}}}));
+  EXPECT_THAT(Joined(r.errors), HasSubstr("../evil: unsafe entry name"));
+  r = CheckZip(MakeZip(t, {{{"name", ".starforge/runner.pyz"}, {"data", "x"}}}));
+  EXPECT_TRUE(r.ok());
+  EXPECT_TRUE(r.reserved);
+
+  ExtractLimits limits;
+  limits.max_total_bytes = 1 << 20;
+  r = CheckZip(
+      MakeZip(
+          t,
+          {{{"name", "bomb"}, {"data", "0000000000"}, {"repeat", 1000000}, {"method", "deflate"}}}),
+      limits);
+  EXPECT_THAT(Joined(r.errors), HasSubstr("more than the 1.0 MiB allowed"));
+
+  // Headers that lie are caught by inflating: every byte is counted, none is written.
+  zip = MakeZip(t, {{{"name", "small"}, {"data", "A"}, {"repeat", 100000}, {"method", "deflate"}}});
+  std::string bytes = ReadFile(zip);
+  for (size_t at : {size_t{22}, bytes.find("PK\x01\x02") + 24})
+    for (int i = 0; i < 4; ++i)
+      bytes[at + i] = static_cast<char>((1000u >> (8 * i)) & 0xff);
+  Write(zip, bytes);
+  r = CheckZip(zip);
+  EXPECT_THAT(Joined(r.errors), HasSubstr("small: inflates to more than the 1000 bytes"));
+  EXPECT_EQ(r.local_errno, 0);
+}
+
 TEST(ExtractZip, DestinationMustNotExist) {
   TempDir t;
   fs::create_directory(t / "out");

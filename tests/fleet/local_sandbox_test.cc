@@ -161,6 +161,71 @@ with open("/tmp/scratch", "w") as f:
   EXPECT_FALSE(fs::exists(JobDir("j-fine") / "capsule"));
 }
 
+// resumeFrom: the earlier job's directory is readable at its own path, read-only; a job it does
+// not name stays out of reach (docs/security.md, "Resuming from an earlier job").
+TEST_F(LocalSandboxTest, AJobReadsTheCheckpointsOfTheJobItResumesFromAndCannotWriteThem) {
+  LocalFleet fleet(SandboxedOptions(), *store_);
+  ASSERT_TRUE(fleet
+                  .Submit(PyJob("j-first", R"(import os
+with open(os.path.join(os.environ["FORGE_JOB_DIR"], "checkpoint.txt"), "w") as f:
+    f.write("step 100\n")
+)"))
+                  .status.ok());
+  Observation o = WaitEnded(fleet, "j-first");
+  ASSERT_EQ(o.state, State::kSucceeded) << o.reason << ": " << o.message;
+  testing::WriteFile(JobDir("j-other") / "checkpoint.txt", "someone else's");
+
+  const std::string script = R"(import json, os
+r = {"dirs": os.environ.get("FORGE_RESUME_DIRS", "")}
+def attempt(name, fn):
+    try:
+        r[name] = fn()
+    except Exception as e:
+        r[name] = type(e).__name__
+first = r["dirs"].split(":")[0]
+attempt("read", lambda: open(os.path.join(first, "checkpoint.txt")).read())
+attempt("overwrite", lambda: open(os.path.join(first, "checkpoint.txt"), "w").write("x"))
+attempt("create", lambda: open(os.path.join(first, "planted"), "w").write("x"))
+attempt("other", lambda: open(")" +
+                             (JobDir("j-other") / "checkpoint.txt").string() +
+                             R"(").read())
+r["jobs"] = sorted(os.listdir(os.path.dirname(first)))
+with open(os.path.join(os.environ["FORGE_JOB_DIR"], "probe.json"), "w") as f:
+    json.dump(r, f)
+)";
+  ASSERT_TRUE(fleet.Submit(PyJob("j-second", script, "", "resumeFrom: [j-first]\n")).status.ok());
+  o = WaitEnded(fleet, "j-second");
+  ASSERT_EQ(o.state, State::kSucceeded) << o.reason << ": " << o.message << "\n"
+                                        << ReadFile(JobDir("j-second") / "logs" / "runner.log");
+  const auto r = nlohmann::json::parse(ReadFile(JobDir("j-second") / "probe.json"));
+  EXPECT_EQ(r.at("dirs"), JobDir("j-first").string());
+  EXPECT_EQ(r.at("read"), "step 100\n");
+  EXPECT_EQ(r.at("overwrite"), "OSError");  // EROFS
+  EXPECT_EQ(r.at("create"), "OSError");
+  EXPECT_NE(r.at("other"), "someone else's");
+  EXPECT_THAT(r.at("jobs"), ElementsAre("j-first", "j-second"));
+  EXPECT_EQ(ReadFile(JobDir("j-first") / "checkpoint.txt"), "step 100\n");
+  EXPECT_FALSE(fs::exists(JobDir("j-first") / "planted"));
+}
+
+// A server that lost its sandbox (a restart without bubblewrap) launches only admins' jobs: one
+// admitted earlier for a non-admin fails instead of running with the server's rights.
+TEST_F(LocalSandboxTest, WithoutASandboxOnlyAdminsJobsAreLaunched) {
+  LocalFleetOptions o = Options();
+  o.unsandboxed_admins_only = true;
+  LocalFleet fleet(o, *store_);
+  SubmitRequest user_job = PyJob("j-user", "print('ran')\n");
+  const SubmitResult refused = fleet.Submit(user_job);
+  EXPECT_FALSE(refused.status.ok());
+  EXPECT_FALSE(refused.status.retryable());
+  EXPECT_THAT(refused.status.message(), HasSubstr("not an admin"));
+  EXPECT_FALSE(fs::exists(JobDir("j-user") / "fleet" / "launch.json"));
+  SubmitRequest admin_job = PyJob("j-admin", "print('ran')\n");
+  admin_job.owner_admin = true;
+  ASSERT_TRUE(fleet.Submit(admin_job).status.ok());
+  EXPECT_EQ(WaitEnded(fleet, "j-admin").state, State::kSucceeded);
+}
+
 TEST_F(LocalSandboxTest, CancelReachesTheJobAndSigkillEndsTheWholeSandbox) {
   ScopedEnv runner_grace("FORGE_RUNNER_GRACE_S", "60");
   LocalFleet fleet(SandboxedOptions(), *store_);

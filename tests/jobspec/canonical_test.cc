@@ -76,6 +76,7 @@ TEST(CanonicalTest, OptionalFieldsAreOmittedWhenAbsent) {
   const json j =
       ToCanonicalJson(MustParse("name: x\nimage: i\nentrypoint: run\npools: [{name: p}]\n"));
   EXPECT_FALSE(j.contains("queue"));
+  EXPECT_FALSE(j.contains("resumeFrom"));                 // older specs keep their digest
   EXPECT_FALSE(j["deadlines"].contains("queueSeconds"));  // older specs keep their digest
   EXPECT_FALSE(j["pools"][0].contains("gpuSeries"));
   EXPECT_FALSE(j["pools"][0].contains("cpusPerMachine"));
@@ -89,6 +90,13 @@ TEST(CanonicalTest, AQueueDeadlineRoundTrips) {
       "name: x\nimage: i\nentrypoint: run\npools: [{name: p}]\nqueue: team-a\n"
       "deadlines: {queueSeconds: 600}\n");
   EXPECT_EQ(ToCanonicalJson(spec)["deadlines"]["queueSeconds"], 600);
+  EXPECT_EQ(MustParse(ToCanonicalText(spec)), spec);
+}
+
+TEST(CanonicalTest, ResumeFromRoundTripsInItsOrder) {
+  const JobSpec spec =
+      MustParse("name: x\nimage: i\nentrypoint: run\npools: [{name: p}]\nresumeFrom: [j-b, j-a]\n");
+  EXPECT_EQ(ToCanonicalJson(spec)["resumeFrom"], json::array({"j-b", "j-a"}));
   EXPECT_EQ(MustParse(ToCanonicalText(spec)), spec);
 }
 

@@ -143,7 +143,7 @@ TEST(ParseTest, UnknownFieldsAtEveryLevel) {
   EXPECT_THAT(ErrorsOf(With({{"replicas", 3}})),
               ElementsAre("replicas: unknown field (known fields: \"name\", \"fleet\", "
                           "\"recipe\", \"image\", \"entrypoint\", \"env\", \"code\", \"pools\", "
-                          "\"deadlines\", \"corpus\", \"queue\")"));
+                          "\"deadlines\", \"corpus\", \"queue\", \"resumeFrom\")"));
   EXPECT_THAT(
       ErrorsOf(WithPool({{"gpuPerMachine", 8}})),
       ElementsAre("pools[0].gpuPerMachine: unknown field (did you mean \"gpusPerMachine\"?)"));
@@ -484,6 +484,27 @@ TEST(ParseTest, Queue) {
   EXPECT_THAT(ErrorsOf(With({{"queue", "team_a"}})),
               ElementsAre(::testing::StartsWith("queue: must be a lower-case DNS subdomain")));
   EXPECT_THAT(ErrorsOf(With({{"queue", ""}})), ElementsAre("queue: must not be empty"));
+}
+
+TEST(ParseTest, ResumeFromNamesEarlierJobsById) {
+  EXPECT_THAT(Valid(With({{"resumeFrom", {"j-0123456789", "j-abc"}}})).resume_from,
+              ElementsAre("j-0123456789", "j-abc"));
+  EXPECT_TRUE(Valid(Base()).resume_from.empty());
+  EXPECT_THAT(ErrorsOf(With({{"resumeFrom", "j-abc"}})),
+              ElementsAre("resumeFrom: must be a list of job ids (earlier jobs of yours), got "
+                          "string \"j-abc\""));
+  // Ids are path components on every fleet (jobs/<id>): nothing that could leave jobs/.
+  EXPECT_THAT(ErrorsOf(With({{"resumeFrom", {"../j-abc"}}})),
+              ElementsAre(::testing::StartsWith(
+                  "resumeFrom[0]: must be a job id such as \"j-0123456789\": ")));
+  EXPECT_THAT(ErrorsOf(With({{"resumeFrom", {"j-abc", 7, "j-abc"}}})),
+              ElementsAre("resumeFrom[1]: must be a string, got number 7",
+                          "resumeFrom[2]: names \"j-abc\" twice"));
+  json many = json::array();
+  for (int i = 0; i < 9; ++i)
+    many.push_back("j-" + std::to_string(i));
+  EXPECT_THAT(ErrorsOf(With({{"resumeFrom", many}})),
+              ElementsAre("resumeFrom: names 9 jobs, more than the 8 allowed"));
 }
 
 TEST(ParseTest, LongValuesAreShortenedInMessages) {

@@ -18,6 +18,7 @@ namespace {
 
 using nlohmann::json;
 using testing::ConfigFrom;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using testing::JobFrom;
 
@@ -237,6 +238,40 @@ TEST(Render, CorpusWithoutCorpusPvcIsRefused) {
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_EQ(errors[0].path, "corpus");
   EXPECT_THAT(errors[0].message, HasSubstr("FORGE_K8S_CORPUS_PVC is not set"));
+}
+
+// resumeFrom: each earlier job's directory, read-only, by subPath, in every pod; nothing else of
+// the storage volume (docs/security.md, "Resuming from an earlier job").
+TEST(Render, ResumeFromMountsEarlierJobsReadOnlyInEveryPod) {
+  const std::string job = std::string(kTwoPool) + "resumeFrom: [j-old1, j-old2]\n";
+  json rj = MustRender(job.c_str(), {{"FORGE_K8S_STORAGE_PVC", "data"}});
+  for (const json& pod : PodTemplates(rj)) {
+    std::vector<std::string> mounts;
+    for (const json& m : pod["spec"]["containers"][0]["volumeMounts"]) {
+      if (m["name"] != "starforge-storage") continue;
+      mounts.push_back(m.dump());
+    }
+    EXPECT_THAT(mounts,
+                ElementsAre(R"({"mountPath":"/starforge/jobs/j-1","name":"starforge-storage",)"
+                            R"("subPath":"jobs/j-1"})",
+                            R"({"mountPath":"/starforge/jobs/j-old1","name":"starforge-storage",)"
+                            R"("readOnly":true,"subPath":"jobs/j-old1"})",
+                            R"({"mountPath":"/starforge/jobs/j-old2","name":"starforge-storage",)"
+                            R"("readOnly":true,"subPath":"jobs/j-old2"})"));
+  }
+  EXPECT_EQ(RuntimeEnv(rj)["env_vars"]["FORGE_RESUME_DIRS"],
+            "/starforge/jobs/j-old1:/starforge/jobs/j-old2");
+  // Without it: no other mount of the storage volume, and no variable.
+  json plain = MustRender(kTwoPool, {{"FORGE_K8S_STORAGE_PVC", "data"}});
+  EXPECT_FALSE(RuntimeEnv(plain)["env_vars"].contains("FORGE_RESUME_DIRS"));
+}
+
+TEST(Render, ResumeFromWithoutStoragePvcIsRefused) {
+  const std::string job = std::string(kOneCpu) + "resumeFrom: [j-old1]\n";
+  FieldErrors errors = RenderErrors(job.c_str(), {});
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].path, "resumeFrom");
+  EXPECT_THAT(errors[0].message, HasSubstr("FORGE_K8S_STORAGE_PVC is not set"));
 }
 
 TEST(Render, HttpsCapsuleGoesToRayDirectly) {

@@ -506,6 +506,32 @@ TEST_F(StoreTest, ConcurrentUpdatesFromThreadsAndConnectionsLoseNothing) {
   EXPECT_EQ(store_->ListEvents(job.id).at(0).count, kThreads * kEach);
 }
 
+// Reads go through their own connection: a read made while a write holds the writer (here from
+// inside UpdateJob's mutate, which runs under the writer's lock) is served at once and sees the
+// last committed state, not the write in progress. With one connection for both, this deadlocks.
+TEST_F(StoreTest, ReadsDoNotWaitForAWriteInProgress) {
+  const Job job = store_->CreateJob(NewJob(), "api");
+  std::optional<Job> seen;
+  std::optional<User> who;
+  const std::string token = [&] {
+    store_->EnsureUser("alice", false);
+    return store_->CreateToken("alice", "");
+  }();
+  ASSERT_TRUE(store_->UpdateJob(job.id, [&](Job& j) {
+    j.message = "being written";
+    seen = store_->GetJob(job.id);
+    who = store_->Authenticate(token);
+  }));
+  ASSERT_TRUE(seen);
+  EXPECT_EQ(seen->message, "");  // the committed row, not the write in progress
+  EXPECT_EQ(seen->version, 1);
+  ASSERT_TRUE(who);
+  EXPECT_EQ(who->name, "alice");
+  // Once the write returned, every read sees it (the reader starts a fresh read transaction).
+  EXPECT_EQ(store_->GetJob(job.id)->message, "being written");
+  EXPECT_EQ(store_->ListJobs({}).front().message, "being written");
+}
+
 // A child process writes jobs and reports each one after its write returned; it is SIGKILLed
 // mid-stream. Every reported job must be in the file afterwards, whole.
 TEST(StoreDurabilityTest, EveryCommittedRowSurvivesSigkill) {

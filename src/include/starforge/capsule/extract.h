@@ -21,6 +21,7 @@ struct ExtractResult {
   int local_errno = 0;
   size_t files = 0;
   uint64_t bytes = 0;
+  bool reserved = false;  // an entry is or is under .starforge/ (kept for StarForge's files)
   bool ok() const { return errors.empty(); }
 };
 
@@ -34,5 +35,10 @@ struct ExtractResult {
 // archive marks them executable (Unix attributes); directory entries become directories.
 ExtractResult ExtractZip(const std::filesystem::path& archive, const std::filesystem::path& dest,
                          const ExtractLimits& limits = {});
+
+// ExtractZip's checks without its writes: every entry's name and type, the limits, and every
+// file inflated (bytes counted, CRC checked) into memory that is reused, so refusing or accepting
+// an upload costs no disk. files/bytes/reserved as ExtractZip would report; local_errno stays 0.
+ExtractResult CheckZip(const std::filesystem::path& archive, const ExtractLimits& limits = {});
 
 }  // namespace starforge::capsule

@@ -35,6 +35,9 @@ struct SubmitRequest {
   std::string capsule_sha256;
   std::string capsule_key;  // object-store key, capsule::ObjectKey(sha256)
   int64_t queued_at = 0;    // Unix ms; FIFO order among jobs waiting for resources
+  // The job's owner is an admin: a fleet that cannot isolate jobs (the local fleet without a
+  // sandbox) runs only admins' jobs, checked again at launch (after a restart without one).
+  bool owner_admin = false;
 };
 
 struct SubmitResult {

@@ -66,6 +66,10 @@ struct LocalFleetOptions {
   // Unset: jobs run as plain processes with the server's environment minus secrets — only for
   // a single-user machine (forge serve then accepts local jobs of admins only).
   std::optional<LocalSandbox> sandbox;
+  // Without a sandbox, launch only jobs whose SubmitRequest says owner_admin (forge serve sets
+  // this; the API refuses others' local jobs at submit, and this catches those admitted while a
+  // sandbox existed, before a restart without one).
+  bool unsandboxed_admins_only = false;
 };
 
 class LocalFleet : public Fleet {

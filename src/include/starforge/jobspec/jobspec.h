@@ -13,6 +13,8 @@ namespace starforge::jobspec {
 
 inline constexpr size_t kMaxJobNameLength = 40;
 inline constexpr size_t kMaxPoolNameLength = 15;
+// At most this many earlier jobs in `resumeFrom` (each is one read-only mount).
+inline constexpr size_t kMaxResumeFrom = 8;
 
 // A group of identical machines. The first pool of a job is its primary pool.
 struct Pool {
@@ -40,6 +42,9 @@ struct JobSpec {
   int64_t queue_seconds = 0;        // 0 = no limit on one wait in the fleet's queue (Kueue)
   bool corpus = false;
   std::optional<std::string> queue;  // Kueue LocalQueue name
+  // Earlier jobs of the same owner whose directories this job reads (read-only) to resume from
+  // their checkpoints; ownership is checked at submit (docs/security.md, "Resuming").
+  std::vector<std::string> resume_from;
   friend bool operator==(const JobSpec&, const JobSpec&) = default;
 
   const Pool& PrimaryPool() const { return pools.front(); }

@@ -58,6 +58,8 @@ inline constexpr const char* kEnvJobId = "FORGE_JOB_ID";
 inline constexpr const char* kEnvStorageRoot = "FORGE_STORAGE_ROOT";
 inline constexpr const char* kEnvCapsuleSha256 = "FORGE_CAPSULE_SHA256";
 inline constexpr const char* kEnvCorpusDir = "FORGE_CORPUS_DIR";
+// The directories of the earlier jobs named in `resumeFrom`, ':'-separated, in the JobSpec's order.
+inline constexpr const char* kEnvResumeDirs = "FORGE_RESUME_DIRS";
 inline constexpr const char* kEnvNemoRlDir = "FORGE_NEMO_RL_DIR";
 // Ray's job supervisor SIGKILLs a stopped job's processes after this many seconds (default 3);
 // the runner needs longer to forward SIGTERM, wait its grace period and record the end.

@@ -1,9 +1,15 @@
-// The control plane's database: SQLite in WAL mode, one file, one connection guarded by a mutex
-// (one writer). The schema and its numbered migrations live only in store.cc. Every method is
-// one transaction: when it returns, the change is durable (synchronous=FULL), so the caller may
-// act on it — state is written before the action that depends on it.
+// The control plane's database: SQLite in WAL mode, one file. Writes go through one connection
+// guarded by a mutex (one writer); reads through a second connection, so that a request that only
+// reads (authenticating a token, listing jobs) never waits behind a write. The schema and its
+// numbered migrations live only in store.cc. Every method is one transaction: when a write
+// returns, the change is durable — its commit is in the WAL and the WAL is on disk — so the caller
+// may act on it (state is written before the action that depends on it). The WAL's fsync happens
+// after the writer's lock is released and is shared by every commit made meanwhile (a group
+// commit): concurrent writers wait for one fsync together instead of one after another.
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <filesystem>
@@ -85,7 +91,7 @@ class Store {
   // reason, message, started_at/finished_at and appends the Transition. Refuses (returns
   // nullopt, writes nothing) a change out of a terminal phase. Returns the stored job.
   // Also nullopt for a missing job or a change back to an earlier phase. `mutate` runs under
-  // the store's lock (it must not call the store); the store keeps seq, id, created_at,
+  // the writer's lock (it may read the store, not write it); the store keeps seq, id, created_at,
   // updated_at, started_at, finished_at and version itself, and a phase set by `mutate` throws
   // std::logic_error (phases change only with `change`, which records the Transition).
   std::optional<Job> UpdateJob(const std::string& id, const std::function<void(Job&)>& mutate,
@@ -150,10 +156,32 @@ class Store {
   void SetClockForTesting(std::function<int64_t()> now);
 
  private:
-  explicit Store(sqlite3* db);
+  Store(sqlite3* db, sqlite3* reader, std::filesystem::path wal);
   int64_t Now();
   void Journal(const std::string& job_id);  // after a commit
-  std::mutex mu_;
+  // Under mu_, right after a COMMIT: the commit's number, for Sync.
+  int64_t Committed() { return ++commits_; }
+  // Returns once commit `ticket` (and every one before it) is on disk: one fdatasync of the WAL
+  // for every caller waiting meanwhile. Throws StoreError if the disk refuses (and from then on:
+  // after a failed fsync the kernel may have dropped the pages, so no later one proves anything).
+  void Sync(int64_t ticket);
+  // After a write's COMMIT, under `lock` (of mu_): releases the writer and waits for Sync.
+  void Durable(std::unique_lock<std::mutex>& lock) {
+    const int64_t ticket = Committed();
+    lock.unlock();
+    Sync(ticket);
+  }
+  std::mutex mu_;       // the writer connection db_
+  std::mutex read_mu_;  // the reader connection reader_
+  std::mutex sync_mu_;
+  std::condition_variable sync_cv_;
+  bool syncing_ = false;
+  int64_t synced_ = 0;
+  std::string sync_error_;
+  std::atomic<int64_t> commits_{0};
+  std::filesystem::path wal_;
+  int wal_fd_ = -1;
+  sqlite3* reader_;
   std::mutex journal_mu_;  // not mu_: a watch must not wait behind a transaction's fsync
   std::deque<Change> journal_;
   size_t journal_size_ = kJournalSize;
