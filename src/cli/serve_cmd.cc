@@ -407,7 +407,8 @@ int Serve(Context& c, const ServeOptions& o) {
   pl.admission = &local;
   playground::LocalBackend pg_local(std::move(pl));
   if (pg_local.Command().empty())
-    spdlog::info("local playgrounds: refused ({} is not on PATH)", cfg.local_vllm_command);
+    spdlog::info("local playgrounds: refused ({} is not found; FORGE_LOCAL_VLLM_COMMAND)",
+                 cfg.local_vllm_command);
   playground::ManagerOptions pg_options;
   pg_options.config = cfg;
   pg_options.storage_root = cfg.storage_root;

@@ -83,13 +83,7 @@ fleet::Admission KubeBackend::Admit(const store::Playground& row, const Spec& sp
             "model"};
   }
   if (options_.admission == nullptr) return {};
-  fleet::Admission a = options_.admission->Admit(kuberay::PlaygroundAsJobSpec(in));
-  // The job's field names mean nothing to a playground's user: name the request's.
-  if (a.field.find("gpusPerMachine") != std::string::npos) a.field = "gpus";
-  if (a.field.find("gpuSeries") != std::string::npos) a.field = "series";
-  if (a.field.find("cpusPerMachine") != std::string::npos) a.field = "cpus";
-  if (a.field.find("memoryPerMachine") != std::string::npos) a.field = "memory";
-  return a;
+  return AdmitAsJob(*options_.admission, kuberay::PlaygroundAsJobSpec(in));
 }
 
 Status KubeBackend::Create(const store::Playground& row, const Spec& spec) {

@@ -151,11 +151,7 @@ fleet::Admission LocalBackend::Admit(const store::Playground& row, const Spec& s
   in.machine.gpus_per_machine = spec.gpus;
   in.machine.cpus_per_machine = spec.cpus;
   in.machine.memory_per_machine = spec.memory;
-  fleet::Admission a = options_.admission->Admit(kuberay::PlaygroundAsJobSpec(in));
-  if (a.field.find("gpusPerMachine") != std::string::npos) a.field = "gpus";
-  if (a.field.find("cpusPerMachine") != std::string::npos) a.field = "cpus";
-  if (a.field.find("memoryPerMachine") != std::string::npos) a.field = "memory";
-  return a;
+  return AdmitAsJob(*options_.admission, kuberay::PlaygroundAsJobSpec(in));
 }
 
 Status LocalBackend::Create(const store::Playground& row, const Spec& spec) {
@@ -209,8 +205,10 @@ Status LocalBackend::Create(const store::Playground& row, const Spec& spec) {
   s.cwd = dir;
   s.lock = lock;
   s.log = dir / "server.log";
-  // bubblewrap's outer process must outlive the stop's SIGTERM, which the server inside handles.
-  s.ignore_stop_signals = true;
+  // Unlike a job's runner, the stop's SIGTERM may end bubblewrap's outer process too (nothing
+  // waits for its exit status); ignoring it would also make the server inherit SIG_IGN, and a
+  // server without its own handler (the emulator) would then outlive every SIGTERM.
+  s.ignore_stop_signals = false;
   const local::SpawnResult r = local::SpawnDetached(s, [&](pid_t pid) -> std::string {
     const json launch = {{"pid", pid},
                          {"port", port},

@@ -69,7 +69,7 @@ wait_no_server() {  # ID
 # A job of alice's (a local one) and the checkpoint directory it wrote.
 mkdir -p "$work/code"
 echo 'print("trained")' >"$work/code/main.py"
-printf 'name: tiny\nfleet: local\nentrypoint: python3 main.py\npools: [{name: main}]\n' >"$work/job.yaml"
+printf 'name: tiny\nfleet: local\nimage: python:3.12\nentrypoint: python3 main.py\npools: [{name: main}]\n' >"$work/job.yaml"
 job=$(as_alice submit "$work/job.yaml" --code "$work/code" -o name) || fail "submit failed"
 job=${job#job/}
 mkdir -p "$FORGE_STORAGE_ROOT/jobs/$job/ckpt/final"
