@@ -144,9 +144,11 @@ int Describe(Context& c, const std::string& server, const std::string& id,
   if (!p.value("reason", "").empty()) c.out << "Reason:       " << p.value("reason", "") << "\n";
   if (!p.value("message", "").empty()) c.out << "Message:      " << p.value("message", "") << "\n";
   c.out << "Model:        " << spec.value("model", "") << " (served as "
-        << spec.value("servedModelName", "") << ")\n"
-        << "Image:        " << spec.value("image", "") << "\n"
-        << "GPUs:         " << spec.value("gpus", int64_t{0}) << " of "
+        << spec.value("servedModelName", "") << ")\n";
+  // A local playground runs FORGE_LOCAL_VLLM_COMMAND, no image.
+  if (!spec.value("image", "").empty())
+    c.out << "Image:        " << spec.value("image", "") << "\n";
+  c.out << "GPUs:         " << spec.value("gpus", int64_t{0}) << " of "
         << (spec.value("series", "").empty() ? "any series" : spec.value("series", "")) << "\n"
         << "Created:      " << Cell(p["createdAt"]) << "\n"
         << "Ready:        " << Cell(p["readyAt"]) << "\n"

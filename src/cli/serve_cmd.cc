@@ -32,6 +32,7 @@
 #include "starforge/kube/client_config.h"
 #include "starforge/objstore/object_store.h"
 #include "starforge/playground/kube_backend.h"
+#include "starforge/playground/local_backend.h"
 #include "starforge/playground/manager.h"
 #include "starforge/store/store.h"
 
@@ -43,27 +44,6 @@ namespace fs = std::filesystem;
 
 // sysexits' EX_CONFIG: the configuration cannot work here (not a usage error).
 constexpr int kExitConfig = 78;
-
-// Why the local fleet runs no playground: it does not start model servers on this machine yet;
-// when vLLM is not even installed, that is the first thing to say.
-std::string LocalPlaygroundRefusal() {
-  const char* path = std::getenv("PATH");
-  std::string dirs = path != nullptr ? path : "";
-  bool found = false;
-  size_t start = 0;
-  while (start <= dirs.size() && !found) {
-    const size_t end = std::min(dirs.find(':', start), dirs.size());
-    const std::string dir = dirs.substr(start, end - start);
-    if (!dir.empty() && ::access((dir + "/vllm").c_str(), X_OK) == 0) found = true;
-    start = end + 1;
-  }
-  if (!found) {
-    return "the local fleet runs playgrounds with vLLM, which is not installed on this machine "
-           "(no vllm on the server's PATH); start the playground with fleet kuberay";
-  }
-  return "the local fleet does not run playgrounds yet (docs/playground.md); start the "
-         "playground with fleet kuberay";
-}
 
 struct ServeOptions {
   std::string listen;
@@ -414,11 +394,22 @@ int Serve(Context& c, const ServeOptions& o) {
     pk.client = kuberay_setup.client;
     pk.client_options.max_attempts = 3;  // the reconciler retries at its next pass
     pk.admission = kuberay.get();
+    pk.cache = kuberay.get();  // the pod and its events from the fleet's informers
     pg_kuberay = std::make_unique<playground::KubeBackend>(std::move(pk));
   } else {
     pg_kuberay = std::make_unique<playground::UnavailableBackend>("kuberay", kuberay_setup.message);
   }
-  playground::UnavailableBackend pg_local("local", LocalPlaygroundRefusal());
+  // On this machine: FORGE_LOCAL_VLLM_COMMAND in the local jobs' sandbox.
+  playground::LocalBackendOptions pl;
+  pl.config = cfg;
+  pl.state_dir = control;
+  pl.sandbox = sandbox.sandbox;
+  pl.sandbox_error = sandbox.error;
+  pl.admission = &local;
+  playground::LocalBackend pg_local(std::move(pl));
+  if (pg_local.Command().empty())
+    spdlog::info("local playgrounds: refused ({} is not found; FORGE_LOCAL_VLLM_COMMAND)",
+                 cfg.local_vllm_command);
   playground::ManagerOptions pg_options;
   pg_options.config = cfg;
   pg_options.storage_root = cfg.storage_root;

@@ -232,6 +232,19 @@ std::string AnyText(std::string&) {
 // Storage root, storage mount and the NeMo-RL directory end up in bash scripts (KubeRay pastes
 // the entrypoint into `bash -ce` unquoted) and in pod specs, so a character a shell would
 // interpret must never be in them: an allow-list, because a deny-list always forgets one.
+// A program: a bare name looked up on PATH, or an absolute path; either way one word of the
+// characters of a path (it is exec'd, never given to a shell, but must name one file).
+std::string CheckProgram(std::string& v) {
+  const bool word = std::all_of(v.begin(), v.end(), [](char c) {
+    return IsAlnum(c) || c == '/' || c == '.' || c == '_' || c == '-' || c == '+';
+  });
+  if (!word)
+    return Got("expected a program name or an absolute path (letters, digits, / . _ - +)", v);
+  if (v.find('/') != std::string::npos && v.front() != '/')
+    return Got("expected a program name (looked up on PATH) or an absolute path", v);
+  return "";
+}
+
 std::string CheckShellSafePath(std::string& v) {
   if (v.front() != '/') return Got("expected an absolute path (starting with /)", v);
   const bool safe = std::all_of(v.begin(), v.end(), [](char c) {
@@ -588,6 +601,11 @@ const std::vector<Entry>& Table() {
     t.push_back(Text("FORGE_IMAGE_VLLM", &Config::image_vllm, "image reference", CheckImageRef,
                      "vLLM image of playgrounds (docs/playground.md). Unset: every playground "
                      "must name its image."));
+    t.push_back(Text("FORGE_LOCAL_VLLM_COMMAND", &Config::local_vllm_command,
+                     "program name or absolute path", CheckProgram,
+                     "The vLLM program local playgrounds run as `<it> serve <model> --port …`, "
+                     "looked up on forge serve's PATH (docs/playground.md). Not found: local "
+                     "playgrounds are refused."));
     t.push_back(Text("FORGE_K8S_API_SERVER", &Config::k8s_api_server, "http(s) URL",
                      CheckK8sApiServer,
                      "Kubernetes API server URL. Unset: kubeconfig or the in-cluster service "

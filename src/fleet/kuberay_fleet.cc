@@ -923,6 +923,26 @@ bool KubeRayFleet::WaitForSync(std::chrono::milliseconds timeout) {
   return true;
 }
 
+std::optional<KubeRayFleet::PodView> KubeRayFleet::CachedPod(const std::string& name) const {
+  const Impl& i = *impl_;
+  if (!i.started || !i.pods->HasSynced() || !i.events->HasSynced()) return std::nullopt;
+  PodView v;
+  v.pod = i.pods->Get(i.Key(name));
+  v.events = i.events->Select(
+      [&](const json& e) { return Str(Field(e, "involvedObject"), "name") == name; });
+  if (v.pod && Str(Field(*v.pod, "spec"), "nodeName").empty()) {
+    if (!i.nodes->HasSynced() || !i.all_pods->HasSynced()) return std::nullopt;
+    for (auto& [key, node] : i.nodes->Snapshot())
+      v.nodes.push_back(std::move(node));
+    v.node_pods = i.all_pods->Select([](const json& p) {
+      const std::string phase = Str(Field(p, "status"), "phase");
+      return !Str(Field(p, "spec"), "nodeName").empty() && phase != "Succeeded" &&
+             phase != "Failed";
+    });
+  }
+  return v;
+}
+
 Admission KubeRayFleet::Admit(const jobspec::JobSpec& spec) {
   return impl_->Admit(spec);
 }

@@ -155,11 +155,15 @@ std::optional<uint64_t> ProcStartTime(pid_t pid) {
 }
 
 bool SignalJobGroup(pid_t pgid, const std::string& job_id, int sig) {
+  return SignalMarkedGroup(pgid, "FORGE_JOB_ID=" + job_id, sig);
+}
+
+bool SignalMarkedGroup(pid_t pgid, const std::string& marker, int sig) {
   if (pgid <= 1) return false;
   DIR* proc = ::opendir("/proc");
   if (proc == nullptr) return false;
   const std::string pgid_text = std::to_string(pgid);
-  const std::string needle = "FORGE_JOB_ID=" + job_id;
+  const std::string& needle = marker;
   bool ours = false;
   while (dirent* e = ::readdir(proc)) {
     if (!std::all_of(e->d_name, e->d_name + std::strlen(e->d_name), ::isdigit)) continue;

@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <set>
 #include <sstream>
 
@@ -59,9 +60,13 @@ std::map<std::string, std::string> SandboxEnvironment(const LocalSandbox& sandbo
   return env;
 }
 
-std::vector<std::string> SandboxArgv(const LocalSandbox& sandbox, const JobPaths& paths,
-                                     const std::vector<std::string>& command,
-                                     const std::vector<fs::path>& read_only_jobs) {
+namespace {
+
+// The walls every sandboxed process has; `inside` adds its own binds. Ends before the command.
+using Parents = std::function<void(const fs::path&)>;
+std::vector<std::string> SandboxWalls(
+    const LocalSandbox& sandbox,
+    const std::function<void(std::vector<std::string>&, const Parents&)>& inside) {
   std::vector<std::string> a = {sandbox.bwrap, "--unshare-pid", "--unshare-ipc"};
   // bubblewrap makes the missing parents of a mount point mode 0700, which an unprivileged uid
   // cannot cross: make them 0755 first (they are empty directories of the sandbox's own root).
@@ -76,11 +81,11 @@ std::vector<std::string> SandboxArgv(const LocalSandbox& sandbox, const JobPaths
       a.insert(a.end(), {"--perms", "0755", "--dir", *it});
       made.insert(*it);
     }
+    made.insert(target.string());
   };
   for (const fs::path& dir : sandbox.read_only) {
     parents(dir);
     a.insert(a.end(), {"--ro-bind", dir.string(), dir.string()});
-    made.insert(dir.string());
   }
   // /tmp and /dev/shm as on any system (1777): the job's uid may not be root.
   a.insert(a.end(), {"--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/dev/shm",
@@ -88,16 +93,7 @@ std::vector<std::string> SandboxArgv(const LocalSandbox& sandbox, const JobPaths
   for (const fs::path& dev : sandbox.devices) {
     a.insert(a.end(), {"--dev-bind", dev.string(), dev.string()});
   }
-  // Of the storage root only this job's directory; its fleet records stay read-only (the fleet
-  // trusts them to signal the right processes).
-  parents(paths.job_dir);
-  a.insert(a.end(), {"--bind", paths.job_dir.string(), paths.job_dir.string()});
-  a.insert(a.end(), {"--ro-bind", paths.fleet_dir.string(), paths.fleet_dir.string()});
-  for (const fs::path& dir : read_only_jobs) {
-    parents(dir);
-    a.insert(a.end(), {"--ro-bind", dir.string(), dir.string()});
-  }
-  a.insert(a.end(), {"--chdir", paths.capsule_dir.string()});
+  inside(a, parents);
   if (sandbox.uid >= 0) {
     // bubblewrap run by root keeps root's capabilities: keep only what setpriv needs to drop to
     // the unprivileged uid and to empty the bounding set, and setpriv drops those too (bubblewrap
@@ -109,6 +105,46 @@ std::vector<std::string> SandboxArgv(const LocalSandbox& sandbox, const JobPaths
               "--clear-groups", "--inh-caps=-all", "--bounding-set=-all"});
   }
   a.push_back("--");
+  return a;
+}
+
+}  // namespace
+
+std::vector<std::string> SandboxArgv(const LocalSandbox& sandbox, const JobPaths& paths,
+                                     const std::vector<std::string>& command,
+                                     const std::vector<fs::path>& read_only_jobs) {
+  std::vector<std::string> a =
+      SandboxWalls(sandbox, [&](std::vector<std::string>& b, const Parents& parents) {
+        // Of the storage root only this job's directory; its fleet records stay read-only (the
+        // fleet trusts them to signal the right processes).
+        parents(paths.job_dir);
+        b.insert(b.end(), {"--bind", paths.job_dir.string(), paths.job_dir.string()});
+        b.insert(b.end(), {"--ro-bind", paths.fleet_dir.string(), paths.fleet_dir.string()});
+        for (const fs::path& dir : read_only_jobs) {  // resumeFrom: earlier jobs, read-only
+          parents(dir);
+          b.insert(b.end(), {"--ro-bind", dir.string(), dir.string()});
+        }
+        b.insert(b.end(), {"--chdir", paths.capsule_dir.string()});
+      });
+  a.insert(a.end(), command.begin(), command.end());
+  return a;
+}
+
+std::vector<std::string> ServerSandboxArgv(const LocalSandbox& sandbox,
+                                           const std::vector<fs::path>& read_only,
+                                           const std::vector<std::string>& command) {
+  std::vector<std::string> a =
+      SandboxWalls(sandbox, [&](std::vector<std::string>& b, const Parents& parents) {
+        for (const fs::path& dir : read_only) {
+          bool covered = false;
+          for (const fs::path& have : sandbox.read_only)
+            covered = covered || Under(dir, have);
+          if (covered) continue;
+          parents(dir);
+          b.insert(b.end(), {"--ro-bind", dir.string(), dir.string()});
+        }
+        b.insert(b.end(), {"--chdir", "/tmp"});
+      });
   a.insert(a.end(), command.begin(), command.end());
   return a;
 }

@@ -83,13 +83,7 @@ fleet::Admission KubeBackend::Admit(const store::Playground& row, const Spec& sp
             "model"};
   }
   if (options_.admission == nullptr) return {};
-  fleet::Admission a = options_.admission->Admit(kuberay::PlaygroundAsJobSpec(in));
-  // The job's field names mean nothing to a playground's user: name the request's.
-  if (a.field.find("gpusPerMachine") != std::string::npos) a.field = "gpus";
-  if (a.field.find("gpuSeries") != std::string::npos) a.field = "series";
-  if (a.field.find("cpusPerMachine") != std::string::npos) a.field = "cpus";
-  if (a.field.find("memoryPerMachine") != std::string::npos) a.field = "memory";
-  return a;
+  return AdmitAsJob(*options_.admission, kuberay::PlaygroundAsJobSpec(in));
 }
 
 Status KubeBackend::Create(const store::Playground& row, const Spec& spec) {
@@ -117,15 +111,23 @@ Observation KubeBackend::Observe(const store::Playground& row, const Spec& spec)
   const std::string& ns = options_.config.k8s_namespace;
   const std::string name = kuberay::PlaygroundObjectName(row.id);
   try {
+    std::optional<fleet::KubeRayFleet::PodView> view;
+    if (options_.cache != nullptr) view = options_.cache->CachedPod(name);
+    // Not in the cache: just created (the watch has not brought it yet) or gone; ask.
+    if (view && !view->pod) view.reset();
     json pod;
-    try {
-      pod = client_->Get(res::kPods, ns, name);
-    } catch (const kube::ApiError& e) {
-      if (!kube::IsNotFound(e)) throw;
-      o.state = store::PlaygroundState::kFailed;
-      o.reason = "PodDeleted";
-      o.message = "its pod " + name + " was deleted outside StarForge";
-      return o;
+    if (view) {
+      pod = *view->pod;
+    } else {
+      try {
+        pod = client_->Get(res::kPods, ns, name);
+      } catch (const kube::ApiError& e) {
+        if (!kube::IsNotFound(e)) throw;
+        o.state = store::PlaygroundState::kFailed;
+        o.reason = "PodDeleted";
+        o.message = "its pod " + name + " was deleted outside StarForge";
+        return o;
+      }
     }
     const std::string phase = Str(Field(pod, "status"), "phase");
     if (phase == "Failed" || phase == "Succeeded") {
@@ -155,21 +157,27 @@ Observation KubeBackend::Observe(const store::Playground& row, const Spec& spec)
     in.cluster_pods = {pod};
     in.gpu_label = options_.config.k8s_gpu_node_label;
     in.pools = {kuberay::PlaygroundAsJobSpec(RenderInput(row, spec)).pools.front()};
-    kube::ListOptions events;
-    events.field_selector = "involvedObject.name=" + name;
-    // (Each list is kept in a variable: a range over a member of a temporary would dangle.)
-    const json event_list = client_->List(res::kEvents, ns, events);
-    for (const json& e : Arr(event_list, "items"))
-      in.events.push_back(e);
-    if (Str(Field(pod, "spec"), "nodeName").empty()) {
-      const json node_list = client_->List(res::kNodes, "");
-      for (const json& n : Arr(node_list, "items"))
-        in.nodes.push_back(n);
-      kube::ListOptions bound;
-      bound.field_selector = "status.phase!=Succeeded,status.phase!=Failed";
-      const json pod_list = client_->List(res::kPods, "", bound);
-      for (const json& p : Arr(pod_list, "items")) {
-        if (!Str(Field(p, "spec"), "nodeName").empty()) in.node_pods.push_back(p);
+    if (view) {
+      in.events = std::move(view->events);
+      in.nodes = std::move(view->nodes);
+      in.node_pods = std::move(view->node_pods);
+    } else {
+      kube::ListOptions events;
+      events.field_selector = "involvedObject.name=" + name;
+      // (Each list is kept in a variable: a range over a member of a temporary would dangle.)
+      const json event_list = client_->List(res::kEvents, ns, events);
+      for (const json& e : Arr(event_list, "items"))
+        in.events.push_back(e);
+      if (Str(Field(pod, "spec"), "nodeName").empty()) {
+        const json node_list = client_->List(res::kNodes, "");
+        for (const json& n : Arr(node_list, "items"))
+          in.nodes.push_back(n);
+        kube::ListOptions bound;
+        bound.field_selector = "status.phase!=Succeeded,status.phase!=Failed";
+        const json pod_list = client_->List(res::kPods, "", bound);
+        for (const json& p : Arr(pod_list, "items")) {
+          if (!Str(Field(p, "spec"), "nodeName").empty()) in.node_pods.push_back(p);
+        }
       }
     }
     const kuberay::Diagnosis d = kuberay::DiagnosePod(in);

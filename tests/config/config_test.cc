@@ -53,6 +53,7 @@ TEST(Settings, ListsEverySettingOnceWithItsDefault) {
       {"FORGE_IMAGE_NEMO_RL", ""},
       {"FORGE_NEMO_RL_DIR", "/opt/nemo-rl"},
       {"FORGE_IMAGE_VLLM", ""},
+      {"FORGE_LOCAL_VLLM_COMMAND", "vllm"},
       {"FORGE_K8S_API_SERVER", ""},
       {"FORGE_K8S_TOKEN", ""},
       {"FORGE_K8S_CA_FILE", ""},
@@ -234,6 +235,17 @@ TEST(Load, BadValuesLeaveTheDefaultInPlace) {
 
 // ---------------------------------------------------------------------------------------------
 // Integers.
+
+// The local playgrounds' vLLM program: a name looked up on PATH or an absolute path, one word.
+TEST(Load, TheLocalVllmCommandIsANameOrAnAbsolutePath) {
+  EXPECT_EQ(LoadOne("FORGE_LOCAL_VLLM_COMMAND", "vllm").config.local_vllm_command, "vllm");
+  EXPECT_EQ(LoadOne("FORGE_LOCAL_VLLM_COMMAND", "/opt/vllm/bin/vllm").config.local_vllm_command,
+            "/opt/vllm/bin/vllm");
+  EXPECT_NE(ErrorFor("FORGE_LOCAL_VLLM_COMMAND", "bin/vllm").find("absolute path"),
+            std::string::npos);
+  EXPECT_NE(ErrorFor("FORGE_LOCAL_VLLM_COMMAND", "vllm serve").find("program name"),
+            std::string::npos);
+}
 
 TEST(Integers, GoodValues) {
   EXPECT_EQ(LoadOne("FORGE_KUBERAY_TTL_SECONDS", "0").config.kuberay_ttl_seconds, 0);

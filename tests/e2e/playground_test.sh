@@ -6,7 +6,9 @@
 #   404 and cannot serve someone else's checkpoint; the model must exist; more GPUs than a node
 #   has / an unknown series → refused with what exists; a missing image → Pending ImagePullFailed;
 #   extend moves the end; kill -9 of forge serve → the restarted server adopts the playground and
-#   still enforces its TTL; the TTL deletes the pod and service; stop deletes them at once.
+#   still enforces its TTL; the TTL deletes the pod and service; stop deletes them at once; with
+#   forge serve stopped, the pod's activeDeadlineSeconds ends it (kubesim's kubelet, as the real
+#   one: Failed/DeadlineExceeded) and the restarted server records the playground Expired.
 # Prints the time from start to Ready and the Kubernetes API requests of one playground's life.
 #   tests/e2e/playground_test.sh BUILD_DIR
 set -euo pipefail
@@ -250,4 +252,32 @@ gone "$one"
 as_alice playground list >&2
 say "Kubernetes API requests of one playground's life (start → Ready → one chat → stop):"
 python3 -c "import json,sys; d=json.load(open(sys.argv[1])); [print('  ', k, v) for k, v in sorted(d['requests'].items())]; print('   total', d['total'])" "$work/requests.json" >&2
+
+# --- forge serve down: the pod's own deadline (activeDeadlineSeconds = FORGE_PLAYGROUND_MAX_TTL_S)
+# reclaims it; the restarted server records the end and removes what is left ---------------------
+kill -TERM "$serve_pid"
+wait "$serve_pid" 2>/dev/null || true
+export FORGE_PLAYGROUND_MAX_TTL_S=60  # the pods' activeDeadlineSeconds
+start_serve
+unset FORGE_PLAYGROUND_MAX_TTL_S
+orphan=$(as_alice playground start --model "$model" --series h200 --ttl 60s -o json | field '["id"]')
+wait_state "$orphan" Ready 60
+kill -TERM "$serve_pid"
+wait "$serve_pid" 2>/dev/null || true
+opod=$(kc get pods -l "starforge/playground-id=$orphan" -o jsonpath='{.items[0].metadata.name}')
+[[ -n "$opod" ]] || fail "no pod for $orphan"
+for _ in $(seq 1 450); do
+  reason=$(kc get pod "$opod" -o jsonpath='{.status.phase}/{.status.reason}' 2>/dev/null || true)
+  [[ "$reason" == Failed/DeadlineExceeded ]] && break
+  sleep 0.2
+done
+[[ "$reason" == Failed/DeadlineExceeded ]] || fail "with forge serve down, the pod is $reason"
+kc get pod "$opod" -o jsonpath='{.status.containerStatuses[0].state.terminated.exitCode}' |
+  grep -qE '^[0-9]+$' || fail "the pod's vLLM container was not killed"
+say "forge serve down: the kubelet failed $opod at its deadline (DeadlineExceeded)"
+start_serve
+wait_state "$orphan" Expired 60
+gone "$orphan"
+as_alice playground describe "$orphan" | grep -q TTLExpired || fail "no clear end reason for $orphan"
+say "restarted: $orphan recorded Expired (TTLExpired), its pod and service removed"
 say "PASS (start → Ready: $ready_ms ms)"

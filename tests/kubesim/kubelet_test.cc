@@ -456,6 +456,40 @@ TEST(Kubelet, DeletionSendsSigtermThenSigkillAfterTheGracePeriod) {
   EXPECT_NE(kill(polite, 0), 0);
 }
 
+// spec.activeDeadlineSeconds, as the kubelet's active deadline handler enforces it: past the
+// deadline (counted from the pod's start) the containers are killed and the pod ends Failed with
+// reason DeadlineExceeded, and is NOT deleted; a pod without a deadline runs on.
+TEST(Kubelet, ActiveDeadlineFailsThePodAndKillsItsContainers) {
+  Cluster k(kOneNode);
+  const fs::path out = k.dir() / "out";
+  fs::create_directories(out);
+  json p =
+      ShPod("bounded", "echo $$$$ > /out/bounded.pid; while true; do sleep 0.1; done", "Never");
+  p["spec"]["activeDeadlineSeconds"] = 2;
+  p["spec"]["terminationGracePeriodSeconds"] = 1;
+  p["spec"]["containers"][0]["volumeMounts"] =
+      json::array({{{"name", "out"}, {"mountPath", "/out"}}});
+  p["spec"]["volumes"] = json::array({{{"name", "out"}, {"hostPath", {{"path", out.string()}}}}});
+  k.Post(kPods, p);
+  k.Post(kPods, ShPod("unbounded", "while true; do sleep 0.1; done", "Never"));
+  ASSERT_TRUE(WaitFor([&] { return fs::exists(out / "bounded.pid"); })) << k.Log();
+  const pid_t pid = std::stoi(Slurp(out / "bounded.pid"));
+  ASSERT_TRUE(
+      WaitFor([&] { return Phase(k.Pod("bounded")) == "Failed"; }, std::chrono::seconds(20)))
+      << k.Log();
+  const json pod = k.Pod("bounded");
+  EXPECT_EQ(pod["status"].value("reason", ""), "DeadlineExceeded");
+  EXPECT_EQ(pod["status"].value("message", ""),
+            "Pod was active on the node longer than the specified deadline");
+  EXPECT_EQ(Condition(pod, "Ready").value("status", ""), "False");
+  EXPECT_TRUE(Terminated(pod, "main").is_object()) << pod.dump();
+  EXPECT_TRUE(WaitFor([&] { return kill(pid, 0) != 0; }, std::chrono::seconds(5)));
+  EXPECT_TRUE(Has(k.EventMessages("bounded", "DeadlineExceeded"),
+                  "Pod was active on the node longer than the specified deadline"));
+  EXPECT_TRUE(k.PodExists("bounded"));
+  EXPECT_EQ(Phase(k.Pod("unbounded")), "Running");
+}
+
 TEST(Kubelet, ServiceProxyAndHostsReachAPodServer) {
   Cluster k(kOneNode);
   // A real HTTP server bound to the pod's own address, ready once it answers.

@@ -740,7 +740,84 @@ void Kubelet::Reconcile(const std::string& key) {
     return;
   }
   if (p->done) return;
+  const std::optional<milliseconds> left = DeadlineLeft(*p, pod);
+  if (p->deadline_exceeded || (left && left->count() <= 0)) {
+    ExceedDeadline(*p, pod);
+    return;
+  }
   SyncPod(*p, pod);
+  // The active deadline handler asks for a sync when the deadline passes.
+  if (const std::optional<milliseconds> again = DeadlineLeft(*p, pod)) {
+    queue_.AddAfter(key, std::max(*again, milliseconds(1)));
+  }
+}
+
+std::optional<milliseconds> Kubelet::DeadlineLeft(const Pod& p, const json& pod) {
+  const json& spec = Obj(pod, "spec");
+  if (!spec.contains("activeDeadlineSeconds") || !p.sandbox) return std::nullopt;
+  const auto deadline = p.started + std::chrono::seconds(Int(spec, "activeDeadlineSeconds", 0));
+  return std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
+}
+
+void Kubelet::ExceedDeadline(Pod& p, const json& pod) {
+  // The real kubelet's words (pkg/kubelet/active_deadline.go): a Normal event, then the pod is
+  // killed with its grace period and ends Failed with this reason and message. It is not
+  // deleted: its owner (here StarForge) sees why it ended.
+  static const std::string kReason = "DeadlineExceeded";
+  static const std::string kMessage =
+      "Pod was active on the node longer than the specified deadline";
+  if (!p.deadline_exceeded) {
+    p.deadline_exceeded = true;
+    Event(p, pod, nullptr, "Normal", kReason, kMessage);
+  }
+  for (auto* list : {&p.inits, &p.mains}) {
+    for (Container& c : *list) {
+      if (c.pid > 0 && c.exited) ReapExit(p, pod, c);
+    }
+  }
+  if (StopContainers(p, pod, Int(Obj(pod, "spec"), "terminationGracePeriodSeconds", 30))) return;
+  json status = ComputeStatus(p, pod, true);
+  status["phase"] = "Failed";
+  status["reason"] = kReason;
+  status["message"] = kMessage;
+  client_->MergePatchStatus(kube::resources::kPods, p.ns, p.name, {{"status", status}});
+  p.last_status = status;
+  p.done = true;
+}
+
+bool Kubelet::StopContainers(Pod& p, const json& pod, int64_t grace) {
+  if (!p.killing) {
+    p.killing = true;
+    p.kill_deadline = Clock::now() + std::chrono::seconds(std::max<int64_t>(0, grace));
+    for (auto* list : {&p.inits, &p.mains}) {
+      for (Container& c : *list) {
+        if (c.pid <= 0) continue;
+        Event(p, pod, &c, "Normal", "Killing", "Stopping container " + c.name);
+        KillContainer(c, grace > 0 ? SIGTERM : SIGKILL);
+      }
+    }
+  }
+  bool running = false;
+  for (auto* list : {&p.inits, &p.mains}) {
+    for (Container& c : *list)
+      running |= c.pid > 0;
+  }
+  if (!running) return false;
+  const auto now = Clock::now();
+  if (now >= p.kill_deadline && !p.sigkilled) {
+    p.sigkilled = true;
+    for (auto* list : {&p.inits, &p.mains}) {
+      for (Container& c : *list) {
+        if (c.pid > 0) KillContainer(c, SIGKILL);
+      }
+    }
+  }
+  queue_.AddAfter(p.key, now < p.kill_deadline
+                             ? std::min(milliseconds(100), std::chrono::duration_cast<milliseconds>(
+                                                               p.kill_deadline - now) +
+                                                               milliseconds(1))
+                             : milliseconds(50));
+  return true;
 }
 
 void Kubelet::Event(const Pod& p, const json& pod, const Container* c, const std::string& type,
@@ -906,6 +983,7 @@ bool Kubelet::EnsureSandbox(Pod& p, const json& pod) {
   p.hosts_content = RenderHosts(pod, p.ip, p.hosts_lines, LocalhostIp());
   WriteInPlace(p.hosts_file, p.hosts_content);
   p.start_time = Now();
+  p.started = Clock::now();
   p.sandbox = true;
   MarkHostsDirty();
   return true;
@@ -1500,42 +1578,9 @@ void Kubelet::Terminate(Pod& p, const json& pod) {
       if (c.pid > 0 && c.exited) ReapExit(p, pod, c);
     }
   }
-  if (!p.killing) {
-    p.killing = true;
-    const int64_t grace = Int(md, "deletionGracePeriodSeconds",
-                              Int(Obj(pod, "spec"), "terminationGracePeriodSeconds", 30));
-    p.kill_deadline = Clock::now() + std::chrono::seconds(std::max<int64_t>(0, grace));
-    for (auto* list : {&p.inits, &p.mains}) {
-      for (Container& c : *list) {
-        if (c.pid <= 0) continue;
-        Event(p, pod, &c, "Normal", "Killing", "Stopping container " + c.name);
-        KillContainer(c, grace > 0 ? SIGTERM : SIGKILL);
-      }
-    }
-  }
-  bool running = false;
-  for (auto* list : {&p.inits, &p.mains}) {
-    for (Container& c : *list)
-      running |= c.pid > 0;
-  }
-  if (running) {
-    const auto now = Clock::now();
-    if (now >= p.kill_deadline && !p.sigkilled) {
-      p.sigkilled = true;
-      for (auto* list : {&p.inits, &p.mains}) {
-        for (Container& c : *list) {
-          if (c.pid > 0) KillContainer(c, SIGKILL);
-        }
-      }
-    }
-    queue_.AddAfter(p.key,
-                    now < p.kill_deadline
-                        ? std::min(milliseconds(100),
-                                   std::chrono::duration_cast<milliseconds>(p.kill_deadline - now) +
-                                       milliseconds(1))
-                        : milliseconds(50));
-    return;
-  }
+  const int64_t grace = Int(md, "deletionGracePeriodSeconds",
+                            Int(Obj(pod, "spec"), "terminationGracePeriodSeconds", 30));
+  if (StopContainers(p, pod, grace)) return;
   if (p.confirmed) return;
   if (p.sandbox) {
     try {

@@ -115,8 +115,10 @@ class Kubelet : public controllers::Controller {
     bool killing = false;
     bool sigkilled = false;
     std::chrono::steady_clock::time_point kill_deadline{};
-    bool confirmed = false;  // DELETE with grace 0 sent
-    bool done = false;       // terminal status written; nothing more runs
+    std::chrono::steady_clock::time_point started{};  // with start_time (the active deadline's)
+    bool deadline_exceeded = false;  // spec.activeDeadlineSeconds passed: being failed
+    bool confirmed = false;          // DELETE with grace 0 sent
+    bool done = false;               // terminal status written; nothing more runs
     std::string hosts_file;
     std::string hosts_content;
     std::string hosts_lines;  // the service lines it was rendered with
@@ -132,6 +134,14 @@ class Kubelet : public controllers::Controller {
   void Reconcile(const std::string& key);
   void SyncPod(Pod& p, const nlohmann::json& pod);
   void Terminate(Pod& p, const nlohmann::json& pod);
+  // Stops every running container (SIGTERM, SIGKILL after `grace`); true while some still run
+  // (the pod is requeued).
+  bool StopContainers(Pod& p, const nlohmann::json& pod, int64_t grace);
+  // The kubelet's active deadline handler (pkg/kubelet/active_deadline.go): how long the pod may
+  // still run after its start under spec.activeDeadlineSeconds (nullopt: no deadline or not
+  // started); past it, ExceedDeadline fails the pod.
+  std::optional<std::chrono::milliseconds> DeadlineLeft(const Pod& p, const nlohmann::json& pod);
+  void ExceedDeadline(Pod& p, const nlohmann::json& pod);
   void Teardown(Pod& p);
   bool EnsureSandbox(Pod& p, const nlohmann::json& pod);
   bool EnsureVolumes(Pod& p, const nlohmann::json& pod);

@@ -40,6 +40,7 @@ struct Config {
   std::string image_nemo_rl;                         // FORGE_IMAGE_NEMO_RL ("" = unset)
   std::string nemo_rl_dir = "/opt/nemo-rl";          // FORGE_NEMO_RL_DIR
   std::string image_vllm;                            // FORGE_IMAGE_VLLM ("" = unset)
+  std::string local_vllm_command = "vllm";           // FORGE_LOCAL_VLLM_COMMAND
 
   // Kubernetes connection.
   std::string k8s_api_server;                 // FORGE_K8S_API_SERVER ("" = kubeconfig/in-cluster)

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -98,6 +99,17 @@ class KubeRayFleet : public Fleet {
 
   // Requests sent by the fleet's client (informers included), for tests and the closing note.
   kube::ClientStats ApiStats() const;
+
+  // One pod of FORGE_K8S_NAMESPACE as the informers see it, for other readers in forge serve
+  // (playgrounds): no request is sent.
+  struct PodView {
+    std::optional<nlohmann::json> pod;      // nullopt: not in the cache (yet, or any more)
+    std::vector<nlohmann::json> events;     // the namespace's events about it
+    std::vector<nlohmann::json> nodes;      // while it is unscheduled: every node
+    std::vector<nlohmann::json> node_pods;  // … and the bound, unfinished pods of all namespaces
+  };
+  // nullopt until the informers have listed: the caller then asks the API server itself.
+  std::optional<PodView> CachedPod(const std::string& name) const;
   // Runs one orphan sweep now; returns the RayJobs deleted (tests).
   std::vector<std::string> SweepOrphans();
 

@@ -64,6 +64,10 @@ class Backend {
   virtual int64_t ApiRequests() const { return 0; }
 };
 
+// `fleet`'s Admit() of the playground as a one-machine job, its field names turned into the
+// request's (gpus, series, cpus, memory): the job's mean nothing to a playground's user.
+fleet::Admission AdmitAsJob(fleet::Fleet& fleet, const jobspec::JobSpec& job);
+
 // A kind this server cannot run playgrounds on: every start is refused with `message`.
 class UnavailableBackend : public Backend {
  public:

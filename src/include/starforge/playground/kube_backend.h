@@ -10,6 +10,7 @@
 
 #include "starforge/config/config.h"
 #include "starforge/fleet/fleet.h"
+#include "starforge/fleet/kuberay_fleet.h"
 #include "starforge/kube/client.h"
 #include "starforge/kuberay/playground.h"
 #include "starforge/playground/backend.h"
@@ -21,6 +22,9 @@ struct KubeBackendOptions {
   kube::ClientConfig client;
   kube::ClientOptions client_options;
   fleet::Fleet* admission = nullptr;  // the kuberay fleet: Admit() of a one-machine JobSpec
+  // The kuberay fleet's informers: the pod, its events (and nodes) are read from their cache;
+  // null, not synced yet, or the pod not (yet) in it: one GET (and a list of events) instead.
+  const fleet::KubeRayFleet* cache = nullptr;
 };
 
 class KubeBackend : public Backend {
@@ -33,8 +37,8 @@ class KubeBackend : public Backend {
   fleet::Admission Admit(const store::Playground& row, const Spec& spec) override;
   // Creates the Service, then the Pod; 409 on either = already created.
   Status Create(const store::Playground& row, const Spec& spec) override;
-  // GET of the pod; when it is not ready, its events (and, unscheduled, nodes and pods) for
-  // the diagnosis.
+  // The pod; when it is not ready, its events (and, unscheduled, nodes and pods) for the
+  // diagnosis. From the informers' cache when there is one (no request), else from the server.
   Observation Observe(const store::Playground& row, const Spec& spec) override;
   Status Delete(const store::Playground& row) override;
   ProxyReply Proxy(const store::Playground& row, const ProxyCall& call,
