@@ -29,6 +29,7 @@
 #include "starforge/capsule/accept.h"
 #include "starforge/capsule/capsule.h"
 #include "starforge/capsule/extract.h"
+#include "starforge/common/api_errors.h"
 #include "starforge/common/format.h"
 #include "starforge/common/reasons.h"
 #include "starforge/common/sha256.h"
@@ -60,24 +61,6 @@ constexpr auto kFollowJobCheck = std::chrono::seconds(1);
 const char* const kJson = "application/json";
 
 // A request that ends with an error response; thrown from handlers, answered by Run().
-// The `error` names of the API's answers (docs/api.md), spelled once; kube-apiserver's Status
-// reasons are their model.
-namespace api_errors {
-inline constexpr const char* kBadRequest = "BadRequest";
-inline constexpr const char* kUnauthorized = "Unauthorized";
-inline constexpr const char* kForbidden = "Forbidden";
-inline constexpr const char* kNotFound = "NotFound";
-inline constexpr const char* kMethodNotAllowed = "MethodNotAllowed";
-inline constexpr const char* kPayloadTooLarge = "PayloadTooLarge";
-inline constexpr const char* kInvalid = "Invalid";
-inline constexpr const char* kTooManyRequests = "TooManyRequests";
-inline constexpr const char* kInternal = "Internal";
-inline constexpr const char* kUnavailable = "Unavailable";
-inline constexpr const char* kInsufficientStorage = "InsufficientStorage";
-inline constexpr const char* kCapsuleNotFound = "CapsuleNotFound";
-inline constexpr const char* kExpired = "Expired";  // 410: a watch's resourceVersion is too old
-}  // namespace api_errors
-
 struct ApiError {
   ApiError(int s, std::string k, std::string m, std::string f = {}, FieldErrors e = {})
       : status(s),

@@ -388,9 +388,9 @@ struct LocalFleet::Impl {
                       "Python 3.8 or later",
                   false);
     }
-    env["FORGE_JOB_ID"] = w.job_id;
-    env["FORGE_STORAGE_ROOT"] = options.storage_root.string();
-    env["FORGE_CAPSULE_SHA256"] = w.capsule_sha256;
+    env[capsule::kEnvJobId] = w.job_id;
+    env[capsule::kEnvStorageRoot] = options.storage_root.string();
+    env[capsule::kEnvCapsuleSha256] = w.capsule_sha256;
     std::string cuda;
     for (int g : gpu_ids)
       cuda += (cuda.empty() ? "" : ",") + std::to_string(g);
@@ -404,7 +404,7 @@ struct LocalFleet::Impl {
 
     local::SpawnSpec spec;
     spec.program = python;
-    spec.argv = {python, runner.string(), "run"};
+    spec.argv = {python, runner.string(), capsule::kRunnerCommand};
     if (sandbox) {
       if (std::string err = PrepareSandboxed(p, *sandbox); !err.empty()) return fail(err, true);
       spec.program = sandbox->bwrap;
