@@ -1,6 +1,7 @@
 // The doctor's reading: one request (or a few) per check, each failure kept as that check's
 // verdict. The verdicts themselves are in checks.cc.
 #include <chrono>
+#include <ctime>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -51,8 +52,8 @@ Check ObjectStorage(const RunOptions& o) {
             "set FORGE_S3_ENDPOINT, FORGE_S3_BUCKET, FORGE_S3_ACCESS_KEY and FORGE_S3_SECRET_KEY"};
   }
   // One small object a day: PutBytes never overwrites, so a second run the same day only reads.
-  const std::string key =
-      "starforge-doctor/probe-" + FormatUtc(NowMs() / 1000, "%Y-%m-%d") + ".txt";
+  const int64_t now = NowMs() / 1000;
+  const std::string key = "starforge-doctor/probe-" + FormatUtc(now, "%Y-%m-%d") + ".txt";
   const std::string content = "StarForge doctor probe: this object may be deleted.\n";
   const std::string where = o.objects->Describe();
   auto put = o.objects->PutBytes(key, content);
@@ -62,7 +63,7 @@ Check ObjectStorage(const RunOptions& o) {
             "check FORGE_S3_ENDPOINT and FORGE_S3_BUCKET (the bucket must exist) and that the "
             "keys may write to it"};
   }
-  auto url = o.objects->PresignGet(key, 300, now);
+  auto url = o.objects->PresignGet(key, 300, static_cast<std::time_t>(now));
   if (!url) {
     return {"object-storage", title, Verdict::kFail, "cannot presign a URL: " + url.error().message,
             "check FORGE_S3_* settings"};
