@@ -8,6 +8,7 @@
 #include <mutex>
 #include <thread>
 
+#include "starforge/api/body.h"
 #include "starforge/api/convert.h"
 #include "starforge/common/api_errors.h"
 #include "starforge/common/format.h"
@@ -22,22 +23,10 @@ namespace {
 constexpr size_t kMaxBody = 1 << 20;  // a chat request with a long history
 
 std::string ReadBody(const httplib::Request& req, const httplib::ContentReader* reader) {
-  std::string body;
-  if (reader == nullptr ||
-      (!req.has_header("Content-Length") && !req.has_header("Transfer-Encoding")))
-    return body;
-  bool too_large = false;
-  (*reader)([&](const char* data, size_t n) {
-    if (body.size() + n > kMaxBody) {
-      too_large = true;
-      return false;
-    }
-    body.append(data, n);
-    return true;
-  });
-  if (too_large)
+  std::optional<std::string> body = ReadSmallBody(req, reader, kMaxBody);
+  if (!body)
     throw Error{413, api_errors::kPayloadTooLarge, "the request body is over 1 MiB", "", {}};
-  return body;
+  return std::move(*body);
 }
 
 json ParseObject(const std::string& body) {

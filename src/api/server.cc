@@ -16,6 +16,7 @@
 #include <httplib.h>
 #include <spdlog/spdlog.h>
 
+#include "starforge/api/body.h"
 #include "starforge/api/capsule_info.h"
 #include "starforge/api/console_assets.h"
 #include "starforge/api/convert.h"
@@ -336,13 +337,6 @@ struct Server::Impl {
     }
     // An unread body would be taken for the next request on this connection.
     if (reader && !c.body_read) Drain(c, kMaxSmallBody);
-  }
-
-  // RFC 9112 §6.3: a request with neither Content-Length nor Transfer-Encoding has no body.
-  // httplib would read one until the client closes (e.g. `curl -X POST …/cancel` waited for its
-  // read timeout), so such a body is never read.
-  static bool HasBody(const httplib::Request& req) {
-    return req.has_header("Content-Length") || req.has_header("Transfer-Encoding");
   }
 
   // Reads and discards the body (up to `limit` bytes; more → false). When that fails after an
@@ -1386,23 +1380,12 @@ struct Server::Impl {
 
   void CreateToken(Call& c) {
     OnlyParams(c, {});
-    std::string body;
-    bool too_large = false;
     c.body_read = true;
-    if (HasBody(c.req)) {
-      (*c.reader)([&](const char* data, size_t n) {
-        if (body.size() + n > kMaxSmallBody) {
-          too_large = true;
-          return false;
-        }
-        body.append(data, n);
-        return true;
-      });
-    }
-    if (too_large)
+    const std::optional<std::string> body = ReadSmallBody(c.req, c.reader, kMaxSmallBody);
+    if (!body)
       throw ApiError{413, api_errors::kPayloadTooLarge, "a token request is a small JSON object"};
     RequireAdmin(c);
-    const nlohmann::json req = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+    const nlohmann::json req = nlohmann::json::parse(*body, nullptr, /*allow_exceptions=*/false);
     if (!req.is_object() || !req.contains("user") || !req["user"].is_string())
       throw BadRequest(
           "expected a JSON object with \"user\" (and optionally \"description\", "
@@ -1468,15 +1451,11 @@ struct Server::Impl {
   // POST /api/v1/console/login {"code"}: the token, once. Unauthenticated by design: the code
   // is the credential.
   void ConsoleLogin(Call& c) {
-    std::string body;
     c.body_read = true;
-    const bool ok = (*c.reader)([&body](const char* data, size_t n) {
-      body.append(data, n);
-      return body.size() <= kMaxSmallBody;
-    });
-    if (!ok) throw ApiError{413, api_errors::kPayloadTooLarge, "the body is too large", {}, {}};
+    const std::optional<std::string> body = ReadSmallBody(c.req, c.reader, kMaxSmallBody);
+    if (!body) throw ApiError{413, api_errors::kPayloadTooLarge, "the body is too large", {}, {}};
     OnlyParams(c, {});
-    const nlohmann::json doc = nlohmann::json::parse(body, nullptr, false);
+    const nlohmann::json doc = nlohmann::json::parse(*body, nullptr, false);
     if (!doc.is_object() || !doc.contains("code") || !doc["code"].is_string())
       throw BadRequest("expected {\"code\": \"...\"} from forge console --login", "code");
     auto token = login_codes.Redeem(doc["code"].get<std::string>(), NowMs());
