@@ -7,12 +7,10 @@ released, and the throughput. Standard library only.
 """
 import argparse
 import concurrent.futures
-import io
 import json
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -20,8 +18,8 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-import uuid
-import zipfile
+
+from loadlib import free_port, job_form, pct
 
 SPEC = """name: tiny
 fleet: local
@@ -33,32 +31,6 @@ pools:
 """
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def code_zip():
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as z:
-        z.writestr("README.txt", "a tiny job\n")
-    return buf.getvalue()
-
-
-def multipart(fields):
-    boundary = uuid.uuid4().hex
-    out = io.BytesIO()
-    for name, (filename, data, ctype) in fields.items():
-        out.write(f"--{boundary}\r\n".encode())
-        out.write(f'Content-Disposition: form-data; name="{name}"; filename="{filename}"\r\n'.encode())
-        out.write(f"Content-Type: {ctype}\r\n\r\n".encode())
-        out.write(data)
-        out.write(b"\r\n")
-    out.write(f"--{boundary}--\r\n".encode())
-    return out.getvalue(), f"multipart/form-data; boundary={boundary}"
-
-
 def call(url, token, method="GET", body=None, ctype=None):
     req = urllib.request.Request(url, data=body, method=method)
     req.add_header("Authorization", f"Bearer {token}")
@@ -66,12 +38,6 @@ def call(url, token, method="GET", body=None, ctype=None):
         req.add_header("Content-Type", ctype)
     with urllib.request.urlopen(req, timeout=60) as r:
         return json.loads(r.read() or b"null")
-
-
-def pct(values, p):
-    values = sorted(values)
-    k = max(0, min(len(values) - 1, int(round(p / 100.0 * (len(values) - 1)))))
-    return values[k]
 
 
 def main():
@@ -99,8 +65,7 @@ def main():
                 break
             except OSError:
                 time.sleep(0.1)
-        body, ctype = multipart({"spec": ("job.yaml", SPEC.encode(), "application/yaml"),
-                                 "code": ("code.zip", code_zip(), "application/zip")})
+        body, ctype = job_form(SPEC)
 
         def submit(_):
             t0 = time.perf_counter()

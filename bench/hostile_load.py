@@ -21,21 +21,19 @@ work does not sit in the timed requests' way more than the machine makes it.
 import argparse
 import asyncio
 import http.client
-import io
 import json
 import multiprocessing as mp
 import os
 import shutil
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import uuid
-import zipfile
+
+from loadlib import free_port, job_form, pct
 
 LONG_SPEC = """name: held
 fleet: local
@@ -56,45 +54,6 @@ pools:
 """
 
 MIB = 1 << 20
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def code_zip():
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as z:
-        z.writestr("README.txt", "a tiny job\n")
-    return buf.getvalue()
-
-
-CODE = code_zip()
-
-
-def multipart(spec_text):
-    boundary = uuid.uuid4().hex
-    out = io.BytesIO()
-    for name, filename, data, ctype in (("spec", "job.yaml", spec_text, "application/yaml"),
-                                        ("code", "code.zip", CODE, "application/zip")):
-        out.write(f"--{boundary}\r\n".encode())
-        out.write(f'Content-Disposition: form-data; name="{name}"; filename="{filename}"\r\n'
-                  .encode())
-        out.write(f"Content-Type: {ctype}\r\n\r\n".encode())
-        out.write(data if isinstance(data, bytes) else data.encode())
-        out.write(b"\r\n")
-    out.write(f"--{boundary}--\r\n".encode())
-    return out.getvalue(), f"multipart/form-data; boundary={boundary}"
-
-
-def pct(values, p):
-    values = sorted(values)
-    if not values:
-        return float("nan")
-    k = max(0, min(len(values) - 1, int(round(p / 100.0 * (len(values) - 1)))))
-    return values[k]
 
 
 def proc_status(pid):
@@ -175,7 +134,7 @@ class Server:
         return r.status, data
 
     def submit(self, token, spec):
-        body, ctype = multipart(spec)
+        body, ctype = job_form(spec)
         status, data = self.call("POST", "/api/v1/jobs", token, body, ctype)
         if status != 201:
             raise SystemExit(f"submit: {status} {data[:300]!r}")
@@ -426,7 +385,7 @@ def phase_spec(server, admin, args, rows):
 
         t = threading.Thread(target=sample)
         t.start()
-        body, ctype = multipart(spec)
+        body, ctype = job_form(spec)
         cpu0 = cpu_s(pid)
         t0 = time.perf_counter()
         try:
@@ -501,7 +460,7 @@ def phase_store(server, admin, args, rows):
             time.sleep(0.25)
     lists = timed(server, "GET", "/api/v1/jobs", admin, args.samples, pause=0.005)
     own = timed(server, "GET", "/api/v1/jobs", user, args.samples // 2, pause=0.005)
-    body, ctype = multipart(TINY_SPEC)
+    body, ctype = job_form(TINY_SPEC)
     lat = []
     submitted = []
     lock = threading.Lock()
@@ -553,7 +512,7 @@ def phase_store(server, admin, args, rows):
 
 
 def phase_burst(server, admin, args, rows):
-    body, ctype = multipart(TINY_SPEC)
+    body, ctype = job_form(TINY_SPEC)
     addrs = [f"127.0.0.{2 + i}" for i in range((args.burst + 199) // 200)]
     with mp.Manager() as m:
         results = m.list()

@@ -29,6 +29,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "starforge/common/api_errors.h"
+
 namespace starforge::api {
 
 namespace {
@@ -525,7 +527,7 @@ struct Front::Impl final : ConnCounter {
         Refuse(conn, CannedAnswer(503, "Service Unavailable", "1",
                                   "the server has as many connections open as it may (" +
                                       std::to_string(o.max_connections) + "); retry in a second",
-                                  "Unavailable"));
+                                  api_errors::kUnavailable));
       } else {
         ++refused_client;
         Refuse(conn, CannedAnswer(429, "Too Many Requests", "2",
@@ -533,7 +535,7 @@ struct Front::Impl final : ConnCounter {
                                       std::to_string(o.max_connections_per_client) +
                                       " connections open, the most one client may; close some "
                                       "(reuse connections) and retry",
-                                  "TooManyRequests"));
+                                  api_errors::kTooManyRequests));
       }
       return;
     }
@@ -552,7 +554,7 @@ struct Front::Impl final : ConnCounter {
         ++head_timeouts;
         const std::string answer =
             CannedAnswer(408, "Request Timeout", nullptr,
-                         "the request's head did not arrive in time", "BadRequest");
+                         "the request's head did not arrive in time", api_errors::kBadRequest);
         [[maybe_unused]] ssize_t w =
             ::send(fd, answer.data(), answer.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
       }

@@ -8,7 +8,10 @@
 #include <mutex>
 #include <thread>
 
+#include "starforge/api/body.h"
 #include "starforge/api/convert.h"
+#include "starforge/common/api_errors.h"
+#include "starforge/common/format.h"
 
 namespace starforge::api {
 
@@ -20,27 +23,17 @@ namespace {
 constexpr size_t kMaxBody = 1 << 20;  // a chat request with a long history
 
 std::string ReadBody(const httplib::Request& req, const httplib::ContentReader* reader) {
-  std::string body;
-  if (reader == nullptr ||
-      (!req.has_header("Content-Length") && !req.has_header("Transfer-Encoding")))
-    return body;
-  bool too_large = false;
-  (*reader)([&](const char* data, size_t n) {
-    if (body.size() + n > kMaxBody) {
-      too_large = true;
-      return false;
-    }
-    body.append(data, n);
-    return true;
-  });
-  if (too_large) throw Error{413, "PayloadTooLarge", "the request body is over 1 MiB", "", {}};
-  return body;
+  std::optional<std::string> body = ReadSmallBody(req, reader, kMaxBody);
+  if (!body)
+    throw Error{413, api_errors::kPayloadTooLarge, "the request body is over 1 MiB", "", {}};
+  return std::move(*body);
 }
 
 json ParseObject(const std::string& body) {
   if (body.empty()) return json::object();
   json j = json::parse(body, nullptr, false);
-  if (!j.is_object()) throw Error{400, "BadRequest", "the body must be a JSON object", "", {}};
+  if (!j.is_object())
+    throw Error{400, api_errors::kBadRequest, "the body must be a JSON object", "", {}};
   return j;
 }
 
@@ -52,9 +45,7 @@ void Send(httplib::Response& res, int status, const json& body) {
 
 json PlaygroundJson(const store::Playground& p) {
   json j = playground::ToJson(p);
-  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          std::chrono::system_clock::now().time_since_epoch())
-                          .count();
+  const int64_t now = NowMs();
   // What is left of the TTL, so that clients count down without comparing clocks.
   j["ttlRemainingSeconds"] =
       store::IsTerminal(p.state) ? 0 : std::max<int64_t>(0, (p.expires_at - now) / 1000);
@@ -91,7 +82,7 @@ void Proxy(playground::Manager& m, const store::User& user, const std::string& i
   const bool streamed = body.is_object() && body.value("stream", false) == true;
   if (!streamed) {
     const playground::ProxyReply r = m.Proxy(user, id, call, nullptr, nullptr);
-    if (r.status == 0) throw Error{502, "BadGateway", r.message, "", {}};
+    if (r.status == 0) throw Error{502, api_errors::kBadGateway, r.message, "", {}};
     res.status = r.status;
     res.set_content(r.body, r.content_type.empty() ? "application/json" : r.content_type);
     return;
@@ -132,7 +123,7 @@ void Proxy(playground::Manager& m, const store::User& user, const std::string& i
   if (!s->started) {  // an error before any byte of a 2xx answer
     s->worker.join();
     const playground::ProxyReply& r = s->reply;
-    if (r.status == 0) throw Error{502, "BadGateway", r.message, "", {}};
+    if (r.status == 0) throw Error{502, api_errors::kBadGateway, r.message, "", {}};
     res.status = r.status;
     res.set_content(r.body, r.content_type.empty() ? "application/json" : r.content_type);
     return;
@@ -169,7 +160,8 @@ void Proxy(playground::Manager& m, const store::User& user, const std::string& i
 int64_t TailLines(const httplib::Request& req) {
   if (!req.has_param("tailLines")) return 0;
   const auto n = ParseCount(req.get_param_value("tailLines"));
-  if (!n) throw Error{400, "BadRequest", "tailLines must be a whole number", "tailLines", {}};
+  if (!n)
+    throw Error{400, api_errors::kBadRequest, "tailLines must be a whole number", "tailLines", {}};
   return *n;
 }
 
@@ -216,8 +208,11 @@ void HandlePlaygroundRoute(RouteId id, playground::Manager& m, const store::User
       const json body = ParseObject(ReadBody(req, reader));
       m.Get(user, pid);  // someone else's, or none: 404 before anything about the body
       if (!body.contains("seconds") || !body["seconds"].is_number_integer())
-        throw Error{
-            400, "BadRequest", "expected {\"seconds\": <whole seconds to add>}", "seconds", {}};
+        throw Error{400,
+                    api_errors::kBadRequest,
+                    "expected {\"seconds\": <whole seconds to add>}",
+                    "seconds",
+                    {}};
       return Send(res, 200, PlaygroundJson(m.Extend(user, pid, body["seconds"].get<int64_t>())));
     }
     case RouteId::kPlaygroundLogs:

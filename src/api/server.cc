@@ -16,6 +16,7 @@
 #include <httplib.h>
 #include <spdlog/spdlog.h>
 
+#include "starforge/api/body.h"
 #include "starforge/api/capsule_info.h"
 #include "starforge/api/console_assets.h"
 #include "starforge/api/convert.h"
@@ -29,6 +30,7 @@
 #include "starforge/capsule/accept.h"
 #include "starforge/capsule/capsule.h"
 #include "starforge/capsule/extract.h"
+#include "starforge/common/api_errors.h"
 #include "starforge/common/format.h"
 #include "starforge/common/reasons.h"
 #include "starforge/common/sha256.h"
@@ -62,24 +64,6 @@ constexpr auto kCapacityWatchEvery = std::chrono::milliseconds(1000);
 const char* const kJson = "application/json";
 
 // A request that ends with an error response; thrown from handlers, answered by Run().
-// The `error` names of the API's answers (docs/api.md), spelled once; kube-apiserver's Status
-// reasons are their model.
-namespace api_errors {
-inline constexpr const char* kBadRequest = "BadRequest";
-inline constexpr const char* kUnauthorized = "Unauthorized";
-inline constexpr const char* kForbidden = "Forbidden";
-inline constexpr const char* kNotFound = "NotFound";
-inline constexpr const char* kMethodNotAllowed = "MethodNotAllowed";
-inline constexpr const char* kPayloadTooLarge = "PayloadTooLarge";
-inline constexpr const char* kInvalid = "Invalid";
-inline constexpr const char* kTooManyRequests = "TooManyRequests";
-inline constexpr const char* kInternal = "Internal";
-inline constexpr const char* kUnavailable = "Unavailable";
-inline constexpr const char* kInsufficientStorage = "InsufficientStorage";
-inline constexpr const char* kCapsuleNotFound = "CapsuleNotFound";
-inline constexpr const char* kExpired = "Expired";  // 410: a watch's resourceVersion is too old
-}  // namespace api_errors
-
 struct ApiError {
   ApiError(int s, std::string k, std::string m, std::string f = {}, FieldErrors e = {})
       : status(s),
@@ -358,13 +342,6 @@ struct Server::Impl {
     }
     // An unread body would be taken for the next request on this connection.
     if (reader && !c.body_read) Drain(c, kMaxSmallBody);
-  }
-
-  // RFC 9112 §6.3: a request with neither Content-Length nor Transfer-Encoding has no body.
-  // httplib would read one until the client closes (e.g. `curl -X POST …/cancel` waited for its
-  // read timeout), so such a body is never read.
-  static bool HasBody(const httplib::Request& req) {
-    return req.has_header("Content-Length") || req.has_header("Transfer-Encoding");
   }
 
   // Reads and discards the body (up to `limit` bytes; more → false). When that fails after an
@@ -1452,23 +1429,12 @@ struct Server::Impl {
 
   void CreateToken(Call& c) {
     OnlyParams(c, {});
-    std::string body;
-    bool too_large = false;
     c.body_read = true;
-    if (HasBody(c.req)) {
-      (*c.reader)([&](const char* data, size_t n) {
-        if (body.size() + n > kMaxSmallBody) {
-          too_large = true;
-          return false;
-        }
-        body.append(data, n);
-        return true;
-      });
-    }
-    if (too_large)
+    const std::optional<std::string> body = ReadSmallBody(c.req, c.reader, kMaxSmallBody);
+    if (!body)
       throw ApiError{413, api_errors::kPayloadTooLarge, "a token request is a small JSON object"};
     RequireAdmin(c);
-    const nlohmann::json req = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+    const nlohmann::json req = nlohmann::json::parse(*body, nullptr, /*allow_exceptions=*/false);
     if (!req.is_object() || !req.contains("user") || !req["user"].is_string())
       throw BadRequest(
           "expected a JSON object with \"user\" (and optionally \"description\", "
@@ -1534,15 +1500,11 @@ struct Server::Impl {
   // POST /api/v1/console/login {"code"}: the token, once. Unauthenticated by design: the code
   // is the credential.
   void ConsoleLogin(Call& c) {
-    std::string body;
     c.body_read = true;
-    const bool ok = (*c.reader)([&body](const char* data, size_t n) {
-      body.append(data, n);
-      return body.size() <= kMaxSmallBody;
-    });
-    if (!ok) throw ApiError{413, api_errors::kPayloadTooLarge, "the body is too large", {}, {}};
+    const std::optional<std::string> body = ReadSmallBody(c.req, c.reader, kMaxSmallBody);
+    if (!body) throw ApiError{413, api_errors::kPayloadTooLarge, "the body is too large", {}, {}};
     OnlyParams(c, {});
-    const nlohmann::json doc = nlohmann::json::parse(body, nullptr, false);
+    const nlohmann::json doc = nlohmann::json::parse(*body, nullptr, false);
     if (!doc.is_object() || !doc.contains("code") || !doc["code"].is_string())
       throw BadRequest("expected {\"code\": \"...\"} from forge console --login", "code");
     auto token = login_codes.Redeem(doc["code"].get<std::string>(), NowMs());

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "starforge/api/convert.h"
+#include "starforge/common/api_errors.h"
 #include "starforge/common/sha256.h"
 
 namespace starforge::api {
@@ -87,7 +88,7 @@ std::string JobWatch::Poll() {
   if (!job) {
     done_ = true;
     return SseMessage("end", Dump({{"phase", nullptr},
-                                   {"reason", "NotFound"},
+                                   {"reason", api_errors::kNotFound},
                                    {"message", "job " + id_ + " no longer exists"},
                                    {"exitCode", nullptr}}));
   }

@@ -8,6 +8,8 @@
 #include <mutex>
 #include <thread>
 
+#include "starforge/common/api_errors.h"
+
 #ifndef STARFORGE_VERSION
 #define STARFORGE_VERSION "dev"
 #endif
@@ -101,7 +103,7 @@ ApiError ErrorFromResponse(int status, std::string_view body, const std::string&
                            : ApiError::Kind::kApi;
   if (e.kind == ApiError::Kind::kUnauthorized) {
     // The server's own words are about a header; the user needs to know what to run.
-    e.error = "Unauthorized";
+    e.error = api_errors::kUnauthorized;
     e.message = had_token
                     ? "token rejected by " + server + ": run `forge login`"
                     : "not logged in to " + server + ": run `forge login` (or set FORGE_TOKEN)";

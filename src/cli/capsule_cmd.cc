@@ -31,11 +31,6 @@ std::string Column(uint64_t bytes) {
   return buf;
 }
 
-// "1 file", "2 files" (common/format.h's Plural with the regular plural).
-std::string Plural(size_t n, const std::string& word) {
-  return starforge::Plural(static_cast<int64_t>(n), word, word + "s");
-}
-
 int Build(Context& c, const std::string& dir, const std::string& job_file,
           const std::string& output, bool list) {
   config::Config cfg;
@@ -67,7 +62,7 @@ int Build(Context& c, const std::string& dir, const std::string& job_file,
             << "\n";
     }
     c.out << "     " << capsule::kRunnerPath << ", " << capsule::kManifestPath << " (StarForge's)\n"
-          << Plural(files.files.size(), "file") << " of yours, "
+          << Plural(std::ssize(files.files), "file", "files") << " of yours, "
           << capsule::FormatBytes(files.TotalBytes()) << " before compression\n";
     return kExitOk;
   }
@@ -141,11 +136,12 @@ int Inspect(Context& c, const std::string& file) {
   for (const auto& p : r.problems)
     c.err << "forge: " << file << ": " << p << "\n";
   if (!r.ok()) {
-    c.err << "forge: " << file << ": " << Plural(r.problems.size(), "problem")
+    c.err << "forge: " << file << ": " << Plural(std::ssize(r.problems), "problem", "problems")
           << "; do not run this capsule\n";
     return kExitInvalid;
   }
-  c.out << "ok: " << Plural(r.verified, "file") << " verified against the manifest\n";
+  c.out << "ok: " << Plural(static_cast<int64_t>(r.verified), "file", "files")
+        << " verified against the manifest\n";
   return kExitOk;
 }
 

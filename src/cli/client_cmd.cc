@@ -309,8 +309,8 @@ int Logs(Context& c, const std::string& server, const std::string& id, LogsOptio
 // ---- submit ----
 
 int ExitForPhase(const std::string& phase) {
-  if (phase == "Succeeded") return kExitOk;
-  if (phase == "Cancelled") return kExitCancelled;
+  if (phase == store::ToString(store::Phase::kSucceeded)) return kExitOk;
+  if (phase == store::ToString(store::Phase::kCancelled)) return kExitCancelled;
   return kExitInvalid;
 }
 

@@ -8,6 +8,7 @@
 
 #include "starforge/capsule/capsule.h"
 #include "starforge/common/json_read.h"
+#include "starforge/store/job.h"
 
 namespace starforge::cli {
 
@@ -17,14 +18,6 @@ using nlohmann::json;
 
 constexpr const char* kNone = "<none>";
 constexpr std::string_view kReset = "\033[0m";
-
-// One line: a message with newlines or tabs would break the table's columns.
-std::string OneLine(std::string text) {
-  for (char& ch : text) {
-    if (ch == '\n' || ch == '\r' || ch == '\t') ch = ' ';
-  }
-  return text;
-}
 
 using json_read::Str;
 
@@ -122,10 +115,10 @@ std::string AgeOf(const json& object, const char* field, int64_t now_ms) {
 }
 
 std::string_view PhaseColor(std::string_view phase) {
-  if (phase == "Succeeded") return "\033[32m";
-  if (phase == "Failed") return "\033[31m";
-  if (phase == "Cancelled") return "\033[33m";
-  if (phase == "Running") return "\033[36m";
+  if (phase == store::ToString(store::Phase::kSucceeded)) return "\033[32m";
+  if (phase == store::ToString(store::Phase::kFailed)) return "\033[31m";
+  if (phase == store::ToString(store::Phase::kCancelled)) return "\033[33m";
+  if (phase == store::ToString(store::Phase::kRunning)) return "\033[36m";
   return "";
 }
 

@@ -12,6 +12,7 @@
 #include "starforge/cli/client_output.h"
 #include "starforge/cli/forge.h"
 #include "starforge/playground/spec.h"
+#include "starforge/store/playground.h"
 
 namespace starforge::cli {
 
@@ -23,10 +24,16 @@ std::string PlaygroundPath(const std::string& id) {
   return "/api/v1/playgrounds/" + UrlEncode(id);
 }
 
+// Stopped, Expired or Failed: a state no playground leaves.
+bool Ended(std::string_view state) {
+  const auto s = store::ParsePlaygroundState(state);
+  return s && store::IsTerminal(*s);
+}
+
 std::string Remaining(const json& p) {
   const int64_t s = p.value("ttlRemainingSeconds", int64_t{0});
   const std::string state = p.value("state", "");
-  if (state == "Stopped" || state == "Expired" || state == "Failed") return "-";
+  if (Ended(state)) return "-";
   return FormatAge(s * 1000);
 }
 
@@ -82,8 +89,8 @@ int Start(Context& c, const std::string& server, const StartOptions& o) {
                        : " " + p.value("reason", "") + ": " + p.value("message", ""));
       if (line != last) c.err << "playground/" << id << ": " << line << "\n";
       last = line;
-      if (state == "Ready") break;
-      if (state == "Stopped" || state == "Expired" || state == "Failed") {
+      if (state == store::ToString(store::PlaygroundState::kReady)) break;
+      if (Ended(state)) {
         c.out << (o.output.empty() ? "playground/" + id + "\n" : Format(p, o.output));
         return kExitInvalid;
       }

@@ -25,6 +25,7 @@
 #include "starforge/api/server.h"
 #include "starforge/cli/forge.h"
 #include "starforge/common/atomic_file.h"
+#include "starforge/common/format.h"
 #include "starforge/controller/controller.h"
 #include "starforge/doctor/doctor.h"
 #include "starforge/fleet/kuberay_fleet.h"
@@ -485,10 +486,7 @@ int CreateToken(Context& c, const TokenOptions& o) {
             << o.expires_in << "\"\n";
       return kExitUsage;
     }
-    expires_at = std::chrono::duration_cast<std::chrono::milliseconds>(
-                     std::chrono::system_clock::now().time_since_epoch())
-                     .count() +
-                 *seconds * 1000;
+    expires_at = NowMs() + *seconds * 1000;
   }
   if (o.admin && o.no_admin) {
     c.err << "forge token create: --admin and --no-admin contradict each other\n";
@@ -511,9 +509,7 @@ int CreateToken(Context& c, const TokenOptions& o) {
 int ListTokens(Context& c, const TokenOptions& o) {
   std::unique_ptr<store::Store> db;
   if (const int code = OpenConfiguredStore(c, &db); code != kExitOk) return code;
-  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          std::chrono::system_clock::now().time_since_epoch())
-                          .count();
+  const int64_t now = NowMs();
   c.out << "ID                USER                 STATE     CREATED                    "
            "EXPIRES                    DESCRIPTION\n";
   for (const store::TokenInfo& t : db->ListTokens(o.user)) {

@@ -25,13 +25,17 @@ int64_t NowMs() {
       .count();
 }
 
-std::string FormatRfc3339(int64_t unix_seconds) {
+std::string FormatUtc(int64_t unix_seconds, const char* format) {
   const std::time_t t = static_cast<std::time_t>(unix_seconds);
   std::tm tm{};
   ::gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
+  char buf[64];
+  const size_t n = std::strftime(buf, sizeof buf, format, &tm);
+  return std::string(buf, n);
+}
+
+std::string FormatRfc3339(int64_t unix_seconds) {
+  return FormatUtc(unix_seconds, "%Y-%m-%dT%H:%M:%SZ");
 }
 
 std::string NowRfc3339() {
@@ -87,6 +91,18 @@ int64_t UnixSeconds(int year, int month, int day, int hour, int minute, int seco
   tm.tm_min = minute;
   tm.tm_sec = second;
   return static_cast<int64_t>(::timegm(&tm));
+}
+
+std::string OneLine(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    const char d = static_cast<unsigned char>(c) < 0x20 ? ' ' : c;
+    if (d == ' ' && (out.empty() || out.back() == ' ')) continue;
+    out += d;
+  }
+  while (!out.empty() && out.back() == ' ')
+    out.pop_back();
+  return out;
 }
 
 std::string Plural(int64_t n, std::string_view one, std::string_view many) {

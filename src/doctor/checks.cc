@@ -1,4 +1,5 @@
-// The doctor's verdicts: pure functions of what was read from the cluster (docs/doctor.md).
+// The doctor's verdicts: pure functions of what was read from the cluster (docs/deploy.md, "forge
+// doctor").
 #include <algorithm>
 #include <map>
 #include <regex>
@@ -9,6 +10,7 @@
 #include "starforge/common/json_read.h"
 #include "starforge/common/quantity.h"
 #include "starforge/doctor/doctor.h"
+#include "starforge/kuberay/constants.h"
 
 namespace starforge::doctor {
 
@@ -23,7 +25,7 @@ using json_read::Name;
 using json_read::Str;
 using nlohmann::json;
 
-constexpr const char* kGpuResource = "nvidia.com/gpu";
+using kuberay::kGpuResource;
 // The oldest KubeRay StarForge supports (docs/upstream-facts.md).
 constexpr int kMinKubeRayMajor = 1;
 constexpr int kMinKubeRayMinor = 4;
@@ -70,9 +72,9 @@ bool Report::Passed() const {
 
 const std::vector<Rule>& RequiredRules() {
   static const std::vector<Rule> rules = {
-      {false, "ray.io", "rayjobs", {"create", "get", "list", "watch", "delete"}},
-      {false, "ray.io", "rayjobs/status", {"get"}},
-      {false, "ray.io", "rayclusters", {"get", "list", "watch"}},
+      {false, kuberay::kRayApiGroup, "rayjobs", {"create", "get", "list", "watch", "delete"}},
+      {false, kuberay::kRayApiGroup, "rayjobs/status", {"get"}},
+      {false, kuberay::kRayApiGroup, "rayclusters", {"get", "list", "watch"}},
       {false, "", "pods", {"get", "list", "watch", "create", "delete"}},  // + playgrounds
       {false, "", "pods/log", {"get"}},
       {false, "", "events", {"list", "watch"}},

@@ -1,14 +1,15 @@
 // The doctor's reading: one request (or a few) per check, each failure kept as that check's
 // verdict. The verdicts themselves are in checks.cc.
-#include <curl/curl.h>
-
+#include <chrono>
 #include <ctime>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
+#include "starforge/common/format.h"
 #include "starforge/doctor/doctor.h"
 #include "starforge/kube/errors.h"
+#include "starforge/net/http.h"
 
 namespace starforge::doctor {
 
@@ -22,31 +23,21 @@ std::string Describe(const kube::ApiError& e) {
          (e.code() > 0 ? " (" + std::to_string(e.code()) + ")" : "") + ": " + e.message();
 }
 
-size_t Append(char* data, size_t size, size_t n, void* out) {
-  static_cast<std::string*>(out)->append(data, size * n);
-  return size * n;
-}
-
-// GET `url` with libcurl; the body, or std::runtime_error saying what failed (never the URL's
-// query: it holds a signature).
-std::string CurlGet(const std::string& url) {
-  CURL* curl = curl_easy_init();
-  if (curl == nullptr) throw std::runtime_error("cannot start libcurl");
-  std::string body;
-  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, Append);
-  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &body);
-  curl_easy_setopt(curl, CURLOPT_TIMEOUT, 20L);
-  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-  const CURLcode rc = curl_easy_perform(curl);
-  long status = 0;
-  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
-  curl_easy_cleanup(curl);
-  if (rc != CURLE_OK) throw std::runtime_error(curl_easy_strerror(rc));
-  if (status != 200) {
-    throw std::runtime_error(fmt::format("HTTP {}: {}", status, body.substr(0, 200)));
+// GET `url` through the shared transport; the body, or std::runtime_error saying what failed
+// (never the URL's query: it holds a signature).
+std::string HttpGet(const std::string& url) {
+  static net::Transport transport;
+  net::Request req;
+  req.url = url;
+  req.timeout = std::chrono::seconds(20);
+  req.max_error_body = 200;
+  net::Response resp;
+  transport.Perform(req, &resp);
+  if (resp.fault != net::Fault::kNone) throw std::runtime_error(resp.error);
+  if (resp.status != 200) {
+    throw std::runtime_error(fmt::format("HTTP {}: {}", resp.status, resp.body.substr(0, 200)));
   }
-  return body;
+  return resp.body;
 }
 
 std::string StripQuery(const std::string& url) {
@@ -61,12 +52,8 @@ Check ObjectStorage(const RunOptions& o) {
             "set FORGE_S3_ENDPOINT, FORGE_S3_BUCKET, FORGE_S3_ACCESS_KEY and FORGE_S3_SECRET_KEY"};
   }
   // One small object a day: PutBytes never overwrites, so a second run the same day only reads.
-  char day[16];
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  std::strftime(day, sizeof day, "%Y-%m-%d", &tm);
-  const std::string key = std::string("starforge-doctor/probe-") + day + ".txt";
+  const int64_t now = NowMs() / 1000;
+  const std::string key = "starforge-doctor/probe-" + FormatUtc(now, "%Y-%m-%d") + ".txt";
   const std::string content = "StarForge doctor probe: this object may be deleted.\n";
   const std::string where = o.objects->Describe();
   auto put = o.objects->PutBytes(key, content);
@@ -76,13 +63,13 @@ Check ObjectStorage(const RunOptions& o) {
             "check FORGE_S3_ENDPOINT and FORGE_S3_BUCKET (the bucket must exist) and that the "
             "keys may write to it"};
   }
-  auto url = o.objects->PresignGet(key, 300, now);
+  auto url = o.objects->PresignGet(key, 300, static_cast<std::time_t>(now));
   if (!url) {
     return {"object-storage", title, Verdict::kFail, "cannot presign a URL: " + url.error().message,
             "check FORGE_S3_* settings"};
   }
   try {
-    const std::string body = o.fetch ? o.fetch(url.value()) : CurlGet(url.value());
+    const std::string body = o.fetch ? o.fetch(url.value()) : HttpGet(url.value());
     if (body != content) {
       return {"object-storage", title, Verdict::kFail,
               "the presigned URL " + StripQuery(url.value()) + "?… answered other bytes",

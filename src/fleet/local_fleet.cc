@@ -411,10 +411,10 @@ struct LocalFleet::Impl {
                       "Python 3.8 or later",
                   false);
     }
-    env["FORGE_JOB_ID"] = w.job_id;
-    env["FORGE_STORAGE_ROOT"] = options.storage_root.string();
-    env["FORGE_CAPSULE_SHA256"] = w.capsule_sha256;
-    if (!resume_env.empty()) env["FORGE_RESUME_DIRS"] = resume_env;
+    env[capsule::kEnvJobId] = w.job_id;
+    env[capsule::kEnvStorageRoot] = options.storage_root.string();
+    env[capsule::kEnvCapsuleSha256] = w.capsule_sha256;
+    if (!resume_env.empty()) env[capsule::kEnvResumeDirs] = resume_env;
     std::string cuda;
     for (int g : gpu_ids)
       cuda += (cuda.empty() ? "" : ",") + std::to_string(g);
@@ -428,7 +428,7 @@ struct LocalFleet::Impl {
 
     local::SpawnSpec spec;
     spec.program = python;
-    spec.argv = {python, runner.string(), "run"};
+    spec.argv = {python, runner.string(), capsule::kRunnerCommand};
     if (sandbox) {
       if (std::string err = PrepareSandboxed(p, *sandbox); !err.empty()) return fail(err, true);
       spec.program = sandbox->bwrap;

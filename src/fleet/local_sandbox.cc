@@ -54,7 +54,7 @@ std::map<std::string, std::string> SandboxEnvironment(const LocalSandbox& sandbo
   env["TMPDIR"] = "/tmp";
   env["LANG"] = "C.UTF-8";
   for (const char* name :
-       {"FORGE_RUNNER_GRACE_S", "FORGE_RUNNER_HEARTBEAT_S", "FORGE_NEMO_RL_DIR"}) {
+       {"FORGE_RUNNER_GRACE_S", "FORGE_RUNNER_HEARTBEAT_S", capsule::kEnvNemoRlDir}) {
     if (const char* v = std::getenv(name); v != nullptr && *v != '\0') env[name] = v;
   }
   return env;

@@ -35,7 +35,7 @@ int64_t ContainerGpus(const json& container) {
 
 bool Terminated(const json& pod) {
   const std::string phase = Str(Field(pod, "status"), "phase");
-  return phase == "Succeeded" || phase == "Failed";
+  return phase == kPodSucceeded || phase == kPodFailed;
 }
 
 std::vector<std::string> BlockedReasons(const json& node) {

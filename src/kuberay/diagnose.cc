@@ -26,19 +26,6 @@ using json_read::Namespace;
 using json_read::Str;
 using nlohmann::json;
 
-// One line: newlines and tabs become spaces, runs of spaces collapse, ends trimmed.
-std::string OneLine(std::string_view text) {
-  std::string out;
-  for (char c : text) {
-    const char d = (c == '\n' || c == '\r' || c == '\t') ? ' ' : c;
-    if (d == ' ' && (out.empty() || out.back() == ' ')) continue;
-    out += d;
-  }
-  while (!out.empty() && out.back() == ' ')
-    out.pop_back();
-  return out;
-}
-
 // The last `n` non-empty lines of a log, joined with " | ".
 std::string LogTail(const std::string& log, size_t n) {
   std::vector<std::string> lines;
@@ -187,7 +174,7 @@ std::string ContainerImage(const json& pod, const json& status, bool init) {
 // container status message.
 std::string PullDetail(const Ctx& ctx, const std::string& pod, const json& waiting) {
   std::string detail;
-  for (const DiagnosisEvent* e : ctx.EventsFor("Pod/" + pod, "Failed")) {
+  for (const DiagnosisEvent* e : ctx.EventsFor("Pod/" + pod, kEventFailed)) {
     if (StartsWith(e->message, "Failed to pull image ")) detail = e->message;
   }
   if (!detail.empty()) {
@@ -365,7 +352,7 @@ void ScanPodEvents(Ctx& ctx, const json& pod) {
     }
   }
   if (!pull_in_status) {
-    for (const DiagnosisEvent* e : ctx.EventsFor("Pod/" + pod_name, "Failed")) {
+    for (const DiagnosisEvent* e : ctx.EventsFor("Pod/" + pod_name, kEventFailed)) {
       if (StartsWith(e->message, "Failed to pull image ")) {
         ctx.Add(kImagePull, reasons::kImagePullFailed,
                 "pod " + pod_name + ": " + e->message +
@@ -388,7 +375,7 @@ void ScanPod(Ctx& ctx, const json& pod, bool submitter) {
   ScanVolumes(ctx, pod, sched);
   ScanPodEvents(ctx, pod);
   const json& status = Field(pod, "status");
-  if (Str(status, "phase") == "Failed" && !submitter) {
+  if (Str(status, "phase") == kuberay::kPodFailed && !submitter) {
     ctx.Add(kPodFailed, reasons::kPodFailed,
             "pod " + Name(pod) + " failed" +
                 (Str(status, "reason").empty() ? "" : ": " + Str(status, "reason")) +
@@ -482,7 +469,7 @@ void ScanCreation(Ctx& ctx) {
       }
     }
     for (const json& c : Arr(Field(in.submitter_job, "status"), "conditions")) {
-      if (Str(c, "type") == "Failed" && Str(c, "status") == "True") {
+      if (Str(c, "type") == kJobConditionFailed && Str(c, "status") == "True") {
         ctx.Add(
             kSubmitterFailed, reasons::kSubmitterFailed,
             "the submitter Job " + job + " failed: " + Str(c, "reason") + ": " + Str(c, "message"));
@@ -639,7 +626,7 @@ std::string PodProgress(const Ctx& ctx, const json& pod) {
   for (const auto& e : ctx.events) {
     if (e.object != "Pod/" + name) continue;
     if (e.reason == "Pulling") pulling = e.message;
-    if (e.reason == "Pulled" || e.reason == "Failed") pulling.clear();
+    if (e.reason == "Pulled" || e.reason == kEventFailed) pulling.clear();
   }
   if (!pulling.empty()) {
     std::string text = pulling;
@@ -648,12 +635,12 @@ std::string PodProgress(const Ctx& ctx, const json& pod) {
     return "pod " + name + " is " + text;
   }
   const std::string phase = Str(Field(pod, "status"), "phase");
-  if (phase == "Running") return "pod " + name + " is running, Ray is not ready yet";
+  if (phase == kPodRunning) return "pod " + name + " is running, Ray is not ready yet";
   for (const json& s : Arr(Field(pod, "status"), "containerStatuses")) {
     const std::string reason = Str(Field(Field(s, "state"), "waiting"), "reason");
     if (!reason.empty()) return "pod " + name + " is " + reason;
   }
-  return "pod " + name + " is " + (phase.empty() ? "Pending" : phase);
+  return "pod " + name + " is " + (phase.empty() ? kPodPending : phase);
 }
 
 Finding Waiting(const Ctx& ctx, const StatusView& v, const std::vector<const json*>& pods) {
@@ -690,7 +677,7 @@ Finding Waiting(const Ctx& ctx, const StatusView& v, const std::vector<const jso
               "RayCluster " + cluster + " is ready; waiting for the submitter Job " + rayjob};
     }
     for (const json& pod : in.submitter_pods) {
-      if (Str(Field(pod, "status"), "phase") != "Running") {
+      if (Str(Field(pod, "status"), "phase") != kPodRunning) {
         return {0, reasons::kSubmitting,
                 "RayCluster " + cluster + " is ready; the submitter: " + PodProgress(ctx, pod)};
       }
@@ -839,7 +826,7 @@ Diagnosis DiagnosePod(const DiagnosisInput& in) {
   ScanUnschedulable(ctx, {&pod}, {});
   if (TakeBestFinding(ctx, &out)) return out;
   if (PodReady(pod)) return out;
-  if (Str(Field(pod, "status"), "phase") == "Running") {
+  if (Str(Field(pod, "status"), "phase") == kPodRunning) {
     out.reason = reasons::kRunning;
     out.message = "pod " + Name(pod) +
                   " is running; its server does not answer its readiness "

@@ -282,7 +282,7 @@ json FetchInitContainer(const PodContext& ctx) {
   json container{
       {"name", kFetchContainerName},
       {"image", image},
-      {"command", {"python3", "-c", kFetchCapsuleScript, "fetch-capsule"}},
+      {"command", {kRunnerInterpreter, "-c", kFetchCapsuleScript, kFetchContainerName}},
       {"args", {ctx.capsule.url, ctx.capsule.sha256, CapsuleFilePath(ctx.capsule)}},
       {"resources", {{"limits", amounts_limit}, {"requests", amounts_request}}},
       {"volumeMounts", {{{"name", kCapsuleVolume}, {"mountPath", kCapsuleDir}}}},

@@ -162,7 +162,7 @@ StatusView ReadStatus(const json& rayjob) {
   return v;
 }
 
-std::string OneLine(const std::string& message) {
+std::string RayMessageHeadline(const std::string& message) {
   std::string line = message.substr(0, message.find('\n'));
   for (const char* tail : {", last available logs", ". Last available logs"}) {
     if (size_t at = line.find(tail); at != std::string::npos) line.resize(at);
@@ -219,17 +219,17 @@ JobReading ReadJob(const json* rayjob, bool cancelled, std::string_view ref) {
       break;
     case RayJobState::kRunning:
       r.state = cancelled ? RunState::kCancelled : RunState::kRunning;
-      r.message = OneLine(sv.message);
+      r.message = RayMessageHeadline(sv.message);
       break;
     case RayJobState::kSucceeded:
       r.state = RunState::kSucceeded;
       r.exit_code = 0;
-      r.message = OneLine(sv.message);
+      r.message = RayMessageHeadline(sv.message);
       break;
     case RayJobState::kFailed:
       r.state = cancelled ? RunState::kCancelled : RunState::kFailed;
       r.exit_code = sv.exit_code;
-      r.message = OneLine(sv.message);
+      r.message = RayMessageHeadline(sv.message);
       r.reason = JobReason(sv);
       if (r.message.empty() && r.reason == reasons::kRejected)
         r.message = "the KubeRay operator refused the RayJob";

@@ -1,4 +1,5 @@
 #include "starforge/objstore/s3_wire.h"
+#include "starforge/common/format.h"
 
 #include <fmt/format.h>
 
@@ -30,24 +31,18 @@ std::string DecodeEntities(std::string_view text) {
   return out;
 }
 
-// A server's text, made safe for a one-line message: control characters become spaces and
-// long texts are cut, since a misbehaving proxy may answer with a whole HTML page.
-std::string OneLine(std::string_view text) {
-  std::string out;
-  for (char c : text) {
-    out += (static_cast<unsigned char>(c) < 0x20) ? ' ' : c;
-    if (out.size() >= 300) {
-      out += "…";
-      break;
-    }
-  }
+// A server's text, made safe for a one-line message and cut, since a misbehaving proxy may answer
+// with a whole HTML page.
+std::string Excerpt(std::string_view text) {
+  std::string out = OneLine(text);
+  if (out.size() > 300) out = out.substr(0, 300) + "…";
   return out;
 }
 
 std::string Detail(long status, const std::string& code, const std::string& message) {
   std::string d = fmt::format("HTTP {}", status);
   if (!code.empty()) d += " " + code;
-  if (!message.empty()) d += ": " + OneLine(message);
+  if (!message.empty()) d += ": " + Excerpt(message);
   return d;
 }
 

@@ -110,11 +110,7 @@ std::string UriEncode(std::string_view text, bool keep_slash) {
 }
 
 std::string FormatAmzDate(std::time_t t) {
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  std::array<char, 32> buf{};
-  std::strftime(buf.data(), buf.size(), "%Y%m%dT%H%M%SZ", &tm);
-  return buf.data();
+  return FormatUtc(static_cast<int64_t>(t), "%Y%m%dT%H%M%SZ");
 }
 
 std::optional<std::time_t> ParseAmzDate(std::string_view text) {

@@ -1,5 +1,6 @@
 #include "starforge/playground/kube_backend.h"
 
+#include "starforge/common/api_errors.h"
 #include "starforge/common/json_read.h"
 #include "starforge/kube/errors.h"
 #include "starforge/kube/resource.h"
@@ -130,10 +131,10 @@ Observation KubeBackend::Observe(const store::Playground& row, const Spec& spec)
       }
     }
     const std::string phase = Str(Field(pod, "status"), "phase");
-    if (phase == "Failed" || phase == "Succeeded") {
+    if (phase == kuberay::kPodFailed || phase == kuberay::kPodSucceeded) {
       o.state = store::PlaygroundState::kFailed;
       const std::string reason = Str(Field(pod, "status"), "reason");
-      o.reason = reason == "DeadlineExceeded" ? "PodDeadlineExceeded" : "ServerExited";
+      o.reason = reason == kuberay::kPodDeadlineExceeded ? "PodDeadlineExceeded" : "ServerExited";
       std::string detail = Str(Field(pod, "status"), "message");
       for (const json& s : Arr(Field(pod, "status"), "containerStatuses")) {
         const json& t = Field(Field(s, "state"), "terminated");
@@ -246,7 +247,8 @@ Status KubeBackend::Logs(const store::Playground& row, int64_t tail_lines, std::
     return Status::Ok();
   } catch (const kube::ApiError& e) {
     if (kube::IsNotFound(e))
-      return Status::Permanent("NotFound", "the playground's pod is gone, and its log with it");
+      return Status::Permanent(api_errors::kNotFound,
+                               "the playground's pod is gone, and its log with it");
     return Status::Retryable("LogsUnavailable", e.what());
   }
 }

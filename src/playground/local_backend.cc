@@ -324,7 +324,7 @@ Status LocalBackend::Logs(const store::Playground& row, int64_t tail_lines, std:
   const fs::path log = Dir(row.id) / "server.log";
   std::error_code ec;
   if (!fs::is_regular_file(fs::symlink_status(log, ec))) {
-    return Status::Permanent("NotFound", "the model server has written no log");
+    return Status::Permanent(reasons::kNotFound, "the model server has written no log");
   }
   // The last 4 MiB at most, then the last `tail_lines` lines of that.
   std::ifstream in(log, std::ios::binary);

@@ -6,6 +6,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "starforge/common/api_errors.h"
+#include "starforge/common/format.h"
 #include "starforge/common/reasons.h"
 
 namespace starforge::playground {
@@ -21,7 +23,7 @@ constexpr const char* kTtlExpired = "TTLExpired";
 constexpr const char* kStoppedByUser = "StoppedByUser";
 
 Error NotFound(const std::string& id) {
-  return {404, "NotFound", "playground " + id + " not found", "", {}};
+  return {404, api_errors::kNotFound, "playground " + id + " not found", "", {}};
 }
 
 }  // namespace
@@ -54,9 +56,7 @@ Manager::~Manager() {
 }
 
 int64_t Manager::Now() const {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return NowMs();
 }
 
 Backend* Manager::BackendFor(const std::string& kind) {
@@ -221,19 +221,19 @@ bool Manager::Reconcile(const std::string& id) {
 Playground Manager::Create(const store::User& user, const json& body) {
   ParseResult parsed = Parse(body, options_.config);
   if (!parsed.ok()) {
-    throw Error{422, "Invalid", JoinErrors(parsed.errors), parsed.errors.front().path,
+    throw Error{422, api_errors::kInvalid, JoinErrors(parsed.errors), parsed.errors.front().path,
                 parsed.errors};
   }
   Spec& spec = parsed.spec;
   // The model: a directory a job of this user wrote, which must exist now.
   std::string error;
   const ModelLocation loc = Locate(spec.model, options_.config.storage_root, &error);
-  if (!error.empty()) throw Error{422, "Invalid", "model: " + error, "model", {}};
+  if (!error.empty()) throw Error{422, api_errors::kInvalid, "model: " + error, "model", {}};
   if (loc.on_storage) {
     std::optional<store::Job> job = store_.GetJob(loc.job_id);
     if (!job || (job->owner != user.name && !user.admin)) {
       throw Error{422,
-                  "Invalid",
+                  api_errors::kInvalid,
                   "model: no job " + loc.job_id +
                       " of yours wrote it (a playground serves "
                       "directories of your own jobs: jobs/<job id>/…)",
@@ -244,7 +244,7 @@ Playground Manager::Create(const store::User& user, const json& body) {
     const fs::path dir = options_.storage_root / loc.relative;
     if (!fs::is_directory(dir, ec)) {
       throw Error{422,
-                  "Invalid",
+                  api_errors::kInvalid,
                   "model: " + loc.relative +
                       " does not exist (or is not a directory) under the "
                       "storage root; list the job's outputs with forge logs / the job's directory",
@@ -254,8 +254,11 @@ Playground Manager::Create(const store::User& user, const json& body) {
   }
   Backend* backend = BackendFor(spec.fleet);
   if (backend == nullptr) {
-    throw Error{
-        422, "Invalid", "fleet: this server runs no " + spec.fleet + " playgrounds", "fleet", {}};
+    throw Error{422,
+                api_errors::kInvalid,
+                "fleet: this server runs no " + spec.fleet + " playgrounds",
+                "fleet",
+                {}};
   }
   Playground row;
   row.id = store::NewPlaygroundId();
@@ -285,11 +288,12 @@ std::vector<Playground> Manager::List(const store::User& user) {
 
 Playground Manager::Extend(const store::User& user, const std::string& id, int64_t seconds) {
   const Playground row = Get(user, id);
-  if (seconds <= 0) throw Error{422, "Invalid", "seconds: must be positive", "seconds", {}};
+  if (seconds <= 0)
+    throw Error{422, api_errors::kInvalid, "seconds: must be positive", "seconds", {}};
   if (store::IsTerminal(row.state)) {
     throw Error{
         409,
-        "Conflict",
+        api_errors::kConflict,
         "playground " + id + " is " + std::string(store::ToString(row.state)) + "; start a new one",
         "",
         {}};
@@ -298,7 +302,7 @@ Playground Manager::Extend(const store::User& user, const std::string& id, int64
   const int64_t next = std::max(row.expires_at, Now()) + seconds * 1000;
   if (next > limit) {
     throw Error{422,
-                "Invalid",
+                api_errors::kInvalid,
                 "a playground lives at most " +
                     std::to_string(options_.config.playground_max_ttl_s) +
                     " s (FORGE_PLAYGROUND_MAX_TTL_S); this one can be extended by at most " +
@@ -326,12 +330,16 @@ Playground Manager::Stop(const store::User& user, const std::string& id) {
 std::string Manager::Logs(const store::User& user, const std::string& id, int64_t tail_lines) {
   const Playground row = Get(user, id);
   Backend* backend = BackendFor(row.fleet);
-  if (backend == nullptr) throw Error{404, "NotFound", "no " + row.fleet + " fleet", "", {}};
+  if (backend == nullptr)
+    throw Error{404, api_errors::kNotFound, "no " + row.fleet + " fleet", "", {}};
   std::string out;
   const Status s = backend->Logs(row, tail_lines, &out);
   if (!s.ok())
-    throw Error{
-        s.retryable() ? 503 : 404, s.retryable() ? "Unavailable" : "NotFound", s.message(), "", {}};
+    throw Error{s.retryable() ? 503 : 404,
+                s.retryable() ? api_errors::kUnavailable : api_errors::kNotFound,
+                s.message(),
+                "",
+                {}};
   return out;
 }
 
@@ -350,7 +358,7 @@ ProxyReply Manager::Proxy(const store::User& user, const std::string& id, const 
   const Playground row = Get(user, id);
   if (row.state != PlaygroundState::kReady) {
     throw Error{409,
-                "Conflict",
+                api_errors::kConflict,
                 "playground " + id + " is " + std::string(store::ToString(row.state)) +
                     (row.message.empty() ? "" : " (" + row.message + ")") +
                     "; it answers once Ready (forge playground describe " + id + ")",

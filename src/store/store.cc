@@ -16,6 +16,7 @@
 #include <string_view>
 #include <system_error>
 
+#include "starforge/common/format.h"
 #include "starforge/common/sha256.h"
 
 namespace starforge::store {
@@ -504,9 +505,7 @@ int Store::SchemaVersion() {
 
 int64_t Store::Now() {
   if (now_) return now_();
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return NowMs();
 }
 
 void Store::SetClockForTesting(std::function<int64_t()> now) {
@@ -816,7 +815,7 @@ std::string Store::CreateToken(const std::string& user, const std::string& descr
 }
 
 std::optional<User> Store::Authenticate(const std::string& token) {
-  // The token's shape is public (rest-contract.md): checking it first leaks nothing.
+  // The token's shape is public (docs/api.md): checking it first leaks nothing.
   if (!LooksLikeToken(token)) return std::nullopt;
   const std::string hash = Sha256Hex(token);
   std::lock_guard lock(read_mu_);

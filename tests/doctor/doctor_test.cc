@@ -12,6 +12,7 @@
 #include "starforge/common/yaml_json.h"
 #include "starforge/doctor/doctor.h"
 #include "support/files.h"
+#include "support/object_store.h"
 #include "support/temp_dir.h"
 
 namespace starforge::doctor {
@@ -144,12 +145,8 @@ TEST(DoctorChecks, TextMarksEachCheckAndJsonRoundTrips) {
 // ---- Run against kubesim (RBAC of deploy/) ----
 
 // An S3 store in memory; presigned URLs are fetched by the test's `fetch`.
-class MemoryS3 : public objstore::ObjectStore {
+class MemoryS3 : public support::RefusingObjectStore {
  public:
-  objstore::Result<objstore::PutOutcome> PutFile(const std::string&, const std::string&,
-                                                 const objstore::Progress&) override {
-    return objstore::Error{objstore::ErrorKind::kInvalid, "not in this test"};
-  }
   objstore::Result<objstore::PutOutcome> PutBytes(const std::string& key, std::string_view bytes,
                                                   const objstore::Progress&) override {
     if (!writable) return objstore::Error{objstore::ErrorKind::kAccessDenied, "AccessDenied"};
@@ -157,16 +154,6 @@ class MemoryS3 : public objstore::ObjectStore {
     objects[key] = std::string(bytes);
     return objstore::PutOutcome{static_cast<int64_t>(bytes.size()),
                                 present ? 0 : static_cast<int64_t>(bytes.size()), present};
-  }
-  objstore::Result<std::optional<objstore::ObjectInfo>> Head(const std::string&) override {
-    return objstore::Error{objstore::ErrorKind::kInvalid, "not in this test"};
-  }
-  objstore::Result<int64_t> GetFile(const std::string&, const std::string&,
-                                    const objstore::Progress&) override {
-    return objstore::Error{objstore::ErrorKind::kInvalid, "not in this test"};
-  }
-  objstore::Result<std::string> GetBytes(const std::string&) override {
-    return objstore::Error{objstore::ErrorKind::kInvalid, "not in this test"};
   }
   objstore::Result<std::string> PresignGet(const std::string& key, int64_t, std::time_t) override {
     return "https://s3.test.invalid/bucket/" + key + "?X-Amz-Signature=s3cr3t";

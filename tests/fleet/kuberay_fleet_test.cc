@@ -23,6 +23,7 @@
 #include "starforge/kuberay/constants.h"
 #include "starforge/kuberay/render.h"
 #include "support/files.h"
+#include "support/object_store.h"
 #include "support/poll.h"
 #include "support/temp_dir.h"
 
@@ -46,26 +47,8 @@ constexpr const char* kSignature =
 const std::string kSha(64, 'a');
 
 // Presigns like S3 does (a query holding the access key id and the signature); nothing else.
-class FakeS3 : public objstore::ObjectStore {
+class FakeS3 : public support::RefusingObjectStore {
  public:
-  objstore::Result<objstore::PutOutcome> PutFile(const std::string&, const std::string&,
-                                                 const objstore::Progress&) override {
-    return objstore::Error{objstore::ErrorKind::kInvalid, "not in this test"};
-  }
-  objstore::Result<objstore::PutOutcome> PutBytes(const std::string&, std::string_view,
-                                                  const objstore::Progress&) override {
-    return objstore::Error{objstore::ErrorKind::kInvalid, "not in this test"};
-  }
-  objstore::Result<std::optional<objstore::ObjectInfo>> Head(const std::string&) override {
-    return objstore::Error{objstore::ErrorKind::kInvalid, "not in this test"};
-  }
-  objstore::Result<int64_t> GetFile(const std::string&, const std::string&,
-                                    const objstore::Progress&) override {
-    return objstore::Error{objstore::ErrorKind::kInvalid, "not in this test"};
-  }
-  objstore::Result<std::string> GetBytes(const std::string&) override {
-    return objstore::Error{objstore::ErrorKind::kInvalid, "not in this test"};
-  }
   objstore::Result<std::string> PresignGet(const std::string& key, int64_t expires,
                                            std::time_t) override {
     last_expiry = expires;

@@ -1,5 +1,5 @@
 // ComputeCapacity / CheckFits: GPU accounting per card series the way the scheduler and
-// `kubectl describe node` count it (kubernetes-api.md §6).
+// `kubectl describe node` count it (docs/kuberay-fleet.md, "Capacity arithmetic").
 #include "starforge/kuberay/capacity.h"
 
 #include <gtest/gtest.h>

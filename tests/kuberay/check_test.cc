@@ -1,4 +1,5 @@
-// CheckRayJob reproduces the operator's own validation (FACTS §1.2) with its wording.
+// CheckRayJob reproduces the operator's own validation (docs/upstream-facts.md §1.2) with its
+// wording.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

@@ -1,5 +1,6 @@
-// Diagnose: why a RayJob is not running, from realistic objects and events (FACTS §3, §5;
-// kubernetes-api.md §5.3 scheduler and §5.4 kubelet wording).
+// Diagnose: why a RayJob is not running, from realistic objects and events (docs/upstream-facts.md
+// §3, §5; the scheduler's and the kubelet's wording as docs/kuberay-fleet.md "Diagnosis" quotes
+// it).
 #include "starforge/kuberay/diagnose.h"
 
 #include <gtest/gtest.h>

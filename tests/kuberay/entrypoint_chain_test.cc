@@ -3,10 +3,10 @@
 //
 //   K8sJobMode: KubeRay's submitter runs `/bin/bash -ce -- "<script>"` with the entrypoint pasted
 //   unquoted into `ray job submit … -- <entrypoint>` and the runtime env as
-//   `--runtime-env-json "<Go strconv.Quote(json)>"` (FACTS §3.1); `ray job submit` re-joins its
-//   words with Python's subprocess.list2cmdline (ray dashboard/modules/job/cli.py); Ray's job
-//   supervisor runs that string with a shell.
-//   HTTPMode: the entrypoint string goes to the supervisor's shell as it is.
+//   `--runtime-env-json "<Go strconv.Quote(json)>"` (upstream-facts §3.1); `ray job submit`
+//   re-joins its words with Python's subprocess.list2cmdline (ray dashboard/modules/job/cli.py);
+//   Ray's job supervisor runs that string with a shell. HTTPMode: the entrypoint string goes to the
+//   supervisor's shell as it is.
 //
 // `ray` is a stand-in on PATH that does exactly those two steps with the real Python functions.
 // The capsule's runner is a stand-in too (the real one is built by the capsule issue): it runs the
@@ -141,7 +141,7 @@ struct Fixture {
     rayjob = r.rayjob;
   }
 
-  // The KubeRay K8sJobMode submitter script (FACTS §3.1), with this RayJob's fields.
+  // The KubeRay K8sJobMode submitter script (upstream-facts §3.1), with this RayJob's fields.
   std::string SubmitterScript() const {
     const std::string a = "http://head-svc:8265";
     const json runtime_env = ParseYaml(rayjob["spec"]["runtimeEnvYAML"].get<std::string>());

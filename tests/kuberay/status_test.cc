@@ -1,4 +1,5 @@
-// ReadStatus: RayJob statuses as the operator writes them (FACTS §2, §9) → StarForge's phases.
+// ReadStatus: RayJob statuses as the operator writes them (docs/upstream-facts.md §2, §9) →
+// StarForge's phases.
 #include "starforge/kuberay/status.h"
 
 #include <gtest/gtest.h>
@@ -25,7 +26,7 @@ const json kZeroCluster = {{"desiredCPU", "0"},
                            {"desiredTPU", "0"},
                            {"head", json::object()}};
 
-// Shapes from FACTS §9 (items 2, 3, 6-10) and §2.
+// Shapes from upstream-facts §9 and §2.
 json Initializing() {
   return {{"jobId", "sf-j-1-b9qzt"},
           {"rayClusterName", "sf-j-1-x7k2p"},
@@ -119,7 +120,7 @@ INSTANTIATE_TEST_SUITE_P(
                                 {"failed", 1},
                                 {"message", kRayFailed}}),
              RayJobState::kFailed, "AppFailed", true, nullptr},
-        // FACTS §9.10: jobStatus absent.
+        // upstream-facts §9: jobStatus absent.
         Case{"SubmissionFailed",
              RunningDeployment({{"jobDeploymentStatus", "Failed"},
                                 {"reason", "SubmissionFailed"},
@@ -131,7 +132,7 @@ INSTANTIATE_TEST_SUITE_P(
              RayJobState::kFailed, "SubmissionFailed", true,
              "Job submission has failed. Reason: BackoffLimitExceeded. Message: Job has reached "
              "the specified backoff limit"},
-        // jobStatus stays RUNNING after a deadline (FACTS §2 scenario): terminal anyway.
+        // jobStatus stays RUNNING after a deadline (upstream-facts §2 scenario): terminal anyway.
         Case{"DeadlineExceededWhileRunning",
              RunningDeployment({{"jobStatus", "RUNNING"},
                                 {"jobDeploymentStatus", "Failed"},
@@ -172,7 +173,7 @@ INSTANTIATE_TEST_SUITE_P(
              RayJobState::kFailed, "JobStatusCheckTimeoutExceeded", true, nullptr},
         Case{"FailedWithoutReason", RunningDeployment({{"jobDeploymentStatus", "Failed"}}),
              RayJobState::kFailed, "Failed", true, "the KubeRay operator marked the RayJob Failed"},
-        // FACTS §9.2.
+        // upstream-facts §9.
         Case{"ValidationFailed",
              json{{"jobDeploymentStatus", "ValidationFailed"},
                   {"reason", "ValidationFailed"},
@@ -192,7 +193,7 @@ INSTANTIATE_TEST_SUITE_P(
              "the RayJob is suspended (spec.suspend=true, e.g. queued by Kueue)"},
         Case{"Suspending", With(Initializing(), {{"jobDeploymentStatus", "Suspending"}}),
              RayJobState::kPending, "Suspending", false, nullptr},
-        // FACTS §9.11: the failure's message is kept while retrying.
+        // upstream-facts §9: the failure's message is kept while retrying.
         Case{"Retrying",
              RunningDeployment({{"jobDeploymentStatus", "Retrying"},
                                 {"reason", "AppFailed"},
@@ -418,10 +419,11 @@ TEST(ReadJob, SucceededHasExitCodeZero) {
 }
 
 TEST(OneLine, DropsRaysLogTail) {
-  EXPECT_EQ(OneLine(kRayFailed), "Job entrypoint command failed with exit code 3");
-  EXPECT_EQ(OneLine("Job entrypoint command failed with exit code 137. Last available logs:\nx"),
+  EXPECT_EQ(RayMessageHeadline(kRayFailed), "Job entrypoint command failed with exit code 3");
+  EXPECT_EQ(RayMessageHeadline(
+                "Job entrypoint command failed with exit code 137. Last available logs:\nx"),
             "Job entrypoint command failed with exit code 137");
-  EXPECT_EQ(OneLine("first: \r\nsecond"), "first");
+  EXPECT_EQ(RayMessageHeadline("first: \r\nsecond"), "first");
 }
 
 }  // namespace

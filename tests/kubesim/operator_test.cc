@@ -2,7 +2,7 @@
 // the API, as a client sees them: the real binary runs with --controllers operator,jobs; the
 // test plays the kubelet (pod status through /status) and the head pod's Ray Jobs API (an httplib
 // server on 127.0.0.1, reached by the operator at the head pod's status.podIP and the port given
-// with --ray-dashboard-port). Scenarios: FACTS §2.1 and §9.
+// with --ray-dashboard-port). Scenarios: docs/upstream-facts.md §2, §9.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -441,7 +441,7 @@ std::vector<std::string> Args(int dashboard_port, std::vector<std::string> more 
 
 // ---- scenarios -----------------------------------------------------------------------------
 
-// FACTS §2.1 "Success (K8sJobMode)" and §9 items 3-8, 12, 16 with operator v1.7.
+// upstream-facts §2 "Success (K8sJobMode)" and §9 with operator v1.7.
 TEST(Operator, SuccessK8sJobModeWithTtlCleanup) {
   FakeRay ray;
   Sim sim(Args(ray.port()));
@@ -892,7 +892,7 @@ std::vector<json> SubmitterPods(const Sim& sim, const std::string& ns, const std
 
 }  // namespace
 
-// FACTS §2.1 "Application failure", §9.9.
+// upstream-facts §2 "Application failure", §9.
 TEST(Operator, AppFailure) {
   FakeRay ray;
   Sim sim(Args(ray.port()));
@@ -934,7 +934,7 @@ TEST(Operator, AppFailure) {
   EXPECT_EQ(code, 200);
 }
 
-// FACTS §2.1 "Submitter failure", §9.10: three submitter pods, BackoffLimitExceeded, jobStatus
+// upstream-facts §2 "Submitter failure", §9: three submitter pods, BackoffLimitExceeded, jobStatus
 // absent.
 TEST(Operator, SubmitterFailure) {
   FakeRay ray;
@@ -987,8 +987,8 @@ TEST(Operator, SubmitterFailure) {
   EXPECT_EQ(rec.Sequence("jobStatus"), (std::vector<std::string>{""}));
 }
 
-// FACTS §2.1 "activeDeadlineSeconds exceeded": Failed/DeadlineExceeded while Running; jobStatus is
-// left as it was; with shutdownAfterJobFinishes (ttl 0) the cluster goes right away.
+// upstream-facts §2 "activeDeadlineSeconds exceeded": Failed/DeadlineExceeded while Running;
+// jobStatus is left as it was; with shutdownAfterJobFinishes (ttl 0) the cluster goes right away.
 TEST(Operator, ActiveDeadlineWhileRunning) {
   FakeRay ray;
   Sim sim(Args(ray.port()));
@@ -1019,7 +1019,7 @@ TEST(Operator, ActiveDeadlineWhileRunning) {
   EXPECT_EQ(code, 200);
 }
 
-// activeDeadlineSeconds while the cluster never becomes ready (§9.5).
+// activeDeadlineSeconds while the cluster never becomes ready (§9).
 TEST(Operator, ActiveDeadlineWhileInitializing) {
   FakeRay ray;
   Sim sim(Args(ray.port()));
@@ -1064,7 +1064,7 @@ TEST(Operator, PreRunningDeadline) {
   EXPECT_FALSE(st.contains("jobStatus"));
 }
 
-// FACTS §2.1 "Suspend / unsuspend", §9.13.
+// upstream-facts §2 "Suspend / unsuspend", §9.
 TEST(Operator, SuspendAndResume) {
   FakeRay ray;
   Sim sim(Args(ray.port()));
@@ -1113,7 +1113,7 @@ TEST(Operator, SuspendAndResume) {
   EXPECT_EQ(Ev(ev, "DeletedRayCluster")["note"], "Deleted cluster default/" + cluster);
 }
 
-// FACTS §2.1 "Deletion while running", §9.14: stop, finalizer removed, children collected, no
+// upstream-facts §2 "Deletion while running", §9: stop, finalizer removed, children collected, no
 // status change and no events.
 TEST(Operator, DeletionWhileRunning) {
   FakeRay ray;
@@ -1153,7 +1153,7 @@ TEST(Operator, DeletionWhileRunning) {
   EXPECT_EQ(Reasons(EventsV1(sim, "default", "RayJob", "del")), events_before);
 }
 
-// FACTS §9.2: ValidationFailed with the operator's wording, ×4.
+// upstream-facts §9: ValidationFailed with the operator's wording, ×4.
 TEST(Operator, ValidationFailed) {
   FakeRay ray;
   Sim sim(Args(ray.port()));
@@ -1370,7 +1370,7 @@ TEST(Operator, HttpMode) {
   EXPECT_EQ(rec.SequenceSoon("jobStatus", want), want);
 }
 
-// A STOPPED Ray job ends Complete without counting a success (FACTS §2.1).
+// A STOPPED Ray job ends Complete without counting a success (upstream-facts §2).
 TEST(Operator, StoppedIsComplete) {
   FakeRay ray;
   Sim sim(Args(ray.port()));
@@ -1626,7 +1626,7 @@ TEST(OperatorRealRun, KubeRaySample) {
   EXPECT_EQ(rc["status"]["head"]["podIP"].get<std::string>().rfind("127.", 0), 0u);
 }
 
-// FACTS §9.11: backoffLimit > 0 retries with a new RayCluster and jobId.
+// upstream-facts §9: backoffLimit > 0 retries with a new RayCluster and jobId.
 TEST(Operator, RetryWithBackoffLimit) {
   FakeRay ray;
   Sim sim(Args(ray.port()));
@@ -1677,7 +1677,7 @@ TEST(Operator, RetryWithBackoffLimit) {
   EXPECT_EQ(Ev(ev, "DeletedRayCluster")["note"], "Deleted cluster default/" + first_cluster);
 }
 
-// FACTS §9.15: deletionRules, one per pass, most impactful first; DeleteWorkers suspends the
+// upstream-facts §9: deletionRules, one per pass, most impactful first; DeleteWorkers suspends the
 // worker groups (UpdatedRayCluster) and the RayCluster controller removes the workers.
 TEST(Operator, DeletionRules) {
   FakeRay ray;

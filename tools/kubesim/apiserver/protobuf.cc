@@ -12,6 +12,7 @@
 #include <google/protobuf/unknown_field_set.h>
 
 #include "apiserver/k8s.pb.h"
+#include "starforge/common/format.h"
 #include "status.h"
 
 namespace kubesim {
@@ -47,12 +48,7 @@ json TimeJson(const pb::Message& m, bool micro) {
   const int64_t seconds = r->GetInt64(m, d->FindFieldByName("seconds"));
   const int32_t nanos = r->GetInt32(m, d->FindFieldByName("nanos"));
   if (seconds == 0 && nanos == 0) return nullptr;
-  const std::time_t t = static_cast<std::time_t>(seconds);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[64];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-  std::string out = buf;
+  std::string out = starforge::FormatUtc(seconds, "%Y-%m-%dT%H:%M:%S");
   if (micro) {
     char frac[16];
     std::snprintf(frac, sizeof frac, ".%06d", nanos / 1000);

@@ -37,14 +37,9 @@ std::string EventRecorder::NowMicro() {
   const auto now = std::chrono::system_clock::now();
   const auto us =
       std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count();
-  std::time_t t = static_cast<std::time_t>(us / 1000000);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[40];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-  char out[64];
-  std::snprintf(out, sizeof out, "%s.%06lldZ", buf, static_cast<long long>(us % 1000000));
-  return out;
+  char frac[16];
+  std::snprintf(frac, sizeof frac, ".%06lldZ", static_cast<long long>(us % 1000000));
+  return starforge::FormatUtc(us / 1000000, "%Y-%m-%dT%H:%M:%S") + frac;
 }
 
 json EventRecorder::Reference(const json& object, const std::string& field_path) {

@@ -29,9 +29,7 @@ int64_t NowUnix() {
 }
 
 int64_t NowUnixMillis() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return starforge::NowMs();
 }
 
 int64_t ParseRfc3339(const std::string& text) {
@@ -40,21 +38,11 @@ int64_t ParseRfc3339(const std::string& text) {
 }
 
 std::string GoTimeString(int64_t unix_seconds) {
-  std::time_t t = static_cast<std::time_t>(unix_seconds);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[48];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S +0000 UTC", &tm);
-  return buf;
+  return starforge::FormatUtc(unix_seconds, "%Y-%m-%d %H:%M:%S +0000 UTC");
 }
 
 std::string GoDateTime(int64_t unix_seconds) {
-  std::time_t t = static_cast<std::time_t>(unix_seconds);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
-  return buf;
+  return starforge::FormatUtc(unix_seconds, "%Y-%m-%d %H:%M:%S");
 }
 
 json ControllerRef(const json& owner) {

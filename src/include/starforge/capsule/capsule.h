@@ -14,12 +14,11 @@
 #include "starforge/capsule/collect.h"
 #include "starforge/capsule/manifest.h"
 #include "starforge/capsule/reuse.h"
+#include "starforge/capsule/runner.h"  // kJobSpecPath, kRunnerPath
 #include "starforge/jobspec/jobspec.h"
 
 namespace starforge::capsule {
 
-inline constexpr const char* kJobSpecPath = ".starforge/jobspec.json";
-inline constexpr const char* kRunnerPath = ".starforge/runner.pyz";
 inline constexpr int64_t kDefaultMaxBytes = 512LL << 20;  // FORGE_CAPSULE_MAX_BYTES default
 
 struct BuildProgress {

@@ -11,6 +11,9 @@ namespace starforge {
 // Now as Unix milliseconds (system clock, UTC).
 int64_t NowMs();
 
+// Unix seconds as calendar time in UTC, written with strftime's `format` ("%Y-%m-%d").
+std::string FormatUtc(int64_t unix_seconds, const char* format);
+
 // Unix seconds as RFC 3339 in UTC with whole seconds, as Kubernetes writes timestamps:
 // "2006-01-02T15:04:05Z".
 std::string FormatRfc3339(int64_t unix_seconds);
@@ -23,6 +26,10 @@ std::optional<int64_t> ParseRfc3339(std::string_view text);
 // Unix seconds of a calendar time in UTC (timegm: out-of-range fields roll over, so callers that
 // must refuse 31 February check a round trip).
 int64_t UnixSeconds(int year, int month, int day, int hour, int minute, int second);
+
+// `text` on one line, for a message or a table cell: control characters (newlines, tabs) become
+// spaces, runs of spaces collapse to one, the ends are trimmed.
+std::string OneLine(std::string_view text);
 
 // "1 GPU", "2 GPUs": `n` and the word that goes with it.
 std::string Plural(int64_t n, std::string_view one, std::string_view many);

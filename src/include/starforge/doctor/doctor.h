@@ -1,7 +1,7 @@
 // `forge doctor` / GET /api/v1/doctor: does this cluster meet what StarForge's kuberay fleet needs
-// (docs/doctor.md)? Each check reads the cluster or the object store once and says what it found
-// and, when not met, the fix. The verdicts are pure functions of what was read (Check* below); Run
-// does the reading.
+// (docs/deploy.md, "forge doctor")? Each check reads the cluster or the object store once and says
+// what it found and, when not met, the fix. The verdicts are pure functions of what was read
+// (Check* below); Run does the reading.
 #pragma once
 
 #include <functional>

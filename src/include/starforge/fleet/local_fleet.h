@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "starforge/capsule/runner.h"
 #include "starforge/fleet/fleet.h"
 #include "starforge/objstore/object_store.h"
 
@@ -52,13 +53,13 @@ struct SandboxProbe {
 
 // Finds bubblewrap (on PATH) and the real interpreter behind `python`, and runs a trial in such
 // a sandbox. Jobs run as 65534 (nobody) when this process runs as root.
-SandboxProbe ProbeSandbox(const std::string& python = "python3");
+SandboxProbe ProbeSandbox(const std::string& python = capsule::kRunnerInterpreter);
 
 struct LocalFleetOptions {
   std::filesystem::path storage_root;  // FORGE_STORAGE_ROOT
   LocalResources resources;            // what jobs may use in total (DetectLocalResources())
-  std::string python = "python3";      // interpreter that runs .starforge/runner.pyz
-  int64_t cancel_grace_ms = 30'000;    // SIGTERM, then SIGKILL after this long
+  std::string python = capsule::kRunnerInterpreter;  // interpreter that runs .starforge/runner.pyz
+  int64_t cancel_grace_ms = 30'000;                  // SIGTERM, then SIGKILL after this long
   // A `running` status.json whose heartbeat is older than this, with the lock free, means the
   // runner died (RunnerLost).
   int64_t heartbeat_stale_ms = 60'000;

@@ -1,6 +1,10 @@
 // Every label key, annotation key and name format StarForge uses on KubeRay objects, defined once.
 #pragma once
 
+#include <cstddef>
+
+#include "starforge/capsule/runner.h"
+
 namespace starforge::kuberay {
 
 // Labels StarForge puts on what it creates.
@@ -43,24 +47,18 @@ inline constexpr int kGcsPort = 6379;
 inline constexpr int kDashboardPort = 8265;
 inline constexpr int kClientPort = 10001;
 
-// The capsule's runner, relative to Ray's working directory (the unpacked capsule). Ray's unzip
-// drops mode bits, so it is always started through the interpreter.
-inline constexpr const char* kRunnerInterpreter = "python3";
-inline constexpr const char* kRunnerPath = ".starforge/runner.pyz";
-// `python3 .starforge/runner.pyz run` runs the argv of the capsule's .starforge/jobspec.json.
-inline constexpr const char* kRunnerCommand = "run";
-// The capsule's authoritative JobSpec, relative to the capsule root.
-inline constexpr const char* kCapsuleJobSpecPath = ".starforge/jobspec.json";
-
-// Environment variables StarForge sets for the job (runtimeEnvYAML.env_vars). Users' `env` may
-// not set them.
-inline constexpr const char* kEnvJobId = "FORGE_JOB_ID";
-inline constexpr const char* kEnvStorageRoot = "FORGE_STORAGE_ROOT";
-inline constexpr const char* kEnvCapsuleSha256 = "FORGE_CAPSULE_SHA256";
-inline constexpr const char* kEnvCorpusDir = "FORGE_CORPUS_DIR";
-// The directories of the earlier jobs named in `resumeFrom`, ':'-separated, in the JobSpec's order.
-inline constexpr const char* kEnvResumeDirs = "FORGE_RESUME_DIRS";
-inline constexpr const char* kEnvNemoRlDir = "FORGE_NEMO_RL_DIR";
+// The capsule's runner and the environment StarForge sets for the job (runtimeEnvYAML.env_vars):
+// the runner's contract, shared with the local fleet (capsule/runner.h).
+using capsule::kEnvCapsuleSha256;
+using capsule::kEnvCorpusDir;
+using capsule::kEnvJobId;
+using capsule::kEnvNemoRlDir;
+using capsule::kEnvResumeDirs;
+using capsule::kEnvStorageRoot;
+using capsule::kRunnerCommand;
+using capsule::kRunnerInterpreter;
+using capsule::kRunnerPath;
+inline constexpr const char* kCapsuleJobSpecPath = capsule::kJobSpecPath;
 // Ray's job supervisor SIGKILLs a stopped job's processes after this many seconds (default 3);
 // the runner needs longer to forward SIGTERM, wait its grace period and record the end.
 inline constexpr const char* kEnvRayJobStopWait = "RAY_JOB_STOP_WAIT_TIME_S";
@@ -108,6 +106,17 @@ inline constexpr const char* kHeadServiceSuffix = "-head-svc";
 inline constexpr const char* kGcsPortName = "gcs-server";
 inline constexpr const char* kDashboardPortName = "dashboard";
 inline constexpr const char* kClientPortName = "client";
+
+// Kubernetes' words StarForge reads off pods, Jobs and events (core/v1, batch/v1).
+inline constexpr const char* kPodPending = "Pending";  // status.phase
+inline constexpr const char* kPodRunning = "Running";
+inline constexpr const char* kPodSucceeded = "Succeeded";
+inline constexpr const char* kPodFailed = "Failed";
+// status.reason of a pod the kubelet ended at activeDeadlineSeconds.
+inline constexpr const char* kPodDeadlineExceeded = "DeadlineExceeded";
+inline constexpr const char* kJobConditionFailed = "Failed";  // a batch/v1 Job's condition type
+// The kubelet's event reason when a container (or its image) cannot be started.
+inline constexpr const char* kEventFailed = "Failed";
 
 // Node taints the GPU pods StarForge renders tolerate (render.cc: nvidia.com/gpu Exists
 // NoSchedule), so they do not count as blocking a GPU node.

@@ -60,7 +60,7 @@ std::string JobReason(const StatusView& status);
 // The first line of an operator's or Ray's message, without the log tail Ray appends to a FAILED
 // message ("…exit code 3, last available logs (truncated to 20,000 chars):\n…"): the job's
 // message is one line, and the output is in its logs.
-std::string OneLine(const std::string& message);
+std::string RayMessageHeadline(const std::string& message);
 
 // Whether a Kubernetes object is being deleted (metadata.deletionTimestamp set).
 bool Deleting(const nlohmann::json& object);

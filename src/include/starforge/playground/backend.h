@@ -13,6 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "starforge/common/api_errors.h"
+#include "starforge/common/reasons.h"
 #include "starforge/common/status.h"
 #include "starforge/fleet/fleet.h"
 #include "starforge/playground/spec.h"
@@ -78,7 +80,7 @@ class UnavailableBackend : public Backend {
     return {false, message_, "fleet"};
   }
   Status Create(const store::Playground&, const Spec&) override {
-    return Status::Permanent("Rejected", message_);
+    return Status::Permanent(reasons::kRejected, message_);
   }
   Observation Observe(const store::Playground&, const Spec&) override {
     Observation o;
@@ -93,7 +95,7 @@ class UnavailableBackend : public Backend {
     return {0, "", "", message_};
   }
   Status Logs(const store::Playground&, int64_t, std::string*) override {
-    return Status::Permanent("Unavailable", message_);
+    return Status::Permanent(api_errors::kUnavailable, message_);
   }
 
  private:
