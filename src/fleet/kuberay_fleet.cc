@@ -253,8 +253,8 @@ struct KubeRayFleet::Impl {
     std::lock_guard lock(usage_mu);
     const uint64_t gen = capacity_generation.load();
     if (capacity_cache && capacity_cache_generation == gen) return *capacity_cache;
-    capacity_cache = kuberay::ComputeCapacity(Values(nodes->Snapshot()), usage_sums.by_node(),
-                                              o.config.k8s_gpu_node_label);
+    capacity_cache = kuberay::ComputeCapacityFromUsage(
+        Values(nodes->Snapshot()), usage_sums.by_node(), o.config.k8s_gpu_node_label);
     capacity_cache_generation = gen;
     return *capacity_cache;
   }

@@ -175,12 +175,12 @@ std::vector<SeriesCapacity> ComputeCapacity(const std::vector<json>& nodes,
   NodeUsageSums sums;
   for (const json& pod : pods)
     sums.Update(nullptr, &pod);
-  return ComputeCapacity(nodes, sums.by_node(), gpu_label);
+  return ComputeCapacityFromUsage(nodes, sums.by_node(), gpu_label);
 }
 
-std::vector<SeriesCapacity> ComputeCapacity(const std::vector<json>& nodes,
-                                            const std::map<std::string, NodeUsage>& usage,
-                                            const std::string& gpu_label) {
+std::vector<SeriesCapacity> ComputeCapacityFromUsage(const std::vector<json>& nodes,
+                                                     const std::map<std::string, NodeUsage>& usage,
+                                                     const std::string& gpu_label) {
   std::map<std::string, NodeCapacity> by_name;
   for (const json& node : nodes) {
     const json& meta = Field(node, "metadata");

@@ -216,7 +216,7 @@ TEST(NodeUsageSums, FollowPodEventsLikeARecount) {
     }
     EXPECT_EQ(trimmed.by_node(), sums.by_node());
     const auto full = ComputeCapacity(nodes, pods, kLabel);
-    const auto kept = ComputeCapacity(nodes, sums.by_node(), kLabel);
+    const auto kept = ComputeCapacityFromUsage(nodes, sums.by_node(), kLabel);
     ASSERT_EQ(full.size(), kept.size());
     for (size_t i = 0; i < full.size(); ++i) {
       EXPECT_EQ(full[i].gpu_requested, kept[i].gpu_requested);

@@ -66,9 +66,9 @@ class NodeUsageSums {
 };
 
 // ComputeCapacity from per-node sums instead of the pods themselves.
-std::vector<SeriesCapacity> ComputeCapacity(const std::vector<nlohmann::json>& nodes,
-                                            const std::map<std::string, NodeUsage>& usage,
-                                            const std::string& gpu_label);
+std::vector<SeriesCapacity> ComputeCapacityFromUsage(const std::vector<nlohmann::json>& nodes,
+                                                     const std::map<std::string, NodeUsage>& usage,
+                                                     const std::string& gpu_label);
 
 // A pod cut to what NodeUsageSums and ComputeCapacity read of it (metadata's namespace, name,
 // uid and resourceVersion, spec.nodeName, status.phase, and the pod's GPU request as one
