@@ -403,6 +403,8 @@ for name, count in (("one", 1), ("many", n)):
     p["files"], p["lag"] = files, sorted(lag)
     ph[name] = p
 one, many = ph["one"], ph["many"]
+# Per job = per job submitted (a failed `forge submit` made no job and cost the fleet nothing).
+m = many["ids"] or n
 
 print()
 print("kuberay fleet at scale: N=%d (phase 1: 1 job; phase 2: %d jobs at once), kubesim --pods %s"
@@ -411,7 +413,7 @@ print("load average at the end: %s" % " ".join(open("/proc/loadavg").read().spli
 print()
 print("%-44s %12s %12s %12s %8s" % ("", "1 job", "%d jobs" % n, "per job", "ratio"))
 def row(label, a, b, per=True, fmt="%12.1f"):
-    pj = b / n if per else b
+    pj = b / m if per else b
     ratio = (pj / a) if a else float("nan")
     print("%-44s %s %s %s %8.2f" % (label, fmt % a, fmt % b, fmt % pj, ratio))
 def plain(label, a, b, fmt="%12.1f"):
@@ -463,8 +465,8 @@ keys = sorted(set(one["all"]) | set(many["all"]),
 for k in keys:
     a, b = one["all"].get(k, 0), many["all"].get(k, 0)
     shared = k.split(" ", 1)[0] in ("list", "watch")
-    pj = "" if shared else "%10.2f" % (b / n)
-    ratio = "" if shared or not a else "%8.2f" % (b / n / a)
+    pj = "" if shared else "%10.2f" % (b / m)
+    ratio = "" if shared or not a else "%8.2f" % (b / m / a)
     print("%-36s %8d %8d %10s %8s%s" % (k, a, b, pj, ratio, "  (shared)" if shared else ""))
 idle_r = json.load(open(os.path.join(work, "idle.requests.json")))
 print()
@@ -483,8 +485,8 @@ print("idle %d s after the jobs: %d requests (%s); forge serve CPU %.1f s, RSS %
 # The goals (docs/kuberay-fleet.md, "Scale"): a report; the exit status is about correctness.
 def cpu(p):
     return p["after"]["serve"]["cpu"] - p["before"]["serve"]["cpu"]
-cpu_ratio = (cpu(many) / n) / cpu(one) if cpu(one) else float("nan")
-req_per_job = sum(many["other"].values()) / n
+cpu_ratio = (cpu(many) / m) / cpu(one) if cpu(one) else float("nan")
+req_per_job = sum(many["other"].values()) / m
 p99 = many["lag"][min(len(many["lag"]) - 1, int(0.99 * len(many["lag"])))] if many["lag"] else float("nan")
 rss = max(many["after"]["serve"]["hwm"], fin["serve"]["hwm"]) * 1024 * 1024 / 1e6
 print()
