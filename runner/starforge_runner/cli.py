@@ -41,6 +41,8 @@ environment (run):
   FORGE_CAPSULE_SHA256      informational; copied into status.json
   FORGE_RUNNER_GRACE_S      seconds between a forwarded SIGTERM/SIGINT and SIGKILL (30)
   FORGE_RUNNER_HEARTBEAT_S  seconds between status.json heartbeats (15)
+  FORGE_RUNNER_STDOUT       "fallback": the job's output goes to stdout only while driver.log
+                            cannot take it (default "always": to both)
 
 the job gets: its JobSpec env, FORGE_JOB_ID, FORGE_JOB_DIR (only when the job directory is
 usable), FORGE_CODE_DIR (the capsule root, absolute), PYTHONUNBUFFERED=1 unless already set,
@@ -221,7 +223,8 @@ def cmd_run(args):
         return err.exit_code
     root = capsule_root(args.capsule_dir)
     job_dir = jobdir.JobDir(os.environ.get("FORGE_STORAGE_ROOT", ""), job_id)
-    output = supervise.Output(job_dir)
+    output = supervise.Output(job_dir,
+                              os.environ.get("FORGE_RUNNER_STDOUT", "always") != "fallback")
     status = supervise.Status(job_dir, output, job_id, os.environ.get("FORGE_CAPSULE_SHA256", ""))
     try:
         warning = job_dir.open()

@@ -27,6 +27,11 @@ class JobDir(object):
     def usable(self):
         return self.path is not None
 
+    @property
+    def logging(self):
+        """driver.log is open and takes the output."""
+        return self._log_fd is not None
+
     def open(self):
         """Creates <root>/jobs/<id>/logs and opens driver.log for appending. Returns a warning
         (one line) when the job directory cannot be used, else None."""

@@ -32,10 +32,13 @@ _STATUS_KEYS = ("jobId", "state", "pid", "runnerPid", "host", "capsuleSha256", "
 
 class Output(object):
     """Where the job's output goes: the runner's stdout and, when usable, driver.log. The
-    runner's own messages go to stderr and driver.log."""
+    runner's own messages go to stderr and driver.log. With copy_to_stdout False (the local
+    fleet, which keeps the runner's stdout as a log of its own: FORGE_RUNNER_STDOUT=fallback) the
+    output goes to stdout only while driver.log cannot take it, so no byte is stored twice."""
 
-    def __init__(self, jobdir):
+    def __init__(self, jobdir, copy_to_stdout=True):
         self.jobdir = jobdir
+        self.copy_to_stdout = copy_to_stdout
         self._stdout_ok = True
         self._log_at_line_start = True
 
@@ -47,6 +50,10 @@ class Output(object):
             self._log_at_line_start = data.endswith(b"\n")
 
     def data(self, chunk):
+        if not self.copy_to_stdout and self.jobdir.logging:
+            self._log(chunk)
+            if self.jobdir.logging:
+                return
         if self._stdout_ok:
             try:
                 util.write_all(1, chunk)
@@ -54,7 +61,8 @@ class Output(object):
                 self._stdout_ok = False
                 self.message("warning: cannot write to stdout (%s); the job's output goes to "
                              "driver.log only" % util.describe_os_error(err))
-        self._log(chunk)
+        if self.copy_to_stdout or self.jobdir.logging:
+            self._log(chunk)
 
     def message(self, text):
         line = util.PREFIX + text

@@ -82,6 +82,24 @@ class LogTeeTest(support.RunnerTest):
         self.assertEqual([line for line in log.splitlines() if "starforge-runner" not in line],
                          [str(i) for i in range(20)])
 
+    def test_fallback_mode_stores_the_output_once(self):
+        # The local fleet keeps the runner's stdout as runner.log: the job's output is in
+        # driver.log only, not twice.
+        self.make(support.py(MIXED))
+        code, out, err = self.run_runner(FORGE_RUNNER_STDOUT="fallback")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(out, b"")
+        log = self.driver_log()
+        self.assertEqual(log.count(b"bulk "), 2000)
+        self.assertIn(b"err line 1\n", log)
+
+    def test_fallback_mode_writes_stdout_without_a_job_directory(self):
+        self.make(support.py(MIXED))
+        code, out, err = self.run_runner(FORGE_RUNNER_STDOUT="fallback", FORGE_STORAGE_ROOT=None)
+        self.assertEqual(code, 0, err)
+        self.assertEqual(out.count(b"bulk "), 2000)
+        self.assertIn("FORGE_STORAGE_ROOT is not set", err)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -11,6 +11,7 @@ const std::vector<RouteInfo>& Routes() {
       {RouteId::kJobEvents, "GET", "/api/v1/jobs/{id}/events"},
       {RouteId::kJobLogs, "GET", "/api/v1/jobs/{id}/logs"},
       {RouteId::kJobArtifacts, "GET", "/api/v1/jobs/{id}/artifacts"},
+      {RouteId::kJobCapsule, "GET", "/api/v1/jobs/{id}/capsule"},
       {RouteId::kDoctor, "GET", "/api/v1/doctor"},
       {RouteId::kCapacity, "GET", "/api/v1/capacity"},
       {RouteId::kGetCapsule, "GET", "/api/v1/capsules/{sha256}"},
@@ -24,6 +25,17 @@ const std::vector<RouteInfo>& Routes() {
       {RouteId::kHealthz, "GET", "/healthz", false},
       {RouteId::kReadyz, "GET", "/readyz", false},
       {RouteId::kMetrics, "GET", "/metrics", false},
+      {RouteId::kCreatePlayground, "POST", "/api/v1/playgrounds"},
+      {RouteId::kListPlaygrounds, "GET", "/api/v1/playgrounds"},
+      {RouteId::kGetPlayground, "GET", "/api/v1/playgrounds/{id}"},
+      {RouteId::kDeletePlayground, "DELETE", "/api/v1/playgrounds/{id}"},
+      {RouteId::kExtendPlayground, "POST", "/api/v1/playgrounds/{id}/extend"},
+      {RouteId::kPlaygroundLogs, "GET", "/api/v1/playgrounds/{id}/logs"},
+      {RouteId::kPlaygroundEvents, "GET", "/api/v1/playgrounds/{id}/events"},
+      {RouteId::kPlaygroundModels, "GET", "/api/v1/playgrounds/{id}/openai/v1/models"},
+      {RouteId::kPlaygroundChatCompletions, "POST",
+       "/api/v1/playgrounds/{id}/openai/v1/chat/completions"},
+      {RouteId::kPlaygroundCompletions, "POST", "/api/v1/playgrounds/{id}/openai/v1/completions"},
   };
   return routes;
 }

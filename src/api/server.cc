@@ -1,9 +1,6 @@
 #include "starforge/api/server.h"
 
 #include <fcntl.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,19 +9,23 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
-#include <deque>
 #include <map>
 #include <regex>
-#include <thread>
+#include <tuple>
 
 #include <httplib.h>
 #include <spdlog/spdlog.h>
 
+#include "starforge/api/capsule_info.h"
 #include "starforge/api/console_assets.h"
 #include "starforge/api/convert.h"
+#include "starforge/api/front.h"
 #include "starforge/api/login_codes.h"
 #include "starforge/api/logs.h"
+#include "starforge/api/playground_routes.h"
 #include "starforge/api/routes.h"
+#include "starforge/api/upload_budget.h"
+#include "starforge/api/watch.h"
 #include "starforge/capsule/accept.h"
 #include "starforge/capsule/capsule.h"
 #include "starforge/capsule/extract.h"
@@ -53,69 +54,10 @@ constexpr int kMaxListLimit = 500;
 // How long a follow stream waits, after the job ended, for its fleet to hand over the logs
 // (logsArchived) before it ends anyway.
 constexpr int64_t kArchiveWaitMs = 30'000;
+// How often a follow stream looks at its job in the store (its file: every sse_poll).
+constexpr auto kFollowJobCheck = std::chrono::seconds(1);
 
 const char* const kJson = "application/json";
-
-// httplib hands each connection to one thread for its whole life (a keep-alive connection, a
-// log follow stream, a client that sends its headers slowly). Its own pool has a fixed size, so
-// a few dozen such connections starved every other request, /healthz included. This pool makes
-// a thread for a connection at once, up to `max_threads`, and reuses idle ones; past that,
-// connections wait in the queue (never reset: the listen backlog is SOMAXCONN).
-class ElasticPool : public httplib::TaskQueue {
- public:
-  explicit ElasticPool(size_t max_threads) : max_threads_(max_threads) {}
-  ~ElasticPool() override { shutdown(); }
-
-  void enqueue(std::function<void()> fn) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back(std::move(fn));
-    if (queue_.size() > idle_ && threads_.size() < max_threads_)
-      threads_.emplace_back([this] { Work(); });
-    else
-      cv_.notify_one();
-  }
-
-  void shutdown() override {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (stop_) return;
-      stop_ = true;
-    }
-    cv_.notify_all();
-    for (std::thread& t : threads_)
-      t.join();
-  }
-
-  // Connections being served now.
-  size_t busy() const { return busy_.load(); }
-
- private:
-  void Work() {
-    std::unique_lock<std::mutex> lock(mu_);
-    for (;;) {
-      ++idle_;
-      cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
-      --idle_;
-      if (queue_.empty()) return;  // stopping, and nothing left to do
-      std::function<void()> fn = std::move(queue_.front());
-      queue_.pop_front();
-      ++busy_;
-      lock.unlock();
-      fn();
-      lock.lock();
-      --busy_;
-    }
-  }
-
-  const size_t max_threads_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;
-  std::vector<std::thread> threads_;
-  size_t idle_ = 0;
-  bool stop_ = false;
-  std::atomic<size_t> busy_{0};
-};
 
 // A request that ends with an error response; thrown from handlers, answered by Run().
 // The `error` names of the API's answers (docs/api.md), spelled once; kube-apiserver's Status
@@ -133,6 +75,7 @@ inline constexpr const char* kInternal = "Internal";
 inline constexpr const char* kUnavailable = "Unavailable";
 inline constexpr const char* kInsufficientStorage = "InsufficientStorage";
 inline constexpr const char* kCapsuleNotFound = "CapsuleNotFound";
+inline constexpr const char* kExpired = "Expired";  // 410: a watch's resourceVersion is too old
 }  // namespace api_errors
 
 struct ApiError {
@@ -207,6 +150,16 @@ void FsyncPath(const fs::path& p, int flags) {
   if (rc != 0) throw std::runtime_error("fsync " + p.string() + ": " + std::strerror(err));
 }
 
+FrontOptions FrontOptionsOf(const ServerOptions& o) {
+  FrontOptions f;
+  f.max_connections = o.max_connections;
+  f.max_connections_per_client = o.max_connections_per_client;
+  f.max_workers = o.max_workers;
+  f.head_timeout = std::chrono::seconds(o.head_timeout_s);
+  f.read_timeout = std::chrono::seconds(o.read_timeout_s);
+  return f;
+}
+
 }  // namespace
 
 struct Server::Impl {
@@ -215,19 +168,19 @@ struct Server::Impl {
   controller::Controller& controller;
   std::map<std::string, fleet::Fleet*> fleets;
 
-  httplib::Server http;
-  std::thread thread;
-  int port = 0;
+  Front http;  // httplib's routing over an event-driven front (front.h)
+  bool started = false;
   std::atomic<bool> stopping{false};
-  std::atomic<bool> loop_ended{false};
   std::mutex stop_mu;
   std::condition_variable stop_cv;
   fs::path uploads;
-  ElasticPool* pool = nullptr;  // owned by http
-  int listen_fd = -1;
   std::mutex follow_mu;
   std::map<std::string, int> follows;  // open log-follow streams per user
-  LoginCodes login_codes;              // forge console --login
+  std::map<std::string, int> watches;  // open watch streams per user (follow_mu)
+  // Names this process in resourceVersions: another server's change numbers are not ours.
+  const std::string epoch = std::to_string(NowMs());
+  UploadBudget upload_budget;
+  LoginCodes login_codes;  // forge console --login
 
   struct Route {
     RouteInfo info;
@@ -246,7 +199,15 @@ struct Server::Impl {
 
   Impl(ServerOptions o, store::Store& s, controller::Controller& c,
        std::map<std::string, fleet::Fleet*> f)
-      : options(std::move(o)), store(s), controller(c), fleets(std::move(f)) {
+      : options(std::move(o)),
+        store(s),
+        controller(c),
+        fleets(std::move(f)),
+        http(FrontOptionsOf(options)),
+        upload_budget(options.upload_space_bytes > 0
+                          ? std::function<int64_t()>([n = options.upload_space_bytes] { return n; })
+                          : UploadBudget::FreeSpaceOf(options.state_dir),
+                      options.upload_keep_free_bytes) {
     uploads = options.state_dir / "uploads";
     for (const auto& r : Routes())
       routes.push_back({r, std::regex(PathRegex(r.path))});
@@ -262,6 +223,11 @@ struct Server::Impl {
       if (r.info.method == "GET") {
         http.Get(pattern, [this, route](const httplib::Request& req, httplib::Response& res) {
           Run(*route, req, res, nullptr);
+        });
+      } else if (r.info.method == "DELETE") {
+        http.Delete(pattern, [this, route](const httplib::Request& req, httplib::Response& res,
+                                           const httplib::ContentReader& reader) {
+          Run(*route, req, res, &reader);
         });
       } else {
         // Every POST reads its own body, so that nothing unbounded is buffered in memory.
@@ -286,20 +252,8 @@ struct Server::Impl {
     http.Put(".*", no_route);
     http.Patch(".*", no_route);
     http.Delete(".*", no_route);
-    http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    http.set_pre_routing_handler([](const httplib::Request&, httplib::Response&) {
       RequestStart() = Clock::now();
-      // Over the connection cap: a quick 503 that says when to come back, rather than a reset
-      // or a wait. Health checks are always answered (their threads exist: the pool has room
-      // above the cap).
-      if (pool != nullptr && pool->busy() > static_cast<size_t>(options.max_connections) &&
-          req.path != "/healthz" && req.path != "/readyz") {
-        res.set_header("Retry-After", "1");
-        res.set_header("Connection", "close");
-        SetError(res, {503, api_errors::kUnavailable,
-                       "the server is serving as many connections as it may (" +
-                           std::to_string(options.max_connections) + "); retry in a second"});
-        return httplib::Server::HandlerResponse::Handled;
-      }
       return httplib::Server::HandlerResponse::Unhandled;
     });
     // Errors httplib answers itself (malformed requests, a body over the limit).
@@ -434,7 +388,20 @@ struct Server::Impl {
     return (*c.reader)(count);
   }
 
+  // The playground routes (playground_routes.cc), when this server runs playgrounds.
+  void Playgrounds(RouteId id, Call& c) {
+    if (options.playgrounds == nullptr)
+      throw ApiError{404, api_errors::kNotFound, "this server runs no playgrounds"};
+    c.body_read = true;  // the handlers read what they need
+    try {
+      HandlePlaygroundRoute(id, *options.playgrounds, c.user, c.req, c.res, c.reader, stopping);
+    } catch (const playground::Error& e) {
+      throw ApiError{e.status, e.kind, e.message, e.field, e.errors};
+    }
+  }
+
   void Dispatch(RouteId id, Call& c) {
+    if (IsPlaygroundRoute(id)) return Playgrounds(id, c);
     switch (id) {
       case RouteId::kCreateJob:
         return CreateJob(c);
@@ -450,6 +417,8 @@ struct Server::Impl {
         return JobLogs(c);
       case RouteId::kJobArtifacts:
         return JobArtifacts(c);
+      case RouteId::kJobCapsule:
+        return JobCapsule(c);
       case RouteId::kDoctor:
         return Doctor(c);
       case RouteId::kCapacity:
@@ -478,6 +447,8 @@ struct Server::Impl {
         return Readyz(c);
       case RouteId::kMetrics:
         return Metrics(c);
+      default:
+        return;
     }
   }
 
@@ -554,13 +525,43 @@ struct Server::Impl {
     fs::path code;  // the code or capsule part, in a temporary file under uploads/
     int code_fd = -1;
     int64_t code_bytes = 0;
+    int64_t code_synced = 0;  // bytes whose writeback has been started
     bool has_code = false;
     bool code_is_capsule = false;  // a "capsule" part (built by the client), not a "code" zip
     std::string capsule_ref;       // a "capsuleSha256" part: a capsule the server already has
     bool has_ref = false;
     std::string error;  // a malformed request, found while reading
     bool too_large = false;
+    UploadBudget::Reservation space;  // disk space held for this upload and its check
   };
+
+  // Holds `bytes` of the disk for this request (upload_budget.h), or refuses it: 503 while
+  // other uploads hold the space, 507 when the disk is too full for it even alone. Either is the
+  // server's condition, never the user's code.
+  void ReserveSpace(Call& c, UploadBudget::Reservation& r, int64_t bytes) {
+    const UploadBudget::Refusal refusal = upload_budget.Reserve(r, bytes);
+    if (refusal == UploadBudget::Refusal::kNone) return;
+    // The rest of the body is not wanted: the connection closes after the answer.
+    c.body_read = true;
+    c.res.set_header("Connection", "close");
+    switch (refusal) {
+      case UploadBudget::Refusal::kNone:
+        return;
+      case UploadBudget::Refusal::kBusy:
+        c.res.set_header("Retry-After", "30");
+        throw ApiError{503, api_errors::kUnavailable,
+                       "the server's free disk space is held by other uploads in progress; retry "
+                       "in a little while (this is not a problem with your code)"};
+      case UploadBudget::Refusal::kFull:
+        c.res.set_header("Retry-After", "300");
+        throw ApiError{507, api_errors::kInsufficientStorage,
+                       "the server has too little free disk space for an upload of up to " +
+                           capsule::FormatBytes(static_cast<uint64_t>(bytes)) +
+                           "; this is not a problem with your code: tell the server's operator"};
+    }
+  }
+
+  static constexpr int64_t kWritebackChunk = 8 << 20;
 
   // Streams the multipart body: the JobSpec into memory, the code archive into a temporary
   // file (never the whole upload in memory).
@@ -573,6 +574,11 @@ struct Server::Impl {
           "and a \"code\" part (a zip of the code directory); got Content-Type \"" +
           c.req.get_header_value("Content-Type") + "\"");
     }
+    // The upload's bytes are held on the disk before any is written.
+    int64_t declared = options.max_upload_bytes + kBodySlack;
+    if (auto n = ParseCount(c.req.get_header_value("Content-Length")); n && *n < declared)
+      declared = *n;
+    ReserveSpace(c, up.space, declared);
     c.body_read = true;
     enum class Part { kNone, kSpec, kCode, kRef, kIgnored } current = Part::kNone;
     int parts = 0;
@@ -643,6 +649,14 @@ struct Server::Impl {
                                        errno);
                 done += static_cast<size_t>(w);
               }
+              // Start writing it to disk while the rest arrives and while it is checked: the
+              // fsync before the job exists then waits for the tail only (a 600 MiB capsule's
+              // fsync alone is seconds on a busy disk). A hint: errors surface at that fsync.
+              if (up.code_bytes - up.code_synced >= kWritebackChunk) {
+                ::sync_file_range(up.code_fd, up.code_synced, up.code_bytes - up.code_synced,
+                                  SYNC_FILE_RANGE_WRITE);
+                up.code_synced = up.code_bytes;
+              }
             }
           }
           return true;
@@ -692,12 +706,14 @@ struct Server::Impl {
   }
 
   // Unpacks the archive as the controller will, into a scratch directory that is then removed.
-  void CheckCode(const Upload& up) {
+  void CheckCode(Call& c, Upload& up) {
     auto invalid = [](std::string message, FieldErrors errors = {}) {
       return ApiError{422, api_errors::kInvalid, std::move(message), "code", std::move(errors)};
     };
     if (!up.has_code || up.code_bytes == 0)
       throw invalid("no code: pass --code DIR or set code: in the JobSpec");
+    // The check unpacks at most FORGE_CAPSULE_MAX_BYTES: that much disk is held first.
+    ReserveSpace(c, up.space, options.max_upload_bytes);
     std::string tmpl = (uploads / ".check-XXXXXX").string();
     if (::mkdtemp(tmpl.data()) == nullptr)
       ServerStorageFailure(
@@ -730,8 +746,9 @@ struct Server::Impl {
 
   // A capsule the client built: checked like any upload (capsule/accept.h); its JobSpec and
   // runner must be the server's, or a copy with the server's is stored instead.
-  capsule::AcceptResult CheckCapsule(const Upload& up, const jobspec::JobSpec& spec) {
+  capsule::AcceptResult CheckCapsule(Call& c, Upload& up, const jobspec::JobSpec& spec) {
     if (up.code_bytes == 0) throw BadRequest("the \"capsule\" part is empty", "capsule");
+    ReserveSpace(c, up.space, up.code_bytes);  // a copy with the server's JobSpec and runner
     capsule::AcceptOptions accept;
     accept.max_bytes = static_cast<uint64_t>(options.max_upload_bytes);
     accept.scratch_dir = uploads;
@@ -808,6 +825,8 @@ struct Server::Impl {
       }
     } close_fd{up.code_fd};
     ReadUpload(c, up, tmp);
+    if (up.code_fd >= 0)  // the tail too, while the upload is checked
+      ::sync_file_range(up.code_fd, up.code_synced, 0, SYNC_FILE_RANGE_WRITE);
     jobspec::JobSpec spec = ParseSpec(up.spec);
     const std::string spec_json = jobspec::ToCanonicalText(spec);
     // Code comes one of three ways (docs/capsule.md, "Submitting"): a zip the controller packs
@@ -820,7 +839,7 @@ struct Server::Impl {
         throw BadRequest("send either \"capsuleSha256\" or the code, not both", "capsuleSha256");
       capsule_sha = CheckCapsuleRef(c, up.capsule_ref, spec_json);
     } else if (up.code_is_capsule) {
-      capsule::AcceptResult accepted = CheckCapsule(up, spec);
+      capsule::AcceptResult accepted = CheckCapsule(c, up, spec);
       capsule_sha = accepted.sha256;
       capsule_files = accepted.user_files;
       if (accepted.rebuilt) {  // stored instead of the upload, which goes
@@ -835,7 +854,7 @@ struct Server::Impl {
         tmp.Reset(up.code);
       }
     } else {
-      CheckCode(up);
+      CheckCode(c, up);
     }
 
     auto fleet = fleets.find(spec.fleet);
@@ -898,21 +917,21 @@ struct Server::Impl {
   // The other job routes.
 
   void ListJobs(Call& c) {
-    OnlyParams(c, {"phase", "fleet", "name", "owner", "limit", "cursor"});
+    OnlyParams(c,
+               {"phase", "fleet", "name", "owner", "limit", "cursor", "watch", "resourceVersion"});
+    if (BoolParam(c, "watch")) return WatchJobs(c);
+    if (c.req.has_param("resourceVersion"))
+      throw BadRequest("resourceVersion needs watch=1", "resourceVersion");
+    // Taken before the query: a change made meanwhile is in the list and sent again by a watch
+    // from this resourceVersion (the same state twice, never a change missed).
+    const int64_t change = store.LastChange();
     store::JobFilter filter;
     if (auto p = Param(c, "phase"); !p.empty()) {
       filter.phase = store::ParsePhase(p);
       if (!filter.phase)
         throw BadRequest("unknown phase \"" + p + "\"; one of " + PhaseList(), "phase");
     }
-    if (auto f = Param(c, "fleet"); !f.empty()) filter.fleet = f;
-    if (auto n = Param(c, "name"); !n.empty()) filter.name = n;
-    // Only an admin may look at others' jobs; everyone else always sees only their own.
-    if (!c.user.admin) {
-      filter.owner = c.user.name;
-    } else if (auto o = Param(c, "owner"); !o.empty()) {
-      filter.owner = o;
-    }
+    FleetNameOwner(c, filter);
     int limit = kDefaultListLimit;
     if (c.req.has_param("limit")) {
       auto l = ParseCount(Param(c, "limit"));
@@ -934,12 +953,155 @@ struct Server::Impl {
     nlohmann::json next = nullptr;
     if (jobs.size() > static_cast<size_t>(limit))
       next = EncodeCursor(jobs[static_cast<size_t>(limit) - 1].seq);
-    SetJson(c.res, 200, {{"items", std::move(items)}, {"nextCursor", std::move(next)}});
+    SetJson(c.res, 200,
+            {{"items", std::move(items)},
+             {"nextCursor", std::move(next)},
+             {"resourceVersion", EncodeResourceVersion(epoch, change)}});
+  }
+
+  // The fleet, name and owner filters of a list or a watch (store::JobFilter, JobsWatchFilter).
+  template <typename Filter>
+  static void FleetNameOwner(const Call& c, Filter& filter) {
+    if (auto f = Param(c, "fleet"); !f.empty()) filter.fleet = f;
+    if (auto n = Param(c, "name"); !n.empty()) filter.name = n;
+    // Only an admin may look at others' jobs; everyone else always sees only their own.
+    if (!c.user.admin) {
+      filter.owner = c.user.name;
+    } else if (auto o = Param(c, "owner"); !o.empty()) {
+      filter.owner = o;
+    }
+  }
+
+  static bool BoolParam(const Call& c, const char* name) {
+    if (!c.req.has_param(name)) return false;
+    const std::string v = Param(c, name);
+    if (v == "1" || v == "true" || v.empty()) return true;
+    if (v == "0" || v == "false") return false;
+    throw BadRequest(std::string(name) + " must be 1 or 0", name);
+  }
+
+  // GET /api/v1/jobs?watch=1: the jobs that change, as they change (watch.h, JobsWatch).
+  void WatchJobs(Call& c) {
+    for (const char* p : {"phase", "limit", "cursor"})
+      if (c.req.has_param(p))
+        throw BadRequest(std::string(p) +
+                             " cannot be watched: a watch sends every change of the jobs that "
+                             "match owner, fleet and name; filter the phase of what it sends",
+                         p);
+    JobsWatchFilter filter;
+    FleetNameOwner(c, filter);
+    // From the list's resourceVersion (or, on a reconnect, the last event's id); else from now.
+    std::string rv = c.req.get_header_value("Last-Event-ID");
+    if (rv.empty()) rv = Param(c, "resourceVersion");
+    int64_t after = store.LastChange();
+    if (!rv.empty()) {
+      std::optional<int64_t> n = DecodeResourceVersion(rv, epoch);
+      if (!n || !store.ChangesSince(*n))
+        throw ApiError{410, api_errors::kExpired,
+                       "resourceVersion " + rv +
+                           " is too old or from an earlier run of the server: list the jobs "
+                           "again and watch from the list's resourceVersion",
+                       "resourceVersion"};
+      after = *n;
+    }
+    Stream(c, std::make_shared<JobsWatch>(store, epoch, after, std::move(filter)));
+  }
+
+  // Counts one more open stream of the caller in `open` (follows, watches), or refuses with 429
+  // and when to retry once they have `max`: "<prefix><N><rest>".
+  void TakeStreamSlot(Call& c, std::map<std::string, int>& open, int max, const char* rest,
+                      const char* prefix) {
+    std::lock_guard<std::mutex> lock(follow_mu);
+    int& n = open[c.user.name];
+    if (n >= max) {
+      c.res.set_header("Retry-After", "5");
+      throw ApiError{429, api_errors::kTooManyRequests, prefix + std::to_string(n) + rest};
+    }
+    ++n;
+  }
+
+  void ReleaseStreamSlot(std::map<std::string, int>& open, const std::string& user) {
+    std::lock_guard<std::mutex> lock(follow_mu);
+    if (--open[user] <= 0) open.erase(user);
+  }
+
+  // The end of a stream's turn with nothing (more) to send: a keep-alive comment after
+  // sse_keepalive of silence (`last_write`), then a wait of sse_poll, cut short when the server
+  // stops. False: end the stream.
+  bool IdleTurn(httplib::DataSink& sink, Clock::time_point& last_write) {
+    if (Clock::now() - last_write >= options.sse_keepalive) {
+      last_write = Clock::now();
+      if (!sink.write(kSseKeepAlive.data(), kSseKeepAlive.size())) return false;
+    }
+    std::unique_lock lock(stop_mu);
+    stop_cv.wait_for(lock, options.sse_poll, [this] { return stopping.load(); });
+    return !stopping;
+  }
+
+  // Whether the Authorization header that opened a stream still authenticates, with admin rights
+  // if it had them.
+  bool StillAllowed(const std::string& authorization, bool admin) {
+    httplib::Request again;
+    again.headers.emplace("Authorization", authorization);
+    try {
+      return Authenticate(again).admin || !admin;
+    } catch (const ApiError&) {
+      return false;
+    }
+  }
+
+  // Writes a watch (watch.h) as an SSE stream: Poll() every sse_poll, a keep-alive comment after
+  // sse_keepalive of silence, until the watch is done, the client goes or the server stops.
+  // Like a log follow it holds a connection (and, with httplib, a thread) while it lasts: a user
+  // gets max_watches_per_user of them.
+  template <typename Watch>
+  void Stream(Call& c, std::shared_ptr<Watch> watch) {
+    TakeStreamSlot(c, watches, options.max_watches_per_user,
+                   " times already, the most one user may; close a watch (a console tab) and "
+                   "retry",
+                   "you are watching ");
+    struct State {
+      std::shared_ptr<Watch> watch;
+      std::string authorization;  // the request's header, checked again as the stream goes on
+      bool admin = false;
+      Clock::time_point last_write = Clock::now();
+      Clock::time_point last_check = Clock::now();
+    };
+    auto state = std::make_shared<State>(
+        State{std::move(watch), c.req.get_header_value("Authorization"), c.user.admin});
+    c.res.set_header("Cache-Control", "no-cache");
+    c.res.set_header("X-Accel-Buffering", "no");
+    // Exactly "text/event-stream": httplib compresses other text types (FollowLog).
+    c.res.set_chunked_content_provider(
+        "text/event-stream",
+        [this, state](size_t, httplib::DataSink& sink) {
+          if (stopping) return false;
+          if (!sink.is_writable()) return false;  // the client went away
+          // A token revoked (or admin rights taken away) while the stream is open ends it
+          // within sse_keepalive: revocation takes effect on streams too.
+          if (Clock::now() - state->last_check >= options.sse_keepalive) {
+            state->last_check = Clock::now();
+            if (!StillAllowed(state->authorization, state->admin)) return false;
+          }
+          const std::string chunk = state->watch->Poll();
+          if (!chunk.empty()) {
+            state->last_write = Clock::now();
+            if (!sink.write(chunk.data(), chunk.size())) return false;
+          }
+          if (state->watch->done()) {
+            sink.done();
+            return true;
+          }
+          return IdleTurn(sink, state->last_write);
+        },
+        [this, user = c.user.name](bool) { ReleaseStreamSlot(watches, user); });
   }
 
   void GetJob(Call& c) {
-    OnlyParams(c, {});
+    OnlyParams(c, {"watch"});
     store::Job job = VisibleJob(c, c.req.matches[1].str());
+    // ?watch=1: this answer, then again whenever the job or its events change (watch.h).
+    if (BoolParam(c, "watch")) return Stream(c, std::make_shared<JobWatch>(store, job.id));
     std::vector<store::Transition> timeline = store.ListTransitions(job.id);
     SetJson(c.res, 200, JobJson(job, /*with_spec=*/true, &timeline));
   }
@@ -1064,6 +1226,48 @@ struct Server::Impl {
     SetJson(c.res, 200, body);
   }
 
+  // GET /api/v1/jobs/{id}/capsule: the capsule's size and its manifest's file list, read from the
+  // stored capsule (capsule_info.h), for the job page.
+  void JobCapsule(Call& c) {
+    OnlyParams(c, {});
+    store::Job job = VisibleJob(c, c.req.matches[1].str());
+    if (job.capsule_sha256.empty())
+      throw ApiError{
+          404, api_errors::kNotFound,
+          "job " + job.id + " has no capsule yet: it is built while the job is Packaging",
+          "capsule"};
+    std::string error;
+    std::optional<CapsuleInfo> info;
+    if (options.objects)
+      info = LoadCapsuleInfo(*options.objects, options.state_dir / "capsule-manifests",
+                             job.capsule_sha256, &error);
+    if (!info) {
+      spdlog::warn("job {}: reading its capsule's manifest: {}", job.id,
+                   options.objects ? error : "this server has no object store");
+      throw ApiError{404, api_errors::kNotFound,
+                     "the capsule of job " + job.id +
+                         " is not stored (yet), or cannot be read; the server's log says why",
+                     "capsule"};
+    }
+    nlohmann::json files = nlohmann::json::array();
+    size_t user_files = 0;
+    for (const capsule::ManifestEntry& e : info->manifest.files) {
+      const bool own = e.path.starts_with(std::string(capsule::kStarforgeDir) + "/");
+      user_files += !own;
+      files.push_back({{"path", e.path},
+                       {"size", e.size},
+                       {"sha256", e.sha256},
+                       {"executable", e.executable},
+                       {"starforge", own}});
+    }
+    SetJson(c.res, 200,
+            {{"sha256", job.capsule_sha256},
+             {"key", capsule::ObjectKey(job.capsule_sha256)},
+             {"size", info->size},
+             {"userFiles", user_files},
+             {"files", std::move(files)}});
+  }
+
   // Why a kuberay job's driver.log cannot reach this server ("" when it can): without
   // FORGE_K8S_STORAGE_PVC the pods have no volume shared with the server.
   std::string DriverLogWarning(const store::Job& job) const {
@@ -1121,21 +1325,14 @@ struct Server::Impl {
     struct State {
       LogFollower follower;
       Clock::time_point last_write = Clock::now();
+      Clock::time_point next_job_check = Clock::now();
       bool done = false;
     };
     // Each stream holds a thread for as long as it lasts: a user gets a bounded number.
-    {
-      std::lock_guard<std::mutex> lock(follow_mu);
-      int& open = follows[c.user.name];
-      if (open >= options.max_follows_per_user) {
-        c.res.set_header("Retry-After", "5");
-        throw ApiError{429, api_errors::kTooManyRequests,
-                       "you are following " + std::to_string(open) +
-                           " logs already, the most one user may; close one (or read without "
-                           "follow=1) and retry"};
-      }
-      ++open;
-    }
+    TakeStreamSlot(c, follows, options.max_follows_per_user,
+                   " logs already, the most one user may; close one (or read without follow=1) "
+                   "and retry",
+                   "you are following ");
     auto state = std::make_shared<State>(State{LogFollower(file, start)});
     c.res.set_header("Cache-Control", "no-cache");
     c.res.set_header("X-Accel-Buffering", "no");
@@ -1155,28 +1352,24 @@ struct Server::Impl {
             state->last_write = Clock::now();
             return sink.write(chunk.data(), chunk.size());
           }
-          std::optional<store::Job> job = store.GetJob(job_id);
-          if (!job || (store::IsTerminal(job->phase) &&
-                       (job->logs_archived || NowMs() - job->finished_at > kArchiveWaitMs))) {
-            std::string rest = state->follower.Poll(true);
-            if (job) rest += SseEndEvent(*job);
-            state->done = true;
-            if (!rest.empty() && !sink.write(rest.data(), rest.size())) return false;
-            sink.done();
-            return true;
+          // The file is polled often, the store once a second: 200 followers must not cost
+          // 1,000 queries a second.
+          if (Clock::now() >= state->next_job_check) {
+            state->next_job_check = Clock::now() + kFollowJobCheck;
+            std::optional<store::Job> job = store.GetJob(job_id);
+            if (!job || (store::IsTerminal(job->phase) &&
+                         (job->logs_archived || NowMs() - job->finished_at > kArchiveWaitMs))) {
+              std::string rest = state->follower.Poll(true);
+              if (job) rest += SseEndEvent(*job);
+              state->done = true;
+              if (!rest.empty() && !sink.write(rest.data(), rest.size())) return false;
+              sink.done();
+              return true;
+            }
           }
-          if (Clock::now() - state->last_write >= options.sse_keepalive) {
-            state->last_write = Clock::now();
-            if (!sink.write(kSseKeepAlive.data(), kSseKeepAlive.size())) return false;
-          }
-          std::unique_lock lock(stop_mu);
-          stop_cv.wait_for(lock, options.sse_poll, [this] { return stopping.load(); });
-          return !stopping;
+          return IdleTurn(sink, state->last_write);
         },
-        [this, user = c.user.name](bool) {
-          std::lock_guard<std::mutex> lock(follow_mu);
-          if (--follows[user] <= 0) follows.erase(user);
-        });
+        [this, user = c.user.name](bool) { ReleaseStreamSlot(follows, user); });
   }
 
   // ------------------------------------------------------------------------------------------
@@ -1370,7 +1563,29 @@ struct Server::Impl {
     }
     m.latency_count = cm.latency_count;
     m.latency_sum_seconds = static_cast<double>(cm.latency_sum_us.load()) / 1e6;
-    c.res.set_content(MetricsText(m), "text/plain; version=0.0.4; charset=utf-8");
+    // The HTTP front and the upload space (front.h, upload_budget.h).
+    const FrontStats f = http.Stats();
+    std::string text = MetricsText(m);
+    for (const auto& [name, help, type, value] :
+         std::initializer_list<std::tuple<const char*, const char*, const char*, int64_t>>{
+             {"starforge_http_connections", "Connections open now", "gauge", f.open},
+             {"starforge_http_connections_parked",
+              "Connections waiting for a request, holding no thread", "gauge", f.parked},
+             {"starforge_http_streams", "Answers being streamed (log follows)", "gauge", f.streams},
+             {"starforge_http_refused_busy_total", "Requests answered 503: too many connections",
+              "counter", f.refused_busy},
+             {"starforge_http_refused_client_total",
+              "Requests answered 429: too many connections from one address", "counter",
+              f.refused_client},
+             {"starforge_http_head_timeouts_total",
+              "Connections closed: the request's head did not arrive in time", "counter",
+              f.head_timeouts},
+             {"starforge_upload_reserved_bytes", "Disk space held by uploads in progress", "gauge",
+              upload_budget.reserved()},
+         }) {
+      text += fmt::format("# HELP {0} {1}\n# TYPE {0} {2}\n{0} {3}\n", name, help, type, value);
+    }
+    c.res.set_content(text, "text/plain; version=0.0.4; charset=utf-8");
   }
 
   // Leftovers of requests that a crash interrupted: partial uploads, check directories, and
@@ -1410,68 +1625,30 @@ std::string Server::Start() {
   s.CleanUploads();
 
   s.Register();
-  // Room above the connection cap for the 503 answers and the health checks.
-  const size_t threads = static_cast<size_t>(std::max(4, s.options.max_connections)) + 64;
-  s.http.new_task_queue = [&s, threads] {
-    s.pool = new ElasticPool(threads);
-    return s.pool;
-  };
   s.http.set_read_timeout(std::chrono::seconds(s.options.read_timeout_s));
   s.http.set_payload_max_length(static_cast<size_t>(s.options.max_upload_bytes + kBodySlack));
-  // httplib's default sets SO_REUSEPORT, which would let a second server bind the same port
-  // and silently share its connections; and the listening socket must not leak into job
-  // processes (they would keep the port bound after we exit).
-  // TCP_NODELAY on the listening socket is inherited by every accepted one (Linux): without it,
-  // a small response after the first on a kept-alive connection waited ~40 ms (Nagle and
-  // delayed ACKs).
-  s.http.set_socket_options([&s](int sock) {
-    int yes = 1;
-    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-    ::setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);
-    ::fcntl(sock, F_SETFD, FD_CLOEXEC);
-    s.listen_fd = sock;
-  });
-  errno = 0;
-  int port = addr->port;
-  if (port == 0) {
-    port = s.http.bind_to_any_port(addr->host);
-  } else if (!s.http.bind_to_port(addr->host, port)) {
-    port = -1;
-  }
-  if (port <= 0) {
-    const int err = errno;
-    return "cannot listen on " + s.options.listen +
-           (err ? std::string(": ") + std::strerror(err) : "") +
+  if (std::string err = s.http.Bind(addr->host, addr->port); !err.empty())
+    return "cannot listen on " + s.options.listen + ": " + err +
            " (another process may be using the port: choose another with FORGE_LISTEN or --listen)";
-  }
-  // httplib listens with a backlog of 5: a burst of connections beyond it was reset. Calling
-  // listen() again on the bound socket raises it (Linux).
-  if (s.listen_fd >= 0) ::listen(s.listen_fd, SOMAXCONN);
-  s.port = port;
-  s.thread = std::thread([&s] {
-    if (!s.http.listen_after_bind()) spdlog::error("the HTTP server stopped accepting connections");
-    s.loop_ended = true;
-  });
-  // stop() before the loop runs would be lost: wait until it does.
-  while (!s.http.is_running() && !s.loop_ended)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  s.http.Start();
+  s.started = true;
   return "";
 }
 
 int Server::port() const {
-  return impl_->port;
+  return impl_->http.port();
 }
 
 void Server::Stop() {
   Impl& s = *impl_;
-  if (!s.thread.joinable()) return;
+  if (!s.started) return;
+  s.started = false;
   {
     std::lock_guard lock(s.stop_mu);
     s.stopping = true;
   }
   s.stop_cv.notify_all();
-  s.http.stop();
-  s.thread.join();
+  s.http.Shutdown();
 }
 
 }  // namespace starforge::api

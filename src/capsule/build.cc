@@ -88,6 +88,7 @@ constexpr uint64_t kEndOfCentralDirectory = 22;
 // What the hashing pass learnt about one file; the writing pass checks the file still matches.
 struct Hashed {
   std::string sha256;
+  uint32_t crc32 = 0;  // of the contents: a stored entry's header needs nothing else
   uint64_t size = 0;
   bool executable = false;
   bool store = false;
@@ -128,6 +129,7 @@ Hashed HashFile(const InputFile& in, const ReuseIndex* reuse, std::vector<char>&
         h.ctime = st.st_ctim;
         h.executable = (st.st_mode & S_IXUSR) != 0;
         h.sha256 = r->sha256;
+        h.crc32 = r->crc32;
         h.size = r->size;
         h.store = r->method == internal::kMethodStore;
         h.from_index = true;
@@ -170,6 +172,9 @@ Hashed HashFile(const InputFile& in, const ReuseIndex* reuse, std::vector<char>&
     const auto un = static_cast<size_t>(n);
     if (head.size() < kHeadBytes) head.append(buf.data(), std::min(un, kHeadBytes - head.size()));
     sha.Update(buf.data(), un);
+    // CRC-32 (libdeflate's, carry-less multiply) costs little beside SHA-256 and spares the
+    // writing pass a read of every big stored file.
+    h.crc32 = libdeflate_crc32(h.crc32, buf.data(), un);
     total += un;
     bytes_done.fetch_add(un, std::memory_order_relaxed);
   }
@@ -312,9 +317,9 @@ void Encode(libdeflate_compressor* c, std::vector<uint8_t> data, bool try_deflat
 
 // Reads a user's file again for the writing pass, refusing it if it is no longer the file that
 // was hashed. Small and compressible files are read whole and encoded here; big stored ones
-// only get their CRC (the writer streams them, checking the CRC again).
+// are left to the writer, which streams them (their CRC comes from the hashing pass).
 void PrepareFile(const InputFile& in, const Hashed& h, const ReuseIndex* reuse,
-                 libdeflate_compressor* c, std::vector<char>& buf, Prepared* p) {
+                 libdeflate_compressor* c, Prepared* p) {
   p->info.name = in.path;
   p->info.executable = h.executable;
   if (reuse != nullptr) {
@@ -334,30 +339,15 @@ void PrepareFile(const InputFile& in, const Hashed& h, const ReuseIndex* reuse,
     p->error = ChangedMessage(in.path);
     return;
   }
-  ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
   if (h.store && h.size >= kStreamStoredBytes) {
+    // Not read here: the writer reads it once, checking it against the hashing pass's CRC.
     p->kind = Prepared::Kind::kStream;
-    uint32_t crc = 0;
-    uint64_t total = 0;
-    while (true) {
-      const long n = ReadFull(fd.get(), buf.data(), buf.size());
-      if (n < 0) {
-        p->error = Printable(in.path) + ": read error: " + ErrnoText(errno);
-        return;
-      }
-      if (n == 0) break;
-      crc = libdeflate_crc32(crc, buf.data(), static_cast<size_t>(n));
-      total += static_cast<uint64_t>(n);
-    }
-    if (total != h.size || ::fstat(fd.get(), &st) != 0 || !SameFile(st, h)) {
-      p->error = ChangedMessage(in.path);
-      return;
-    }
     p->info.method = internal::kMethodStore;
-    p->info.crc32 = crc;
-    p->info.size = p->info.comp_size = total;
+    p->info.crc32 = h.crc32;
+    p->info.size = p->info.comp_size = h.size;
     return;
   }
+  ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
   std::vector<uint8_t> data(h.size + 1);  // one more: a file that grew shows it
   const long n = ReadFull(fd.get(), reinterpret_cast<char*>(data.data()), data.size());
   if (n < 0) {
@@ -532,7 +522,6 @@ BuildResult Build(const std::vector<InputFile>& files, const jobspec::JobSpec& s
   for (size_t t = 0; t < threads; ++t) {
     pool.emplace_back([&] {
       internal::Compressor c = internal::NewCompressor();
-      std::vector<char> buf(kReadBuffer);
       while (true) {
         size_t j;
         {
@@ -550,7 +539,7 @@ BuildResult Build(const std::vector<InputFile>& files, const jobspec::JobSpec& s
         if (!c) {
           p.error = "out of memory for the compressor";
         } else {
-          PrepareFile(files[entries[k].file], hashed[entries[k].file], reuse, c.get(), buf, &p);
+          PrepareFile(files[entries[k].file], hashed[entries[k].file], reuse, c.get(), &p);
         }
         std::lock_guard<std::mutex> lock(mu);
         prepared[k] = std::move(p);
@@ -572,7 +561,6 @@ BuildResult Build(const std::vector<InputFile>& files, const jobspec::JobSpec& s
 
   internal::ZipWriter zip(out.get());
   internal::Compressor own = internal::NewCompressor();
-  std::vector<char> buf(kReadBuffer);
   std::string error;
   bool over = false;
   uint64_t input_done = 0;
@@ -610,7 +598,8 @@ BuildResult Build(const std::vector<InputFile>& files, const jobspec::JobSpec& s
         ++result.entries_reused;
         break;
       case Prepared::Kind::kStream: {
-        // Read a third time: the CRC in the header must be the CRC of these very bytes.
+        // Read once, here, in chunks handed to the writer as they are (no copy). The header's
+        // CRC is the hashing pass's: these bytes must have it, or the file changed.
         const InputFile& in = files[e.file];
         const Hashed& h = hashed[e.file];
         Fd fd(::open(in.source.c_str(), O_RDONLY | O_CLOEXEC));
@@ -618,9 +607,10 @@ BuildResult Build(const std::vector<InputFile>& files, const jobspec::JobSpec& s
         uint32_t crc = 0;
         uint64_t total = 0;
         bool ok = fd.get() >= 0 && ::fstat(fd.get(), &st) == 0 && SameFile(st, h);
+        if (ok) ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
         while (ok) {
-          const long n =
-              ReadFull(fd.get(), buf.data(), std::min<uint64_t>(buf.size(), h.size - total + 1));
+          std::vector<uint8_t> chunk(std::min<uint64_t>(kReadBuffer, h.size - total + 1));
+          const long n = ReadFull(fd.get(), reinterpret_cast<char*>(chunk.data()), chunk.size());
           if (n <= 0) {
             ok = n == 0;
             break;
@@ -630,8 +620,9 @@ BuildResult Build(const std::vector<InputFile>& files, const jobspec::JobSpec& s
             ok = false;
             break;
           }
-          crc = libdeflate_crc32(crc, buf.data(), static_cast<size_t>(n));
-          zip.Data(buf.data(), static_cast<size_t>(n));
+          chunk.resize(static_cast<size_t>(n));
+          crc = libdeflate_crc32(crc, chunk.data(), chunk.size());
+          zip.Data(std::move(chunk));
         }
         if (!ok || total != h.size || crc != p.info.crc32 || ::fstat(fd.get(), &st) != 0 ||
             !SameFile(st, h))

@@ -350,6 +350,37 @@ ApiError ApiClient::PostJson(const std::string& path, const json& body, json* ou
   return ParseJson(r.response.body, "POST " + path, out);
 }
 
+ApiError ApiClient::DeleteJson(const std::string& path, json* out) {
+  Request r;
+  r.method = "DELETE";
+  r.path = path;
+  r.headers.push_back("Accept: application/json");
+  ApiError e = Perform(r);
+  if (!e.ok()) return e;
+  return ParseJson(r.response.body, "DELETE " + path, out);
+}
+
+ApiError ApiClient::PostStream(const std::string& path, const json& body,
+                               const std::function<bool(const SseEvent&)>& on_event) {
+  Request r;
+  r.method = "POST";
+  r.path = path;
+  r.body = body.dump();
+  r.headers.push_back("Content-Type: application/json");
+  r.headers.push_back("Accept: text/event-stream");
+  SseParser parser;
+  bool stop = false;
+  r.on_data = [&](std::string_view bytes) {
+    parser.Feed(bytes, [&](const SseEvent& ev) {
+      if (!stop && !on_event(ev)) stop = true;
+    });
+    return !stop;
+  };
+  ApiError e = Perform(r);
+  if (stop) return {};
+  return e;
+}
+
 ApiError ApiClient::PostForm(const std::string& path, const std::vector<FormPart>& parts,
                              const UploadProgress& progress, json* out, int* status) {
   Request r;

@@ -339,10 +339,12 @@ std::string ShortDigest(const std::string& sha) {
 
 // POSTs the JobSpec with the digest of a capsule the server already holds: 0 with *job set,
 // 409 when the server does not have it for this JobSpec, or the exit code after printing why.
+// With `ask_first`, a GET /api/v1/capsules/{sha} first; without, the POST alone answers (one
+// round trip: what an unchanged resubmit costs).
 int SendByDigest(Context& c, ApiClient& client, std::vector<FormPart> parts, const std::string& sha,
-                 json* job) {
+                 bool ask_first, json* job) {
   json info;
-  if (!client.GetJson("/api/v1/capsules/" + sha, &info).ok()) return 409;
+  if (ask_first && !client.GetJson("/api/v1/capsules/" + sha, &info).ok()) return 409;
   parts[1] = FormPart{"capsuleSha256", sha, {}, "", ""};
   const ApiError e = client.PostForm("/api/v1/jobs", parts, nullptr, job);
   if (e.status == 409) return 409;
@@ -368,9 +370,15 @@ int SendJob(Context& c, ApiClient& client, const config::Config& cfg, const fs::
   auto remember = [&](const std::string& sha, const capsule::Fingerprint& after) {
     if (!state.empty() && after.key == before.key) digests.Remember(before, sha);
   };
+  // The digest the server stored last time: one POST, no file read (docs/capsule.md, goal 3 of
+  // issue 17 in bench/README.md). An unreachable server or a bad token is reported from here.
   if (const auto known = state.empty() ? std::nullopt : digests.Lookup(before)) {
-    const int sent = SendByDigest(c, client, parts, *known, job);
+    const int sent = SendByDigest(c, client, parts, *known, /*ask_first=*/false, job);
     if (sent != 409) return sent;
+  } else {
+    // Unreachable or logged out: say so before zipping a large tree for nothing.
+    json who;
+    if (const ApiError e = client.GetJson("/api/v1/whoami", &who); !e.ok()) return Report(c, e);
   }
 
   // Build here, into the cache (a temporary directory when there is none).
@@ -409,7 +417,8 @@ int SendJob(Context& c, ApiClient& client, const config::Config& cfg, const fs::
   const capsule::Fingerprint after = digests.Compute(files.files, spec);
 
   // The same tree and JobSpec may be on the server already (sent from another checkout).
-  if (const int sent = SendByDigest(c, client, parts, built.sha256, job); sent != 409) {
+  if (const int sent = SendByDigest(c, client, parts, built.sha256, /*ask_first=*/true, job);
+      sent != 409) {
     if (sent == 0) remember(built.sha256, after);
     return sent;
   }
@@ -469,10 +478,6 @@ int Submit(Context& c, const std::string& server, const SubmitOptions& o) {
   int exit = 0;
   std::optional<ApiClient> client = Connect(c, server, &exit, /*config_loaded=*/true);
   if (!client) return exit;
-  // Unreachable or logged out: say so before zipping a large tree for nothing.
-  json who;
-  if (const ApiError e = client->GetJson("/api/v1/whoami", &who); !e.ok()) return Report(c, e);
-
   const capsule::CollectResult files = capsule::Collect(*dir);
   for (const auto& w : files.warnings)
     c.err << "forge: warning: " << w << "\n";
@@ -806,13 +811,21 @@ int Console(Context& c, const std::string& server_flag, bool login) {
   return kExitOk;
 }
 
+}  // namespace
+
 void AddServer(CLI::App* app, std::string* server) {
   app->add_option("--server", *server,
                   "StarForge server URL (default: FORGE_SERVER, then `forge login`'s, then " +
                       std::string(kDefaultServer) + ")");
 }
 
-}  // namespace
+std::optional<ApiClient> ConnectClient(Context& c, const std::string& server_flag, int* exit) {
+  return Connect(c, server_flag, exit);
+}
+
+int ReportApiError(Context& c, const ApiError& e) {
+  return Report(c, e);
+}
 
 void RegisterClientCommands(Registry& registry) {
   struct Options {

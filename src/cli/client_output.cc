@@ -282,8 +282,10 @@ std::string DescribeJob(const json& job, const json& events, int64_t now_ms, boo
     if (deadlines != spec->end() && deadlines->is_object()) {
       const int64_t pre = deadlines->value("preRunningSeconds", int64_t{0});
       const int64_t run = deadlines->value("runningSeconds", int64_t{0});
+      const int64_t queue = deadlines->value("queueSeconds", int64_t{0});
       sfield("Deadlines", "pre-running " + std::to_string(pre) + "s, running " +
-                              (run > 0 ? std::to_string(run) + "s" : std::string("none")));
+                              (run > 0 ? std::to_string(run) + "s" : std::string("none")) +
+                              (queue > 0 ? ", in the queue " + std::to_string(queue) + "s" : ""));
     }
     const auto pools = spec->find("pools");
     if (pools != spec->end() && pools->is_array()) {

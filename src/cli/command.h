@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "starforge/cli/api_client.h"
 #include "starforge/common/field_error.h"
 #include "starforge/config/config.h"
 #include "starforge/jobspec/jobspec.h"
@@ -55,6 +56,17 @@ void RegisterCapsuleCommands(Registry& registry);
 void RegisterServeCommands(Registry& registry);
 // login, submit, get, describe, logs, cancel, capacity (client_cmd.cc): REST API clients.
 void RegisterClientCommands(Registry& registry);
+
+// `forge playground …` (playground_cmd.cc): playgrounds, through the REST API.
+void RegisterPlaygroundCommands(Registry& registry);
+
+// Shared helpers of the REST API clients (client_cmd.cc).
+// --server on `app`.
+void AddServer(CLI::App* app, std::string* server);
+// The API client for this command, or nullopt (reason printed, *exit set).
+std::optional<ApiClient> ConnectClient(Context& c, const std::string& server_flag, int* exit);
+// Prints `e` and returns its exit code.
+int ReportApiError(Context& c, const ApiError& e);
 
 // Shared helpers for commands.
 // Loads FORGE_* settings; prints warnings (only those about unknown names when `client`: the

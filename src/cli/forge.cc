@@ -130,6 +130,7 @@ int Run(const std::vector<std::string>& args, const std::map<std::string, std::s
   RegisterCapsuleCommands(registry);
   RegisterServeCommands(registry);
   RegisterClientCommands(registry);
+  RegisterPlaygroundCommands(registry);
 
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 consumes from the back
   try {

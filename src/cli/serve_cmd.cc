@@ -6,8 +6,10 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <optional>
@@ -29,6 +31,8 @@
 #include "starforge/fleet/local_fleet.h"
 #include "starforge/kube/client_config.h"
 #include "starforge/objstore/object_store.h"
+#include "starforge/playground/kube_backend.h"
+#include "starforge/playground/manager.h"
 #include "starforge/store/store.h"
 
 namespace starforge::cli {
@@ -40,6 +44,27 @@ namespace fs = std::filesystem;
 // sysexits' EX_CONFIG: the configuration cannot work here (not a usage error).
 constexpr int kExitConfig = 78;
 
+// Why the local fleet runs no playground: it does not start model servers on this machine yet;
+// when vLLM is not even installed, that is the first thing to say.
+std::string LocalPlaygroundRefusal() {
+  const char* path = std::getenv("PATH");
+  std::string dirs = path != nullptr ? path : "";
+  bool found = false;
+  size_t start = 0;
+  while (start <= dirs.size() && !found) {
+    const size_t end = std::min(dirs.find(':', start), dirs.size());
+    const std::string dir = dirs.substr(start, end - start);
+    if (!dir.empty() && ::access((dir + "/vllm").c_str(), X_OK) == 0) found = true;
+    start = end + 1;
+  }
+  if (!found) {
+    return "the local fleet runs playgrounds with vLLM, which is not installed on this machine "
+           "(no vllm on the server's PATH); start the playground with fleet kuberay";
+  }
+  return "the local fleet does not run playgrounds yet (docs/playground.md); start the "
+         "playground with fleet kuberay";
+}
+
 struct ServeOptions {
   std::string listen;
   std::string port_file;
@@ -49,6 +74,11 @@ struct ServeOptions {
   int64_t sse_keepalive_ms = 15'000;
   int64_t orphan_grace_s = 600;
   bool no_sandbox = false;  // tests: behave as where bubblewrap cannot run
+  // The HTTP front's limits (api::ServerOptions, docs/security.md).
+  int max_connections = 2048;
+  int max_connections_per_client = 256;
+  int head_timeout_s = 10;
+  int64_t upload_space_bytes = 0;  // tests: the disk space uploads may hold (0: the free space)
 };
 
 struct TokenOptions {
@@ -356,7 +386,15 @@ int Serve(Context& c, const ServeOptions& o) {
   if (!sandbox.sandbox) server_options.local_unsandboxed = sandbox.error;
   server_options.max_upload_bytes = cfg.capsule_max_bytes;
   server_options.config = cfg;
+  server_options.objects = objects.value().get();
   server_options.sse_keepalive = std::chrono::milliseconds(o.sse_keepalive_ms);
+  server_options.max_connections = o.max_connections;
+  server_options.max_connections_per_client = o.max_connections_per_client;
+  server_options.head_timeout_s = o.head_timeout_s;
+  if (o.upload_space_bytes > 0) {
+    server_options.upload_space_bytes = o.upload_space_bytes;
+    server_options.upload_keep_free_bytes = 0;
+  }
   if (kuberay_setup.available) {
     doctor::RunOptions doctor_options;
     doctor_options.config = cfg;
@@ -367,6 +405,26 @@ int Serve(Context& c, const ServeOptions& o) {
       return doctor::ToJson(doctor::Run(doctor_options));
     };
   }
+  // Playgrounds (docs/playground.md): on the kuberay fleet's cluster when there is one.
+  std::unique_ptr<playground::Backend> pg_kuberay;
+  if (kuberay_setup.available) {
+    playground::KubeBackendOptions pk;
+    pk.config = cfg;
+    pk.client = kuberay_setup.client;
+    pk.client_options.max_attempts = 3;  // the reconciler retries at its next pass
+    pk.admission = kuberay.get();
+    pg_kuberay = std::make_unique<playground::KubeBackend>(std::move(pk));
+  } else {
+    pg_kuberay = std::make_unique<playground::UnavailableBackend>("kuberay", kuberay_setup.message);
+  }
+  playground::UnavailableBackend pg_local("local", LocalPlaygroundRefusal());
+  playground::ManagerOptions pg_options;
+  pg_options.config = cfg;
+  pg_options.storage_root = cfg.storage_root;
+  pg_options.resync = std::chrono::milliseconds(o.resync_ms);
+  playground::Manager playgrounds(*db, {{"kuberay", pg_kuberay.get()}, {"local", &pg_local}},
+                                  pg_options);
+  server_options.playgrounds = &playgrounds;
   api::Server server(server_options, *db, ctl, fleets);
 
   if (!InstallStopSignals()) {
@@ -374,8 +432,10 @@ int Serve(Context& c, const ServeOptions& o) {
     return kExitInvalid;
   }
   ctl.Start();
+  playgrounds.Start();
   if (std::string error = server.Start(); !error.empty()) {
     c.err << "forge serve: " << error << "\n";
+    playgrounds.Stop();
     ctl.Stop();
     return kExitInvalid;
   }
@@ -396,6 +456,9 @@ int Serve(Context& c, const ServeOptions& o) {
   WaitForStopSignal();
   spdlog::info("stopping: the API first, then the controller (running jobs keep running)");
   server.Stop();
+  playgrounds.Stop();
+  spdlog::info("playgrounds: {} requests to the Kubernetes API since start",
+               playgrounds.ApiRequests());
   ctl.Stop();
   if (kuberay) kuberay->Stop();
   spdlog::info("stopped");
@@ -514,6 +577,20 @@ void RegisterServeCommands(Registry& registry) {
   cmd->add_option("--sse-keepalive-ms", serve->sse_keepalive_ms,
                   "Silence after which a log stream gets a keep-alive comment, in ms")
       ->check(CLI::Range(int64_t{10}, int64_t{3'600'000}))
+      ->group("");  // for tests
+  cmd->add_option("--max-connections", serve->max_connections,
+                  "Connections open at once, in all (beyond: 503 + Retry-After; default 2048)")
+      ->check(CLI::Range(4, 1'000'000));
+  cmd->add_option("--max-connections-per-client", serve->max_connections_per_client,
+                  "Connections open at once from one client address (beyond: 429 + "
+                  "Retry-After; default 256)")
+      ->check(CLI::Range(1, 1'000'000));
+  cmd->add_option("--head-timeout-s", serve->head_timeout_s,
+                  "Seconds a request's headers may take to arrive (default 10)")
+      ->check(CLI::Range(1, 3600));
+  cmd->add_option("--upload-space-bytes", serve->upload_space_bytes,
+                  "Disk space uploads in progress may hold, instead of the free space")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 50))
       ->group("");  // for tests
   cmd->add_flag("--no-sandbox", serve->no_sandbox,
                 "Run local jobs without a sandbox, as where bubblewrap cannot run (admins only)")

@@ -238,6 +238,8 @@ class JsonBuilder : public YAML::EventHandler {
       Fail(mark, "unsupported tag " + ShortTag(tag) + " (remove the tag)");
     }
     Count(mark, 1, 1);
+    if (stack_.size() >= limits_.max_depth)
+      Fail(mark, "nested more than " + std::to_string(limits_.max_depth) + " levels deep");
     stack_.push_back({std::move(empty), anchor, nodes_, bytes_, std::nullopt});
   }
 
@@ -289,6 +291,56 @@ void CheckUtf8(std::string_view text) {
       ++mark.column;
     }
     i += len;
+  }
+}
+
+// yaml-cpp reads flow collections ("[[[[…") recursively and holds the whole nesting before its
+// own depth guard fails: half a million '[' cost 135 MB and a third of a second before the
+// refusal. Counted here first, cheaply: brackets outside quoted scalars and comments. A plain
+// scalar with more than max_depth unmatched brackets is refused too (quoting it fixes that).
+void CheckFlowDepth(std::string_view text, size_t max_depth) {
+  YAML::Mark mark;
+  mark.line = 0;
+  mark.column = 0;
+  size_t depth = 0;
+  char quote = 0;
+  bool comment = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\n') {
+      ++mark.line;
+      mark.column = 0;
+      comment = false;
+      continue;
+    }
+    ++mark.column;
+    if (comment) continue;
+    if (quote) {
+      if (quote == '"' && c == '\\') {
+        ++i;  // an escaped character
+      } else if (c == quote) {
+        if (quote == '\'' && i + 1 < text.size() && text[i + 1] == '\'')
+          ++i;  // '' is a quote
+        else
+          quote = 0;
+      }
+      continue;
+    }
+    if (c == '#' && (i == 0 || text[i - 1] == ' ' || text[i - 1] == '\t' || text[i - 1] == '\n')) {
+      comment = true;
+    } else if (c == '"' || c == '\'') {
+      // A quote opens a quoted scalar only where a scalar starts (not inside a plain one: it's).
+      const char before = i == 0 ? ' ' : text[i - 1];
+      if (before == ' ' || before == '\t' || before == '\n' || before == '[' || before == '{' ||
+          before == ',' || before == ':' || before == '-')
+        quote = c;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth)
+        Fail(mark, "nested more than " + std::to_string(max_depth) +
+                       " levels deep (if this is part of a string, quote the string)");
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
   }
 }
 
@@ -438,6 +490,7 @@ std::string StripTrailingBlanks(const std::string& text) {
 
 json ParseYaml(std::string_view text, const YamlLimits& limits) {
   CheckUtf8(text);
+  CheckFlowDepth(text, limits.max_depth);
   std::istringstream in{std::string(text)};
   JsonBuilder builder(limits);
   try {

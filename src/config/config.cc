@@ -585,6 +585,9 @@ const std::vector<Entry>& Table() {
                      "their own image."));
     t.push_back(Text("FORGE_NEMO_RL_DIR", &Config::nemo_rl_dir, "absolute path", CheckShellSafePath,
                      "Where NeMo-RL is installed inside that image."));
+    t.push_back(Text("FORGE_IMAGE_VLLM", &Config::image_vllm, "image reference", CheckImageRef,
+                     "vLLM image of playgrounds (docs/playground.md). Unset: every playground "
+                     "must name its image."));
     t.push_back(Text("FORGE_K8S_API_SERVER", &Config::k8s_api_server, "http(s) URL",
                      CheckK8sApiServer,
                      "Kubernetes API server URL. Unset: kubeconfig or the in-cluster service "
@@ -636,6 +639,11 @@ const std::vector<Entry>& Table() {
                      CheckImageRef,
                      "Image of the init container that downloads the capsule from HTTP-only "
                      "storage. Unset: the job's own image."));
+    t.push_back(Text("FORGE_K8S_S3_CA_CONFIGMAP", &Config::k8s_s3_ca_configmap,
+                     "DNS-1123 subdomain", CheckPvcName,
+                     "ConfigMap (key ca.crt) with the CA bundle Ray pods trust for an https "
+                     "FORGE_S3_ENDPOINT: mounted in every Ray pod, named by REQUESTS_CA_BUNDLE "
+                     "and SSL_CERT_FILE. Unset: the images' own trust."));
     t.push_back(Text("FORGE_KUBERAY_RAY_VERSION", &Config::kuberay_ray_version, "Ray version",
                      CheckRayVersion,
                      "rayVersion of every RayJob: the Ray version in the training images, one the "
@@ -672,6 +680,10 @@ const std::vector<Entry>& Table() {
                         "Seconds Packaging and Submitting may keep retrying transient errors "
                         "(object store, API server) before the job fails with "
                         "SubmitDeadlineExceeded."));
+    t.push_back(Integer("FORGE_PLAYGROUND_MAX_TTL_S", &Config::playground_max_ttl_s, 60, kInt32Max,
+                        "a Kubernetes int32",
+                        "Longest life of a playground, extensions included; also its pod's "
+                        "activeDeadlineSeconds, the reclaim when StarForge is down."));
     t.push_back(Text("FORGE_S3_ENDPOINT", &Config::s3_endpoint, "http(s) URL", CheckS3Endpoint,
                      "S3-compatible object storage for capsules (the kuberay fleet needs it). "
                      "Unset: a filesystem store under FORGE_STORAGE_ROOT."));
@@ -688,6 +700,9 @@ const std::vector<Entry>& Table() {
         {S3Addressing::kPath, S3Addressing::kVirtual}, {},
         "path: <endpoint>/<bucket>/<key> (MinIO and most S3-compatible stores); virtual: "
         "<bucket>.<endpoint host>/<key>."));
+    t.push_back(Text("FORGE_S3_CA_FILE", &Config::s3_ca_file, "file path", AnyText,
+                     "PEM bundle that signs an https FORGE_S3_ENDPOINT's certificate, for the "
+                     "control plane and the forge CLI. Unset: the system trust store."));
     t.push_back(Text("FORGE_LISTEN", &Config::listen, "host:port", CheckListen,
                      "Address the control plane's HTTP API listens on."));
     t.push_back(Text("FORGE_SERVER", &Config::server, "http(s) URL", CheckServerUrl,

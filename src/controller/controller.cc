@@ -274,7 +274,8 @@ class Reconciler {
     const std::string key = capsule::ObjectKey(job.capsule_sha256);
     std::string detail;
     if (!job.upload_path.empty()) {
-      auto put = objects_.PutFile(key, job.upload_path);
+      // The API checked it and made it durable; the upload is removed once the job moves on.
+      auto put = objects_.PutFinishedFile(key, job.upload_path);
       if (!put) return CapsuleNotStored(job, key, put.error());
       detail = fmt::format("capsule {} (built by the client)", key);
     } else {
@@ -521,6 +522,18 @@ class Reconciler {
       store_.RecordEvent(job.id, "Normal", reasons::kAdmitted,
                          "admitted from the queue: deadlines.preRunningSeconds counts from here",
                          kSource);
+    }
+    if (obs.queued && spec && spec->queue_seconds > 0) {
+      const int64_t queued_at = queue.Waiting() ? queue.queued : now;
+      if (now - queued_at > spec->queue_seconds * 1000) {
+        Outcome o = CancelOnFleet(job, 0);
+        if (o.kind == Outcome::kRetry) return o;
+        return Finish(
+            job, Phase::kFailed, reasons::kQueueDeadlineExceeded,
+            fmt::format("not admitted from the fleet's queue {} s after it was queued "
+                        "(deadlines.queueSeconds); last status: {}",
+                        spec->queue_seconds, obs.message.empty() ? "queued" : obs.message));
+      }
     }
     const int64_t admitted = obs.queued ? 0 : (queue.Waiting() ? now : queue.admitted);
     const int64_t since = std::max(EnteredAt(job, Phase::kPending), admitted);

@@ -73,12 +73,12 @@ const std::vector<Rule>& RequiredRules() {
       {false, "ray.io", "rayjobs", {"create", "get", "list", "watch", "delete"}},
       {false, "ray.io", "rayjobs/status", {"get"}},
       {false, "ray.io", "rayclusters", {"get", "list", "watch"}},
-      {false, "", "pods", {"get", "list", "watch"}},
+      {false, "", "pods", {"get", "list", "watch", "create", "delete"}},  // + playgrounds
       {false, "", "pods/log", {"get"}},
       {false, "", "events", {"list", "watch"}},
       {false, "events.k8s.io", "events", {"list", "watch"}},
       {false, "batch", "jobs", {"get", "list", "watch"}},
-      {false, "", "services", {"get"}},
+      {false, "", "services", {"get", "create", "delete"}},  // + playgrounds
       {false, "", "services/proxy", {"get", "create"}},
       {false, "", "persistentvolumeclaims", {"get"}},
       {true, "", "nodes", {"get", "list", "watch"}},

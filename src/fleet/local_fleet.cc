@@ -398,6 +398,9 @@ struct LocalFleet::Impl {
     // The runner's own SIGTERM→SIGKILL grace matches ours, so it usually records the kill.
     env.emplace("FORGE_RUNNER_GRACE_S",
                 fmt::format("{}", static_cast<double>(options.cancel_grace_ms) / 1000.0));
+    // runner.log (the runner's stdout and stderr) keeps the runner's own messages; the job's
+    // output is in driver.log, and in runner.log only while driver.log cannot take it.
+    env["FORGE_RUNNER_STDOUT"] = "fallback";
 
     local::SpawnSpec spec;
     spec.program = python;
@@ -629,14 +632,19 @@ struct LocalFleet::Impl {
     }
     o.state = State::kFailed;
     o.reason = reasons::kRunnerLost;
-    std::string tail;
-    for (const std::string& line : local::TailLines(p.runner_log, 5)) {
-      tail += (tail.empty() ? "" : " | ") + line.substr(0, 300);
+    // driver.log holds the job's output and the runner's messages; runner.log only the runner's
+    // own stdout and stderr (the job's output too while driver.log could not take it).
+    std::string tail, from = "driver.log";
+    for (const char* name : {"driver.log", "runner.log"}) {
+      for (const std::string& line : local::TailLines(p.logs_dir / name, 5))
+        tail += (tail.empty() ? "" : " | ") + line.substr(0, 300);
+      from = name;
+      if (!tail.empty()) break;
     }
     o.message = (runner_pid > 0 ? fmt::format("the runner (pid {})", runner_pid)
                                 : std::string("the runner")) +
                 " ended without reporting how the job ended; " +
-                (tail.empty() ? "logs/runner.log is empty" : "logs/runner.log ends with: " + tail);
+                (tail.empty() ? "its logs are empty" : "logs/" + from + " ends with: " + tail);
     AddEvent(&o, "Warning", o.reason, o.message);
     return o;
   }

@@ -37,6 +37,8 @@ json ToCanonicalJson(const JobSpec& spec) {
       {"corpus", spec.corpus},
   };
   if (spec.queue) out["queue"] = *spec.queue;
+  // Only when set, so that the canonical form of every spec without it stays as it was.
+  if (spec.queue_seconds > 0) out["deadlines"]["queueSeconds"] = spec.queue_seconds;
   return out;
 }
 

@@ -28,7 +28,7 @@ const Fields kTopFields = {"name", "fleet", "recipe",    "image",  "entrypoint",
                            "code", "pools", "deadlines", "corpus", "queue"};
 const Fields kPoolFields = {"name",           "gpuSeries",      "machines",
                             "gpusPerMachine", "cpusPerMachine", "memoryPerMachine"};
-const Fields kDeadlineFields = {"preRunningSeconds", "runningSeconds"};
+const Fields kDeadlineFields = {"preRunningSeconds", "runningSeconds", "queueSeconds"};
 const Fields kFleets = {"local", "kuberay"};
 const Fields kRecipes = {"none", "nemo-rl"};
 
@@ -125,11 +125,17 @@ class SpecReader {
   }
 
   void Error(std::string path, std::string message) {
-    errors_.push_back({std::move(path), std::move(message)});
+    if (errors_.size() < kMaxReportedErrors) {
+      errors_.push_back({std::move(path), std::move(message)});
+    } else if (errors_.size() == kMaxReportedErrors) {
+      errors_.push_back({"", "and more problems, not listed (fix the ones above first)"});
+    }
   }
+  bool ErrorsFull() const { return errors_.size() > kMaxReportedErrors; }
 
   void CheckKnownFields(const json& object, const std::string& prefix, const Fields& known) {
     for (const auto& [key, value] : object.items()) {
+      if (ErrorsFull()) return;  // the "did you mean" of each key costs: stop counting
       if (std::find(known.begin(), known.end(), key) != known.end()) continue;
       std::string hint = DidYouMeanSuffix(key, known);
       if (hint.empty()) hint = " (known fields: " + ListOf(known) + ")";
@@ -410,6 +416,9 @@ class SpecReader {
     if (const json* run = Get(*v, "runningSeconds")) {
       spec.running_seconds = Integer(*run, "deadlines.runningSeconds", 0, kMaxInt32).value_or(0);
     }
+    if (const json* queue = Get(*v, "queueSeconds")) {
+      spec.queue_seconds = Integer(*queue, "deadlines.queueSeconds", 0, kMaxInt32).value_or(0);
+    }
     if (spec.running_seconds > 0 && spec.pre_running_seconds + spec.running_seconds > kMaxInt32) {
       Error("deadlines.runningSeconds", "preRunningSeconds + runningSeconds must be ≤ " +
                                             std::to_string(kMaxInt32) +
@@ -447,6 +456,7 @@ class SpecReader {
 // in most of what a JobSpec feeds: refused wherever it appears, key or value, with its path.
 void FindNul(const json& v, const std::string& path, FieldErrors& errors) {
   constexpr const char* kNul = "must not contain a NUL character (\\0)";
+  if (errors.size() >= kMaxReportedErrors) return;
   if (v.is_string()) {
     if (v.get_ref<const std::string&>().find('\0') != std::string::npos)
       errors.push_back({path, kNul});

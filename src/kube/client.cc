@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <ranges>
 #include <thread>
 
 #include <fmt/format.h>
@@ -469,19 +470,23 @@ WatchEnd Client::Watch(const ResourceRef& ref, std::string_view ns, const WatchO
 }
 
 namespace {
+// Built in one piece from the parameters that are set: GCC 12 at -O3 reported a false "potential
+// null pointer dereference" inside vector's reallocation when it was grown one emplace_back at
+// a time.
 Params LogQuery(const LogOptions& o) {
-  auto number = [](const std::optional<int64_t>& n) { return n ? std::to_string(*n) : ""; };
-  // Every parameter, then the unset ones dropped: one vector built whole (a chain of
-  // emplace_back made GCC 12 -O3 see a null pointer in the reallocation: -Wnull-dereference).
-  Params q = {{"container", o.container},
-              {"follow", o.follow ? "true" : ""},
-              {"previous", o.previous ? "true" : ""},
-              {"timestamps", o.timestamps ? "true" : ""},
-              {"tailLines", number(o.tail_lines)},
-              {"sinceSeconds", number(o.since_seconds)},
-              {"limitBytes", number(o.limit_bytes)}};
-  std::erase_if(q, [](const auto& p) { return p.second.empty(); });
-  return q;
+  auto number = [](const auto& v) { return v ? std::to_string(*v) : std::string(); };
+  const std::pair<bool, std::pair<std::string, std::string>> all[] = {
+      {!o.container.empty(), {"container", o.container}},
+      {o.follow, {"follow", "true"}},
+      {o.previous, {"previous", "true"}},
+      {o.timestamps, {"timestamps", "true"}},
+      {o.tail_lines.has_value(), {"tailLines", number(o.tail_lines)}},
+      {o.since_seconds.has_value(), {"sinceSeconds", number(o.since_seconds)}},
+      {o.limit_bytes.has_value(), {"limitBytes", number(o.limit_bytes)}},
+  };
+  auto set = all | std::views::filter([](const auto& p) { return p.first; }) |
+             std::views::transform([](const auto& p) { return p.second; });
+  return Params(set.begin(), set.end());
 }
 }  // namespace
 

@@ -738,6 +738,17 @@ Finding Waiting(const Ctx& ctx, const StatusView& v, const std::vector<const jso
   return {0, reasons::kStarting, msg};
 }
 
+// The lowest-ranked finding into `out`; false when there is none.
+bool TakeBestFinding(const Ctx& ctx, Diagnosis* out) {
+  if (ctx.findings.empty()) return false;
+  const Finding& best =
+      *std::min_element(ctx.findings.begin(), ctx.findings.end(),
+                        [](const Finding& a, const Finding& b) { return a.rank < b.rank; });
+  out->reason = best.reason;
+  out->message = best.message;
+  return true;
+}
+
 std::vector<const json*> SortedByName(const std::vector<json>& objects) {
   std::vector<const json*> out;
   for (const json& o : objects)
@@ -815,6 +826,32 @@ json ToJson(const Diagnosis& d) {
   return json{{"reason", d.reason}, {"message", d.message}, {"events", events}};
 }
 
+Diagnosis DiagnosePod(const DiagnosisInput& in) {
+  Diagnosis out;
+  Ctx ctx{in, NormalizeEvents(in.events), {}};
+  out.events = ctx.events;
+  if (in.cluster_pods.empty()) {
+    out.reason = reasons::kNotFound;
+    out.message = "the pod does not exist";
+    return out;
+  }
+  const json& pod = in.cluster_pods.front();
+  ScanPod(ctx, pod, /*submitter=*/false);
+  ScanUnschedulable(ctx, {&pod}, {});
+  if (TakeBestFinding(ctx, &out)) return out;
+  if (PodReady(pod)) return out;
+  if (Str(Field(pod, "status"), "phase") == "Running") {
+    out.reason = reasons::kRunning;
+    out.message = "pod " + Name(pod) +
+                  " is running; its server does not answer its readiness "
+                  "probe yet";
+    return out;
+  }
+  out.reason = reasons::kStarting;
+  out.message = OneLine(PodProgress(ctx, pod));
+  return out;
+}
+
 Diagnosis Diagnose(const DiagnosisInput& in) {
   Diagnosis out;
   Ctx ctx{in, NormalizeEvents(in.events), {}};
@@ -853,14 +890,7 @@ Diagnosis Diagnose(const DiagnosisInput& in) {
   ScanCreation(ctx);
   ScanUnschedulable(ctx, cluster_pods, SortedByName(in.submitter_pods));
 
-  if (!ctx.findings.empty()) {
-    const Finding& best =
-        *std::min_element(ctx.findings.begin(), ctx.findings.end(),
-                          [](const Finding& a, const Finding& b) { return a.rank < b.rank; });
-    out.reason = best.reason;
-    out.message = best.message;
-    return out;
-  }
+  if (TakeBestFinding(ctx, &out)) return out;
   Finding w = Waiting(ctx, v, cluster_pods);
   out.reason = w.reason;
   out.message = OneLine(w.message);

@@ -134,6 +134,12 @@ FieldErrors CheckAgainstCluster(const JobSpec& spec, const config::Config& cfg) 
 // requests = limits: a training pod is Guaranteed QoS, so the kubelet never evicts it for
 // memory pressure caused by a neighbour, and the scheduler's view equals what it may use.
 json Resources(const Pool& pool, const config::Config& cfg) {
+  return MachineResources(pool, cfg);
+}
+
+}  // namespace
+
+json MachineResources(const Pool& pool, const config::Config& cfg) {
   json amounts = json::object();
   if (pool.cpus_per_machine) amounts["cpu"] = *pool.cpus_per_machine;
   if (pool.memory_per_machine) amounts["memory"] = *pool.memory_per_machine;
@@ -143,6 +149,24 @@ json Resources(const Pool& pool, const config::Config& cfg) {
   if (amounts.empty()) return nullptr;
   return json{{"limits", amounts}, {"requests", amounts}};
 }
+
+void PlaceOnSeries(json& pod_spec, const Pool& pool, const config::Config& cfg) {
+  if (!pool.gpu_series.empty()) {
+    pod_spec["nodeSelector"] = {{cfg.k8s_gpu_node_label, pool.gpu_series}};
+  }
+  if (pool.gpus_per_machine > 0 && cfg.k8s_gpu_passthrough) {
+    // GPU nodes are commonly tainted nvidia.com/gpu:NoSchedule to keep CPU pods off them.
+    pod_spec["tolerations"] = {
+        {{"key", kGpuResource}, {"operator", "Exists"}, {"effect", kTaintNoSchedule}}};
+  }
+}
+
+json ShmVolume(const config::Config& cfg) {
+  return {{"name", kShmVolume},
+          {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", cfg.k8s_shm_size}}}};
+}
+
+namespace {
 
 // num-gpus is always explicit: with FORGE_K8S_GPU_PASSTHROUGH=0 there is no nvidia.com/gpu limit
 // for KubeRay to derive it from, and Ray must still see the pool's logical GPUs. The pool's
@@ -171,8 +195,7 @@ std::string CapsuleFilePath(const CapsuleRef& capsule) {
 
 json Volumes(const PodContext& ctx) {
   json volumes = json::array();
-  volumes.push_back({{"name", kShmVolume},
-                     {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", ctx.cfg.k8s_shm_size}}}});
+  volumes.push_back(ShmVolume(ctx.cfg));
   if (!ctx.cfg.k8s_storage_pvc.empty()) {
     volumes.push_back({{"name", kStorageVolume},
                        {"persistentVolumeClaim", {{"claimName", ctx.cfg.k8s_storage_pvc}}}});
@@ -184,7 +207,26 @@ json Volumes(const PodContext& ctx) {
   }
   if (ctx.fetch_capsule)
     volumes.push_back({{"name", kCapsuleVolume}, {"emptyDir", json::object()}});
+  if (!ctx.cfg.k8s_s3_ca_configmap.empty()) {
+    volumes.push_back(
+        {{"name", kS3CaVolume}, {"configMap", {{"name", ctx.cfg.k8s_s3_ca_configmap}}}});
+  }
   return volumes;
+}
+
+// FORGE_K8S_S3_CA_CONFIGMAP: the bundle, read-only, in a container that fetches the capsule.
+void AddS3Ca(const PodContext& ctx, json& container) {
+  if (ctx.cfg.k8s_s3_ca_configmap.empty()) return;
+  container["volumeMounts"].push_back(
+      {{"name", kS3CaVolume}, {"mountPath", kS3CaDir}, {"readOnly", true}});
+  // Ray downloads an https working_dir with smart_open over `requests`, which trusts certifi's
+  // bundle and ignores the system store unless REQUESTS_CA_BUNDLE names one; SSL_CERT_FILE is
+  // OpenSSL's (Python's urllib: the init container).
+  const std::string bundle = std::string(kS3CaDir) + "/" + kS3CaKey;
+  json& env = container["env"];
+  if (!env.is_array()) env = json::array();
+  env.push_back({{"name", "REQUESTS_CA_BUNDLE"}, {"value", bundle}});
+  env.push_back({{"name", "SSL_CERT_FILE"}, {"value", bundle}});
 }
 
 std::string CorpusMountPath(const config::Config& cfg) {
@@ -222,7 +264,7 @@ json FetchInitContainer(const PodContext& ctx) {
       ctx.cfg.k8s_fetch_image.empty() ? ctx.spec.image : ctx.cfg.k8s_fetch_image;
   const json amounts_limit = {{"cpu", "1"}, {"memory", "512Mi"}};
   const json amounts_request = {{"cpu", "100m"}, {"memory", "128Mi"}};
-  return json{
+  json container{
       {"name", kFetchContainerName},
       {"image", image},
       {"command", {"python3", "-c", kFetchCapsuleScript, "fetch-capsule"}},
@@ -230,6 +272,8 @@ json FetchInitContainer(const PodContext& ctx) {
       {"resources", {{"limits", amounts_limit}, {"requests", amounts_request}}},
       {"volumeMounts", {{{"name", kCapsuleVolume}, {"mountPath", kCapsuleDir}}}},
   };
+  AddS3Ca(ctx, container);
+  return container;
 }
 
 json PodTemplate(const PodContext& ctx, const Pool& pool, bool head) {
@@ -247,16 +291,10 @@ json PodTemplate(const PodContext& ctx, const Pool& pool, bool head) {
                           {{"containerPort", kClientPort}, {"name", kClientPortName}}};
   }
   if (json r = Resources(pool, ctx.cfg); !r.is_null()) container["resources"] = r;
+  AddS3Ca(ctx, container);
 
   json pod_spec = {{"containers", json::array({container})}, {"volumes", Volumes(ctx)}};
-  if (!pool.gpu_series.empty()) {
-    pod_spec["nodeSelector"] = {{ctx.cfg.k8s_gpu_node_label, pool.gpu_series}};
-  }
-  if (pool.gpus_per_machine > 0 && ctx.cfg.k8s_gpu_passthrough) {
-    // GPU nodes are commonly tainted nvidia.com/gpu:NoSchedule to keep CPU pods off them.
-    pod_spec["tolerations"] = {
-        {{"key", kGpuResource}, {"operator", "Exists"}, {"effect", kTaintNoSchedule}}};
-  }
+  PlaceOnSeries(pod_spec, pool, ctx.cfg);
   if (ctx.fetch_capsule) pod_spec["initContainers"] = json::array({FetchInitContainer(ctx)});
 
   // Pods do not inherit the RayJob's labels (upstream-facts §3.2): label them for diagnosis and

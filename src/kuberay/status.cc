@@ -27,6 +27,22 @@ StatusView Terminal(StatusView v, RayJobState state, std::string reason) {
   return v;
 }
 
+// Ray fails a job whose runtime environment it cannot set up with "runtime_env setup failed:
+// Failed to set up runtime environment. …" (dashboard/modules/job/job_manager.py, Ray 2.60.0).
+// StarForge's runtime env is the capsule as working_dir plus plain variables, so that is the
+// capsule not fetched or not unpacked: an archive changed in the store (a zip CRC error), an
+// expired or refused URL, an untrusted certificate.
+bool RuntimeEnvFailed(const StatusView& v) {
+  return v.ray_job_status == kRayJobFailed &&
+         v.message.find("runtime_env setup failed") != std::string::npos;
+}
+
+StatusView CapsuleFailed(StatusView v) {
+  v = Terminal(std::move(v), RayJobState::kFailed, reasons::kCapsuleFetchFailed);
+  v.message = "Ray could not fetch or unpack the capsule (the job's working_dir): " + v.message;
+  return v;
+}
+
 }  // namespace
 
 std::string_view ToString(RayJobState state) {
@@ -107,6 +123,7 @@ StatusView ReadStatus(const json& rayjob) {
   if (ds == kDeploymentComplete) {
     if (js == kRayJobSucceeded) return Terminal(v, RayJobState::kSucceeded, "");
     if (js == kRayJobStopped) return Terminal(v, RayJobState::kStopped, reasons::kStopped);
+    if (RuntimeEnvFailed(v)) return CapsuleFailed(v);
     if (js == kRayJobFailed) return Terminal(v, RayJobState::kFailed, reasons::kAppFailed);
     StatusView f =
         Terminal(v, RayJobState::kFailed, op_reason.empty() ? reasons::kFailed : op_reason);
@@ -116,6 +133,7 @@ StatusView ReadStatus(const json& rayjob) {
     return f;
   }
   if (ds == kDeploymentFailed) {
+    if (RuntimeEnvFailed(v)) return CapsuleFailed(v);
     StatusView f =
         Terminal(v, RayJobState::kFailed, op_reason.empty() ? reasons::kFailed : op_reason);
     if (f.message.empty()) f.message = "the KubeRay operator marked the RayJob Failed";

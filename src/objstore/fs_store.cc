@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -99,6 +100,43 @@ class FilesystemStore : public ObjectStore {
       return Error{ErrorKind::kInvalid, fmt::format("{} is not a regular file", path)};
     }
     return Put(key, in.get(), {}, st.st_size, progress);
+  }
+
+  // A hard link renamed into place: no byte copied, nothing to sync but the directory (the
+  // caller made the file durable). Another filesystem (EXDEV), or no links: a copy.
+  Result<PutOutcome> PutFinishedFile(const std::string& key, const std::string& path) override {
+    if (std::string why = CheckKey(key); !why.empty()) return Error{ErrorKind::kInvalid, why};
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) return IoError("read", path, errno);
+    if (!S_ISREG(st.st_mode)) {
+      return Error{ErrorKind::kInvalid, fmt::format("{} is not a regular file", path)};
+    }
+    Result<std::optional<ObjectInfo>> existing = Head(key);
+    if (!existing) return existing.error();
+    if (existing.value()) {
+      if (existing.value()->size != st.st_size)
+        return SizeMismatch(key, existing.value()->size, st.st_size);
+      return PutOutcome{st.st_size, 0, true};
+    }
+    const fs::path dest = PathOf(key);
+    std::error_code ec;
+    fs::create_directories(dest.parent_path(), ec);
+    // Hidden, like WriteFileAtomic's temporary files; unique within and across processes.
+    static std::atomic<uint64_t> serial{0};
+    const std::string tmp =
+        (dest.parent_path() /
+         fmt::format(".{}.link-{}-{}", dest.filename().string(), ::getpid(), serial.fetch_add(1)))
+            .string();
+    // The mode every object gets (WriteFileAtomic's default), on the shared inode.
+    if (!ec && ::chmod(path.c_str(), 0644) == 0 && ::link(path.c_str(), tmp.c_str()) == 0) {
+      if (::rename(tmp.c_str(), dest.c_str()) == 0) {
+        Fd dir(::open(dest.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+        if (dir.get() >= 0) ::fsync(dir.get());
+        return PutOutcome{st.st_size, st.st_size, false};
+      }
+      ::unlink(tmp.c_str());
+    }
+    return PutFile(key, path, {});
   }
 
   Result<PutOutcome> PutBytes(const std::string& key, std::string_view bytes,

@@ -563,6 +563,7 @@ class S3Store : public ObjectStore {
     n.low_speed_bytes = options_.low_speed_bytes;
     n.low_speed_time = options_.low_speed_time;
     n.max_error_body = kMaxErrorBody;
+    n.tls.ca_file = options_.ca_file;
 
     net::Response r;
     transport_.Perform(n, &r);
@@ -599,6 +600,7 @@ S3Options S3OptionsFromConfig(const config::Config& cfg) {
   o.credentials.secret_access_key = cfg.s3_secret_key;
   o.region = cfg.s3_region.empty() ? "us-east-1" : cfg.s3_region;
   o.addressing = cfg.s3_addressing;
+  o.ca_file = cfg.s3_ca_file;
   return o;
 }
 

@@ -111,6 +111,30 @@ CREATE TABLE tokens (
 ALTER TABLE tokens ADD COLUMN expires_at INTEGER NOT NULL DEFAULT 0;  -- 0: never
 ALTER TABLE tokens ADD COLUMN revoked_at INTEGER NOT NULL DEFAULT 0;  -- 0: not revoked
 )sql"},
+    // Playgrounds (store/playground.h): one vLLM server per row, reclaimed at expires_at.
+    {3, R"sql(
+CREATE TABLE playgrounds (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  id TEXT NOT NULL UNIQUE,
+  owner TEXT NOT NULL,
+  fleet TEXT NOT NULL,
+  spec_json TEXT NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('Starting', 'Pending', 'Ready', 'Stopped', 'Expired',
+                                       'Failed')),
+  reason TEXT NOT NULL DEFAULT '',
+  message TEXT NOT NULL DEFAULT '',
+  handle TEXT NOT NULL DEFAULT '',
+  expires_at INTEGER NOT NULL,
+  stop_requested INTEGER NOT NULL DEFAULT 0,
+  released INTEGER NOT NULL DEFAULT 0,
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  ready_at INTEGER NOT NULL DEFAULT 0,
+  finished_at INTEGER NOT NULL DEFAULT 0,
+  version INTEGER NOT NULL DEFAULT 1
+);
+CREATE INDEX playgrounds_by_owner ON playgrounds (owner, seq);
+)sql"},
 };
 
 constexpr int kSchemaVersion = std::size(kMigrations);
@@ -331,6 +355,10 @@ std::string NewJobId() {
   return "j-" + RandomChars(kJobIdRandomChars);
 }
 
+std::string NewPlaygroundId() {
+  return "p-" + RandomChars(kJobIdRandomChars);
+}
+
 Store::Store(sqlite3* db) : db_(db) {}
 
 Store::~Store() {
@@ -440,6 +468,7 @@ Job Store::CreateJob(Job job, const std::string& cause) {
   InsertTransition(db_, row.id, std::nullopt, PhaseChange{Phase::kQueued, "", "", cause},
                    row.created_at);
   tx.Commit();
+  Journal(row.id);
   return row;
 }
 
@@ -544,6 +573,7 @@ std::optional<Job> Store::UpdateJob(const std::string& id, const std::function<v
   }
   if (phase_changes) InsertTransition(db_, id, current->phase, *change, next.updated_at);
   tx.Commit();
+  Journal(id);
   return next;
 }
 
@@ -587,6 +617,39 @@ void Store::RecordEvent(const std::string& job_id, const std::string& type,
          "DO UPDATE SET count = count + 1, last_at = excluded.last_at");
   s.Bind(1, job_id).Bind(2, type).Bind(3, reason).Bind(4, message).Bind(5, source);
   s.Bind(6, now).Bind(7, now).Run();
+  Journal(job_id);
+}
+
+void Store::Journal(const std::string& job_id) {
+  std::lock_guard lock(journal_mu_);
+  journal_.push_back({++last_change_, job_id});
+  while (journal_.size() > journal_size_)
+    journal_.pop_front();
+}
+
+void Store::SetJournalSizeForTesting(size_t n) {
+  std::lock_guard lock(journal_mu_);
+  journal_size_ = n;
+  while (journal_.size() > journal_size_)
+    journal_.pop_front();
+}
+
+int64_t Store::LastChange() {
+  std::lock_guard lock(journal_mu_);
+  return last_change_;
+}
+
+std::optional<std::vector<Change>> Store::ChangesSince(int64_t after) {
+  std::lock_guard lock(journal_mu_);
+  if (after > last_change_ || after < 0) return std::nullopt;
+  std::vector<Change> out;
+  if (after == last_change_) return out;
+  // journal_ holds last_change_ - journal_.size() + 1 … last_change_.
+  const int64_t oldest = last_change_ - static_cast<int64_t>(journal_.size()) + 1;
+  if (after + 1 < oldest) return std::nullopt;
+  for (auto it = journal_.begin() + (after + 1 - oldest); it != journal_.end(); ++it)
+    out.push_back(*it);
+  return out;
 }
 
 std::vector<Event> Store::ListEvents(const std::string& job_id) {
@@ -738,6 +801,120 @@ bool Store::SetAdmin(const std::string& name, bool admin) {
   std::lock_guard lock(mu_);
   Stmt(db_, "UPDATE users SET admin = ? WHERE name = ?").Bind(1, admin).Bind(2, name).Run();
   return sqlite3_changes(db_) > 0;
+}
+
+// ---- playgrounds ----
+
+namespace {
+
+constexpr const char* kPlaygroundColumns =
+    "seq, id, owner, fleet, spec_json, state, reason, message, handle, expires_at, "
+    "stop_requested, released, created_at, updated_at, ready_at, finished_at, version";
+
+Playground ReadPlayground(Stmt& s) {
+  Playground p;
+  p.seq = s.Int(0);
+  p.id = s.Text(1);
+  p.owner = s.Text(2);
+  p.fleet = s.Text(3);
+  p.spec_json = s.Text(4);
+  p.state = ParsePlaygroundState(s.Text(5)).value_or(PlaygroundState::kStarting);  // CHECK
+  p.reason = s.Text(6);
+  p.message = s.Text(7);
+  p.handle = s.Text(8);
+  p.expires_at = s.Int(9);
+  p.stop_requested = s.Int(10) != 0;
+  p.released = s.Int(11) != 0;
+  p.created_at = s.Int(12);
+  p.updated_at = s.Int(13);
+  p.ready_at = s.Int(14);
+  p.finished_at = s.Int(15);
+  p.version = s.Int(16);
+  return p;
+}
+
+std::optional<Playground> SelectPlayground(sqlite3* db, const std::string& id) {
+  Stmt s(db, fmt::format("SELECT {} FROM playgrounds WHERE id = ?", kPlaygroundColumns));
+  s.Bind(1, id);
+  if (!s.Step()) return std::nullopt;
+  return ReadPlayground(s);
+}
+
+}  // namespace
+
+Playground Store::CreatePlayground(Playground p) {
+  std::lock_guard lock(mu_);
+  if (p.id.empty()) p.id = NewPlaygroundId();
+  p.state = PlaygroundState::kStarting;
+  p.created_at = p.updated_at = Now();
+  p.version = 1;
+  Tx tx(db_);
+  Stmt s(db_,
+         "INSERT INTO playgrounds (id, owner, fleet, spec_json, state, handle, expires_at, "
+         "created_at, updated_at, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  s.Bind(1, p.id).Bind(2, p.owner).Bind(3, p.fleet).Bind(4, p.spec_json);
+  s.Bind(5, ToString(p.state)).Bind(6, p.handle).Bind(7, p.expires_at);
+  s.Bind(8, p.created_at).Bind(9, p.updated_at).Bind(10, p.version).Run();
+  p.seq = sqlite3_last_insert_rowid(db_);
+  tx.Commit();
+  return p;
+}
+
+std::optional<Playground> Store::GetPlayground(const std::string& id) {
+  std::lock_guard lock(mu_);
+  return SelectPlayground(db_, id);
+}
+
+std::vector<Playground> Store::ListPlaygrounds(const std::string& owner, bool only_unfinished) {
+  std::lock_guard lock(mu_);
+  std::string sql = fmt::format("SELECT {} FROM playgrounds WHERE 1", kPlaygroundColumns);
+  if (!owner.empty()) sql += " AND owner = ?";
+  if (only_unfinished)
+    sql += " AND (state NOT IN ('Stopped', 'Expired', 'Failed') OR released = 0)";
+  sql += " ORDER BY seq DESC";
+  Stmt s(db_, sql);
+  if (!owner.empty()) s.Bind(1, owner);
+  std::vector<Playground> out;
+  while (s.Step())
+    out.push_back(ReadPlayground(s));
+  return out;
+}
+
+std::optional<Playground> Store::UpdatePlayground(const std::string& id,
+                                                  const std::function<void(Playground&)>& mutate) {
+  std::lock_guard lock(mu_);
+  Tx tx(db_);
+  std::optional<Playground> current = SelectPlayground(db_, id);
+  if (!current) return std::nullopt;
+  Playground next = *current;
+  if (mutate) mutate(next);
+  if (next.state != current->state && (IsTerminal(current->state) || next.state < current->state)) {
+    return std::nullopt;
+  }
+  next.seq = current->seq;
+  next.id = current->id;
+  next.owner = current->owner;
+  next.created_at = current->created_at;
+  next.ready_at = current->ready_at;
+  next.finished_at = current->finished_at;
+  next.updated_at = Now();
+  next.version = current->version + 1;
+  if (next.state == PlaygroundState::kReady && next.ready_at == 0) next.ready_at = next.updated_at;
+  if (IsTerminal(next.state) && next.finished_at == 0) next.finished_at = next.updated_at;
+  Stmt s(db_,
+         "UPDATE playgrounds SET fleet = ?, spec_json = ?, state = ?, reason = ?, message = ?, "
+         "handle = ?, expires_at = ?, stop_requested = ?, released = ?, updated_at = ?, "
+         "ready_at = ?, finished_at = ?, version = ? WHERE id = ? AND version = ?");
+  s.Bind(1, next.fleet).Bind(2, next.spec_json).Bind(3, ToString(next.state));
+  s.Bind(4, next.reason).Bind(5, next.message).Bind(6, next.handle).Bind(7, next.expires_at);
+  s.Bind(8, next.stop_requested).Bind(9, next.released).Bind(10, next.updated_at);
+  s.Bind(11, next.ready_at).Bind(12, next.finished_at).Bind(13, next.version);
+  s.Bind(14, next.id).Bind(15, current->version).Run();
+  if (sqlite3_changes(db_) != 1) {
+    throw Conflict(fmt::format("playground {} was updated concurrently", id));
+  }
+  tx.Commit();
+  return next;
 }
 
 }  // namespace starforge::store

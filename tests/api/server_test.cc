@@ -554,7 +554,7 @@ class Follow {
     });
   }
   ~Follow() {
-    stop_ = true;
+    Disconnect();  // a quiet stream would otherwise hold the thread until its next keep-alive
     if (thread_.joinable()) thread_.join();
   }
   bool WaitFinished(seconds timeout) {
@@ -906,6 +906,15 @@ TEST_F(Api, EveryDocumentedRouteIsServed) {
         ExpectError(r, 400, "BadRequest", "code");  // served, and wants a code
         continue;
       }
+      if (path.starts_with("/api/v1/playgrounds/")) {  // served: no such playground (a job id)
+        if (method == "delete") r = http_->Delete(p.c_str(), Auth(admin_));
+        ExpectError(r, 404, "NotFound", "playground " + id);
+        continue;
+      }
+      if (method == "post" && path == "/api/v1/playgrounds") {
+        ExpectError(r, 422, "Invalid", "model");  // served, and wants a model
+        continue;
+      }
       ASSERT_TRUE(r);
       EXPECT_GE(r->status, 200);
       EXPECT_LT(r->status, 300) << r->body;
@@ -928,6 +937,214 @@ TEST_F(Api, GarbageOnTheWireDoesNotHurtTheServer) {
   auto h = http_->Get("/healthz");
   ASSERT_TRUE(h);
   EXPECT_EQ(h->status, 200);
+}
+
+// The job events of a jobs watch, by job id: the phases seen, in order.
+std::map<std::string, std::vector<std::string>> WatchedPhases(const std::vector<SseEvent>& events) {
+  std::map<std::string, std::vector<std::string>> phases;
+  for (const auto& e : events) {
+    if (e.event != "job") continue;
+    const json j = json::parse(e.data);
+    auto& seen = phases[j.value("id", "")];
+    const std::string p = j.value("phase", "") + (j["cleanup"].value("released", false) ? "+" : "");
+    if (seen.empty() || seen.back() != p) seen.push_back(p);
+  }
+  return phases;
+}
+
+// Waits (bounded) until `f` holds.
+bool Eventually(const std::function<bool()>& f, seconds timeout = seconds(60)) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (f()) return true;
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  return f();
+}
+
+TEST_F(Api, AJobsWatchSendsEveryChangeAfterItsListToItsOwnerOnly) {
+  const std::string bob = NewToken("bob");
+  const std::string eve = NewToken("eve");
+  auto l = Get("/api/v1/jobs", bob);
+  ASSERT_TRUE(l);
+  ASSERT_EQ(l->status, 200);
+  const std::string rv = Body(l).value("resourceVersion", "");
+  ASSERT_FALSE(rv.empty()) << l->body;
+  // Submitted after the list, before the watch: a watch from the list's resourceVersion has it.
+  const std::string first = SubmitSteps(bob, "first", "[python3, main.py, '1']");
+  Follow bobs(serve_->port(), "/api/v1/jobs?watch=1&resourceVersion=" + rv, Auth(bob));
+  Follow named(serve_->port(), "/api/v1/jobs?watch=1&name=second", Auth(admin_));
+  Follow eves(serve_->port(), "/api/v1/jobs?watch=1", Auth(eve));
+  const std::string second = SubmitSteps(bob, "second", "[python3, main.py, '3']");
+  WaitForEnd(bob, first);
+  WaitForEnd(bob, second);
+  const auto ended = [](const std::vector<std::string>& seen) {
+    return !seen.empty() && seen.back() == "Succeeded+";
+  };
+  ASSERT_TRUE(Eventually([&] {
+    auto phases = WatchedPhases(bobs.events());
+    return ended(phases[first]) && ended(phases[second]);
+  })) << ::testing::PrintToString(WatchedPhases(bobs.events()));
+  EXPECT_EQ(bobs.status(), 0) << "the stream is still open";
+  // The second job was watched as it ran: its phases one after another, not only its end (a
+  // watch sends what changed since its last look, so a busy machine may merge some).
+  const auto phases = WatchedPhases(bobs.events());
+  EXPECT_GE(phases.at(second).size(), 2u) << ::testing::PrintToString(phases);
+  EXPECT_THAT(phases.at(second), ::testing::Contains("Running"));
+  // Each event's id is a resourceVersion after the list's, in order (jobs sent by one look at
+  // the journal share one).
+  const auto change = [](const std::string& v) { return std::stoll(v.substr(v.find('.') + 1)); };
+  const int64_t listed = change(rv);
+  int64_t last = listed;
+  for (const auto& e : bobs.events()) {
+    EXPECT_EQ(e.id.substr(0, e.id.find('.')), rv.substr(0, rv.find('.')));
+    EXPECT_GT(change(e.id), listed);
+    EXPECT_GE(change(e.id), last);
+    last = change(e.id);
+  }
+  // The admin's watch filtered by name saw only that job; eve saw nothing of bob's.
+  ASSERT_TRUE(Eventually([&] { return ended(WatchedPhases(named.events())[second]); }));
+  EXPECT_EQ(WatchedPhases(named.events()).size(), 1u);
+  EXPECT_EQ(WatchedPhases(eves.events()).size(), 0u);
+
+  // A watch resumed from an event's id (as EventSource sends it) gets what came after it.
+  const auto events = bobs.events();
+  httplib::Headers resume = Auth(bob);
+  resume.emplace("Last-Event-ID", events.front().id);
+  Follow resumed(serve_->port(), "/api/v1/jobs?watch=1", resume);
+  ASSERT_TRUE(Eventually([&] {
+    const auto got = resumed.events();
+    return !got.empty() && got.back().data == events.back().data;
+  }));
+  EXPECT_NE(resumed.events().front().id, events.front().id);
+
+  ExpectError(Get("/api/v1/jobs?watch=1&phase=Running", bob), 400, "BadRequest",
+              "phase cannot be watched", "phase");
+  ExpectError(Get("/api/v1/jobs?resourceVersion=" + rv, bob), 400, "BadRequest",
+              "resourceVersion needs watch=1", "resourceVersion");
+  // Another run's (or a made-up) resourceVersion: list again.
+  ExpectError(Get("/api/v1/jobs?watch=1&resourceVersion=12.3", bob), 410, "Expired",
+              "list the jobs again", "resourceVersion");
+  ExpectError(Get("/api/v1/jobs?watch=1&resourceVersion=" + rv + "999999", bob), 410, "Expired");
+  ExpectError(Get("/api/v1/jobs?watch=2", bob), 400, "BadRequest", "watch must be 1 or 0", "watch");
+}
+
+TEST_F(Api, AJobWatchSendsItsDetailAndEventsAsTheyChangeThenEnds) {
+  const std::string bob = NewToken("bob");
+  const std::string eve = NewToken("eve");
+  const std::string id = SubmitSteps(bob, "live", "[python3, main.py, '8']");
+  ExpectError(Get("/api/v1/jobs/" + id + "?watch=1", eve), 404, "NotFound");
+  Follow watch(serve_->port(), "/api/v1/jobs/" + id + "?watch=1", Auth(bob));
+  ASSERT_TRUE(watch.WaitFinished(seconds(90)));
+  EXPECT_EQ(watch.status(), 200);
+  EXPECT_EQ(watch.content_type(), "text/event-stream");
+  const std::vector<SseEvent> events = watch.events();
+  ASSERT_GE(events.size(), 3u);
+  EXPECT_EQ(events[0].event, "job");
+  EXPECT_EQ(events.back().event, "end");
+  EXPECT_EQ(json::parse(events.back().data).value("phase", ""), "Succeeded");
+  // The job as GET answers it, sent again as it changed: the phases in order, the timeline
+  // growing; the events whenever one was recorded.
+  std::vector<std::string> phases;
+  size_t timeline = 0;
+  int event_lists = 0;
+  json last_job;
+  for (const auto& e : events) {
+    if (e.event == "events") {
+      ++event_lists;
+      EXPECT_TRUE(json::parse(e.data)["items"].is_array());
+    }
+    if (e.event != "job") continue;
+    last_job = json::parse(e.data);
+    EXPECT_EQ(last_job["spec"]["name"], "live");
+    EXPECT_GE(last_job["timeline"].size(), timeline);
+    timeline = last_job["timeline"].size();
+    if (phases.empty() || phases.back() != last_job["phase"]) phases.push_back(last_job["phase"]);
+  }
+  EXPECT_THAT(phases, ::testing::Contains("Running"));
+  EXPECT_EQ(phases.back(), "Succeeded");
+  EXPECT_GE(phases.size(), 2u) << "only the end state was sent";
+  EXPECT_TRUE(last_job["cleanup"].value("released", false));
+  EXPECT_GE(event_lists, 1);
+  auto final_events = Get("/api/v1/jobs/" + id + "/events", bob);
+  ASSERT_TRUE(final_events);
+  std::string last_list;
+  for (const auto& e : events)
+    if (e.event == "events") last_list = e.data;
+  EXPECT_EQ(json::parse(last_list), Body(final_events));
+
+  // The capsule's file list comes from its manifest, then from the server's copy of it.
+  auto cap = Get("/api/v1/jobs/" + id + "/capsule", bob);
+  ASSERT_TRUE(cap);
+  ASSERT_EQ(cap->status, 200) << cap->body;
+  const json info = Body(cap);
+  EXPECT_EQ(info["sha256"], last_job["capsule"]["sha256"]);
+  EXPECT_GT(info.value("size", 0), 0);
+  EXPECT_EQ(info["userFiles"], 1);
+  std::vector<std::string> paths;
+  for (const auto& f : info["files"])
+    paths.push_back(f.value("path", "") + (f.value("starforge", false) ? " (ours)" : ""));
+  EXPECT_THAT(paths, ::testing::Contains("main.py"));
+  EXPECT_THAT(paths, ::testing::Contains(".starforge/jobspec.json (ours)"));
+  EXPECT_TRUE(fs::exists(state_ / "capsule-manifests" /
+                         ("sha256-" + info["sha256"].get<std::string>() + ".json")));
+  auto again_cap = Get("/api/v1/jobs/" + id + "/capsule", bob);
+  ASSERT_TRUE(again_cap);
+  EXPECT_EQ(Body(again_cap), info);
+  ExpectError(Get("/api/v1/jobs/" + id + "/capsule", eve), 404, "NotFound");
+
+  // A finished job's watch sends its state and ends at once.
+  Follow again(serve_->port(), "/api/v1/jobs/" + id + "?watch=1", Auth(bob));
+  ASSERT_TRUE(again.WaitFinished(seconds(10)));
+  ASSERT_EQ(again.events().size(), 3u);
+  EXPECT_EQ(again.events()[0].event, "job");
+  EXPECT_EQ(again.events()[1].event, "events");
+  EXPECT_EQ(again.events()[2].event, "end");
+
+  // One user holds a bounded number of watches; others are still served.
+  constexpr int kWatchesPerUser = 16;  // ServerOptions::max_watches_per_user
+  std::vector<std::unique_ptr<Follow>> held;
+  for (int i = 0; i <= kWatchesPerUser; ++i)
+    held.push_back(std::make_unique<Follow>(serve_->port(), "/api/v1/jobs?watch=1", Auth(eve)));
+  ASSERT_TRUE(Eventually([&] {
+    int refused = 0;
+    for (auto& f : held)
+      refused += f->status() == 429;
+    return refused == 1;
+  }));
+  ExpectError(Get("/api/v1/jobs?watch=1", eve), 429, "TooManyRequests", "watching 16 times");
+  auto other = Get("/api/v1/jobs", bob);
+  ASSERT_TRUE(other);
+  EXPECT_EQ(other->status, 200);
+  held.clear();  // closing them gives the room back
+  ASSERT_TRUE(Eventually([&] {
+    Follow w(serve_->port(), "/api/v1/jobs?watch=1", Auth(eve));
+    std::this_thread::sleep_for(milliseconds(300));
+    return w.status() != 429;
+  }));
+}
+
+TEST_F(Api, RevokingATokenEndsItsOpenWatches) {
+  ASSERT_EQ(serve_->Stop(), 0);
+  Start({}, {"--sse-keepalive-ms", "200"});  // the token is checked again this often
+  const std::string bob = NewToken("bob");
+  Follow jobs(serve_->port(), "/api/v1/jobs?watch=1", Auth(bob));
+  const std::string id = SubmitSteps(bob, "long", "[python3, main.py, '400']");
+  Follow job(serve_->port(), "/api/v1/jobs/" + id + "?watch=1", Auth(bob));
+  ASSERT_TRUE(Eventually([&] { return !job.events().empty() && !jobs.events().empty(); }));
+  EXPECT_FALSE(jobs.WaitFinished(seconds(1))) << "an open watch stays open";
+  auto tokens = Get("/api/v1/tokens?user=bob", admin_);
+  ASSERT_TRUE(tokens);
+  const std::string token_id = Body(tokens)["items"][0].value("id", "");
+  auto revoked = Post("/api/v1/tokens/" + token_id + "/revoke", admin_);
+  ASSERT_TRUE(revoked);
+  ASSERT_EQ(revoked->status, 200) << revoked->body;
+  EXPECT_TRUE(jobs.WaitFinished(seconds(30)));
+  EXPECT_TRUE(job.WaitFinished(seconds(30)));
+  ExpectError(Get("/api/v1/jobs?watch=1", bob), 401, "Unauthorized");
+  auto r = Post("/api/v1/jobs/" + id + "/cancel", admin_);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(WaitForEnd(admin_, id)["phase"], "Cancelled");
 }
 
 TEST_F(Api, AClientThatLeavesEndsItsStream) {
@@ -1015,13 +1232,14 @@ std::string SendAndReadUntil(int fd, const std::string& bytes, const std::string
   return got;
 }
 
-// Connections that hold a request thread each: clients that never finish their headers (a
-// slowloris needs no token) and the most log-follow streams one user may have. The old fixed
-// pool of 32 threads stopped answering anything, /healthz included, at 32 of them.
+// Clients that never finish their headers (a slowloris needs no token) and the most log-follow
+// streams one user may have. httplib's fixed pool of 32 threads stopped answering anything,
+// /healthz included, at 32 of them; the front parks the slow ones without a thread
+// (tests/api/front_test.cc has the caps and deadlines).
 TEST_F(Api, SlowClientsAndLogFollowsLeaveTheServerAnswering) {
   const std::string id = SubmitSteps(admin_, "followed", "[python3, main.py, '2000']");
   WaitForPhase(admin_, id, "Running");
-  constexpr int kSlow = 48;
+  constexpr int kSlow = 200;
   constexpr int kFollowsPerUser = 16;  // ServerOptions::max_follows_per_user
   std::vector<int> fds, slow;
   for (int i = 0; i < kSlow; ++i) {

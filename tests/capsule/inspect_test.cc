@@ -104,6 +104,36 @@ TEST_F(InspectTest, CorruptedBytesAreCaught) {
   EXPECT_THAT(Joined(r.problems), HasSubstr("train.py: cannot be read: CRC error"));
 }
 
+TEST_F(InspectTest, DeflatedEntriesAreCheckedAgainstTheManifestToo) {
+  // A file that deflates: read back from memory with libdeflate, not through libzip.
+  std::string text;
+  for (int i = 0; i < 1200; ++i)  // three times this must fit in one argument (128 KiB)
+    text += "value_" + std::to_string(i % 97) + " = compute(" + std::to_string(i) + ")\n";
+  Write(t_ / "code/big.py", text);
+  BuildOptions opts;
+  opts.output = capsule_;
+  opts.runner = "runner";
+  BuildResult built = Build(Collect(t_ / "code").files, testing::MiniSpec(), opts);
+  ASSERT_TRUE(built.ok()) << Joined(built.errors);
+  EXPECT_LT(built.size, text.size() / 2) << "big.py must be deflated for this test";
+  InspectResult good = Inspect(capsule_);
+  EXPECT_TRUE(good.ok()) << Joined(good.problems);
+  EXPECT_EQ(good.verified, 6u);
+
+  std::string changed = text;
+  changed[text.size() / 2] = '#';
+  InspectResult r = Inspect(Tampered("replace", "big.py", changed));
+  ASSERT_EQ(r.problems.size(), 1u) << Joined(r.problems);
+  EXPECT_THAT(r.problems[0], HasSubstr("big.py: SHA-256 "));
+
+  // Inflating more than the manifest says stops one byte past it: never the whole entry.
+  InspectResult bigger = Inspect(Tampered("replace", "big.py", text + text + text));
+  ASSERT_EQ(bigger.problems.size(), 1u) << Joined(bigger.problems);
+  EXPECT_THAT(bigger.problems[0],
+              HasSubstr("big.py: size over " + std::to_string(text.size() + 1) +
+                        " bytes, the manifest says " + std::to_string(text.size())));
+}
+
 TEST_F(InspectTest, NotAZip) {
   Write(t_ / "junk.zip", "not a zip at all");
   InspectResult r = Inspect(t_ / "junk.zip");

@@ -243,15 +243,25 @@ TEST_F(ClientFake, AnUnchangedResubmitReadsNoFileAndSendsOnlyTheDigest) {
     built.push_back(e.path());
   ASSERT_EQ(built.size(), 1u);
   fs::remove(built[0]);
+  const size_t before = api.requests().size();
   r = Forge("submit proj/job.yaml");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_THAT(r.err, HasSubstr("nothing uploaded"));
   EXPECT_EQ(api.last_ref(), sha);
   EXPECT_TRUE(fs::is_empty(Cached("capsules"))) << "nothing was built";
-  std::vector<std::string> asked;
-  for (const auto& q : api.requests())
-    if (q.path.starts_with("/api/v1/capsules/")) asked.push_back(q.path);
-  EXPECT_EQ(asked.back(), "/api/v1/capsules/" + sha);
+  // One request: the POST naming the capsule (no whoami, no GET of the capsule first).
+  const std::vector<FakeRequest> all = api.requests();
+  ASSERT_EQ(all.size(), before + 1);
+  EXPECT_EQ(all.back().method, "POST");
+  EXPECT_EQ(all.back().path, "/api/v1/jobs");
+
+  // The server no longer has it (409): built again and sent, as for a new tree.
+  api.ForgetCapsules();
+  r = Forge("submit proj/job.yaml");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.err, Not(HasSubstr("nothing uploaded")));
+  EXPECT_EQ(api.last_ref(), "");
+  EXPECT_EQ(Sha256Hex(api.last_code()), sha);
 }
 
 TEST_F(ClientFake, SubmitChecksTheJobSpecAndCodeBeforeAnyRequest) {

@@ -7,12 +7,9 @@
 
 #include <fstream>
 
-#include "starforge/capsule/collect.h"
-#include "starforge/capsule/extract.h"
 #include "starforge/cli/api_client.h"
 #include "starforge/cli/client_config.h"
 #include "starforge/cli/client_output.h"
-#include "starforge/cli/code_archive.h"
 #include "support/files.h"
 #include "support/temp_dir.h"
 
@@ -381,36 +378,6 @@ TEST(CodeDir, FlagThenSpecRelativeToTheJobFileThenAnError) {
   EXPECT_FALSE(ResolveCodeDir("", std::string("missing"), job, &error));
   EXPECT_EQ(error, "code directory " + (tmp.path() / "proj/missing").string() + " (from code: in " +
                        job + ") does not exist");
-}
-
-TEST(CodeZip, SameFilesSameBytesWithExecutableBits) {
-  TempDir tmp;
-  fs::create_directories(tmp.path() / "code/pkg");
-  std::ofstream(tmp / "code/train.py") << "print('hi')\n";
-  std::ofstream(tmp / "code/run.sh") << "#!/bin/sh\necho hi\n";
-  std::ofstream(tmp / "code/pkg/data.bin") << std::string(100000, 'z');
-  std::ofstream(tmp / "code/.forgeignore") << "*.log\n";
-  std::ofstream(tmp / "code/noise.log") << "ignored\n";
-  ::chmod((tmp / "code/run.sh").c_str(), 0755);
-  const auto files = capsule::Collect(tmp.path() / "code");
-  ASSERT_TRUE(files.ok());
-  double last = 0;
-  ASSERT_EQ(WriteCodeZip(files.files, tmp.path() / "a.zip", [&](double f) { last = f; }), "");
-  EXPECT_EQ(last, 1.0);
-  fs::last_write_time(tmp.path() / "code/train.py", fs::file_time_type::clock::now());
-  ASSERT_EQ(WriteCodeZip(files.files, tmp.path() / "b.zip"), "");
-  EXPECT_EQ(ReadFile(tmp / "a.zip"), ReadFile(tmp / "b.zip"));
-  EXPECT_LT(fs::file_size(tmp.path() / "a.zip"), 2000u) << "deflated";
-
-  // What the server does with it: the safe extraction, which keeps the executable bit.
-  const auto r = capsule::ExtractZip(tmp.path() / "a.zip", tmp.path() / "out");
-  ASSERT_TRUE(r.ok()) << r.errors.front();
-  EXPECT_EQ(ReadFile(tmp / "out/train.py"), "print('hi')\n");
-  EXPECT_FALSE(fs::exists(tmp.path() / "out/noise.log"));
-  EXPECT_EQ(fs::status(tmp.path() / "out/run.sh").permissions() & fs::perms::owner_exec,
-            fs::perms::owner_exec);
-  EXPECT_EQ(fs::status(tmp.path() / "out/train.py").permissions() & fs::perms::owner_exec,
-            fs::perms::none);
 }
 
 }  // namespace

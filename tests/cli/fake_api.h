@@ -209,6 +209,11 @@ class FakeApi {
     jobs_[id].events = std::move(events);
   }
 
+  // As if the object store lost every capsule: a POST naming one gets 409.
+  void ForgetCapsules() {
+    std::lock_guard<std::mutex> lock(mu_);
+    capsules_.clear();
+  }
   std::vector<FakeRequest> requests() {
     std::lock_guard<std::mutex> lock(mu_);
     return requests_;

@@ -52,6 +52,7 @@ TEST(Settings, ListsEverySettingOnceWithItsDefault) {
       {"FORGE_DEFAULT_FLEET_KIND", "local"},
       {"FORGE_IMAGE_NEMO_RL", ""},
       {"FORGE_NEMO_RL_DIR", "/opt/nemo-rl"},
+      {"FORGE_IMAGE_VLLM", ""},
       {"FORGE_K8S_API_SERVER", ""},
       {"FORGE_K8S_TOKEN", ""},
       {"FORGE_K8S_CA_FILE", ""},
@@ -68,19 +69,22 @@ TEST(Settings, ListsEverySettingOnceWithItsDefault) {
       {"FORGE_K8S_STORAGE_MOUNT", ""},
       {"FORGE_K8S_GPU_PASSTHROUGH", "true"},
       {"FORGE_K8S_FETCH_IMAGE", ""},
-      {"FORGE_KUBERAY_RAY_VERSION", "2.55.1"},
+      {"FORGE_K8S_S3_CA_CONFIGMAP", ""},
+      {"FORGE_KUBERAY_RAY_VERSION", "2.60.0"},
       {"FORGE_KUBERAY_TTL_SECONDS", "600"},
       {"FORGE_KUBERAY_PRERUNNING_DEADLINE_S", "1800"},
       {"FORGE_KUBERAY_SUBMISSION_MODE", "K8sJobMode"},
       {"FORGE_KUEUE_MAX_WORKER_GROUPS", "17"},
       {"FORGE_CAPSULE_MAX_BYTES", "536870912"},
       {"FORGE_SUBMIT_DEADLINE_S", "1800"},
+      {"FORGE_PLAYGROUND_MAX_TTL_S", "28800"},
       {"FORGE_S3_ENDPOINT", ""},
       {"FORGE_S3_BUCKET", ""},
       {"FORGE_S3_ACCESS_KEY", ""},
       {"FORGE_S3_SECRET_KEY", ""},
       {"FORGE_S3_REGION", "us-east-1"},
       {"FORGE_S3_ADDRESSING", "path"},
+      {"FORGE_S3_CA_FILE", ""},
       {"FORGE_LISTEN", "127.0.0.1:8080"},
       {"FORGE_SERVER", ""},
       {"FORGE_TOKEN", ""},
@@ -135,7 +139,7 @@ TEST(Load, NothingSetGivesTheDefaults) {
   EXPECT_EQ(c.storage_root, "/starforge");
   EXPECT_TRUE(c.k8s_storage_shared);
   EXPECT_TRUE(c.k8s_gpu_passthrough);
-  EXPECT_EQ(c.kuberay_ray_version, "2.55.1");
+  EXPECT_EQ(c.kuberay_ray_version, "2.60.0");
   EXPECT_EQ(c.kuberay_ttl_seconds, 600);
   EXPECT_EQ(c.kuberay_prerunning_deadline_s, 1800);
   EXPECT_EQ(c.kuberay_submission_mode, SubmissionMode::kK8sJobMode);

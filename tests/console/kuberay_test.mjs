@@ -109,6 +109,10 @@ pools:
     await page.locator('#archive button[data-file="rayjob.json"]').click();
     await page.locator("#archive-view").getByText("kind: RayJob").waitFor();
     assert.doesNotMatch(await page.locator("#archive-view").textContent(), /X-Amz-Signature/i, "presigned URLs are redacted");
+    // The capsule's file list, read from its manifest in S3 (s3rver), as on the local fleet.
+    await page.locator("#capsule-files summary").click();
+    await page.locator("#capsule-files td", { hasText: "main.py" }).first().waitFor();
+    assert.match(await page.locator("#capsule").textContent(), /Files\d+ of yours \+ \d+ of StarForge.s/);
     await page.context().close();
   });
 

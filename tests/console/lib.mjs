@@ -29,7 +29,8 @@ export async function waitFor(what, f, seconds = 30) {
 }
 
 // Starts `forge serve` with `env` (FORGE_* settings) and returns {url, tokens, submit, stop}.
-export async function startForge(env = {}, users = ["alice", "bob"]) {
+// `before(env)` runs first, with the environment forge will have (e.g. to fill its store).
+export async function startForge(env = {}, users = ["alice", "bob"], { before } = {}) {
   if (!existsSync(FORGE)) throw new Error(`${FORGE} is missing: build first (scripts/bootstrap)`);
   const work = mkdtempSync(join(tmpdir(), "console-test-"));
   const base = {
@@ -42,6 +43,7 @@ export async function startForge(env = {}, users = ["alice", "bob"]) {
   delete base.FORGE_TOKEN;
   delete base.FORGE_SERVER;
   mkdirSync(base.HOME, { recursive: true });
+  if (before) before(base);
   const token = (user, admin = false) =>
     execFileSync(FORGE, ["token", "create", "--user", user, ...(admin ? ["--admin"] : [])], { env: base })
       .toString()

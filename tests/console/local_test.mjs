@@ -3,12 +3,13 @@
 // validation errors at field paths, cancel from the detail page, another user's job not
 // reachable by URL, the capacity page. Screenshots go to BUILD/test-artifacts/console/.
 import assert from "node:assert/strict";
-import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { gzipSync } from "node:zlib";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { launchChromium, newContext, screenshot, signedIn, startForge, unlabelledControls } from "./lib.mjs";
+import { BUILD, launchChromium, newContext, screenshot, signedIn, startForge, unlabelledControls, waitFor } from "./lib.mjs";
 
 const SLEEPER = `name: sleeper
 fleet: local
@@ -193,6 +194,13 @@ pools:
     assert.ok((await page.locator("#timeline .seg").count()) >= 4);
     // The local fleet's runner log is among the files kept beside driver.log.
     await page.locator('#archive button[data-file="runner.log"]').waitFor({ timeout: 30_000 });
+    // The capsule's file list, from its manifest: the folder's file, not what the page left out.
+    await page.locator("#capsule-files summary").click();
+    await page.locator("#capsule-files td", { hasText: "train/main.py" }).waitFor();
+    const listed = await page.locator("#capsule-files").textContent();
+    assert.match(listed, /\.starforge\/jobspec\.json/);
+    assert.doesNotMatch(listed, /__pycache__/);
+    assert.match(await page.locator("#capsule").textContent(), /Files1 of yours \+ \d+ of StarForge's/);
     await page.locator("#log-search").fill("0.5");
     await page.locator("#log-status").getByText("1 matching line").waitFor();
     await page.locator("#log-search").fill("");
@@ -225,7 +233,7 @@ pools:
     await page.getByRole("heading", { name: "Job not found" }).waitFor();
     assert.ok(!(await page.content()).includes("bobs-job"));
     await page.goto(`${forge.url}/jobs`);
-    await page.locator("#jobs-status").getByText(/Updated|No jobs/).waitFor();
+    await page.locator("#jobs-status").getByText(/All \d+ jobs?\.|No jobs/).waitFor();
     assert.equal(await page.locator(`tr[data-job="${bobs}"]`).count(), 0);
     await page.context().close();
     // The admin sees it, and can filter by owner.
@@ -236,6 +244,72 @@ pools:
     await admin.context().close();
   });
 
+  test("the jobs table and the job page follow the API's watch streams, without polling", async () => {
+    const page = await signedIn(chrome.browser, forge.url, forge.tokens.alice);
+    await page.locator("#jobs-status").getByText(/Live\./).waitFor();
+    const reads = [];
+    page.on("request", (r) => {
+      const u = new URL(r.url());
+      if (u.pathname.startsWith("/api/v1/jobs") && !u.searchParams.has("watch")) reads.push(u.pathname + u.search);
+    });
+    // A job submitted elsewhere (the CLI) appears at the top and walks to Succeeded.
+    const id = forge.submit("alice", SLEEPER.replace("sleeper", "watched"), { "sleep.py": "print('watched')\n" });
+    const row = page.locator(`tr[data-job="${id}"]`);
+    await row.getByText("Succeeded").waitFor({ timeout: 60_000 });
+    assert.equal(await page.locator("tbody tr[data-job]").first().getAttribute("data-job"), id, "the new job is on top");
+    assert.deepEqual(reads, [], "the table was not read again: the watch brought the changes");
+    // Its page: the detail and the events come over the job's watch, not GET /jobs/{id} or /events.
+    await row.getByRole("link").click();
+    await page.locator("#status-line").getByText("Succeeded").waitFor();
+    await page.locator("#events tbody tr").first().waitFor();
+    await page.locator("#log").getByText("watched").waitFor();
+    const detailReads = reads.filter((r) => r === `/api/v1/jobs/${id}` || r.endsWith("/events"));
+    assert.deepEqual(detailReads, []);
+    await page.context().close();
+  });
+
+  test("a hidden tab holds no watch stream, and catches up when shown again", async () => {
+    const page = await signedIn(chrome.browser, forge.url, forge.tokens.alice);
+    await page.locator("#jobs-status").getByText(/Live\./).waitFor();
+    const setHidden = (hidden) =>
+      page.evaluate((h) => {
+        Object.defineProperty(document, "hidden", { value: h, configurable: true });
+        document.dispatchEvent(new Event("visibilitychange"));
+      }, hidden);
+    const closed = page.waitForEvent("requestfailed", (r) => r.url().includes("watch=1"));
+    await setHidden(true);
+    await closed;
+    // A job runs to its end while nobody looks: the hidden page does not hear of it.
+    const id = forge.submit("alice", SLEEPER.replace("sleeper", "unseen"), { "sleep.py": "print('unseen')\n" });
+    await waitFor("the job to end", async () => JSON.parse((await forge.api("alice", `/api/v1/jobs/${id}`)).body).cleanup?.released, 60);
+    assert.equal(await page.locator(`tr[data-job="${id}"]`).count(), 0);
+    const reopened = page.waitForRequest((r) => r.url().includes("watch=1"));
+    await setHidden(false);
+    await reopened;
+    await page.locator(`tr[data-job="${id}"]`).getByText("Succeeded").waitFor();
+    await page.locator("#jobs-status").getByText(/Live\./).waitFor();
+    await page.context().close();
+  });
+
+  test("without the watch streams (an older server, a buffering proxy) the console polls", async () => {
+    const context = await newContext(chrome.browser);
+    // The API as a server without watches answers: 400 for the unknown parameter.
+    await context.route(/\/api\/v1\/jobs[^?]*\?(.*&)?watch=1/, (r) =>
+      r.fulfill({ status: 400, contentType: "application/json", body: '{"error":"BadRequest","message":"unknown query parameter \\"watch\\""}' }),
+    );
+    const page = await context.newPage();
+    await page.goto(`${forge.url}/jobs`);
+    await page.getByLabel("API token").fill(forge.tokens.alice);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.locator("#jobs-status").getByText(/every 2 s/).waitFor();
+    const id = forge.submit("alice", SLEEPER.replace("sleeper", "polled"), { "sleep.py": "print('polled')\n" });
+    await page.locator(`tr[data-job="${id}"]`).getByText("Succeeded").waitFor({ timeout: 60_000 });
+    await page.goto(`${forge.url}/jobs/${id}`);
+    await page.locator("#status-line").getByText("Succeeded").waitFor();
+    await page.locator("#events tbody tr").first().waitFor();
+    await context.close();
+  });
+
   test("the capacity page shows the local fleet's numbers from the API", async () => {
     const cap = JSON.parse((await forge.api("alice", "/api/v1/capacity")).body).fleets.find((f) => f.fleet === "local");
     const page = await signedIn(chrome.browser, forge.url, forge.tokens.alice);
@@ -244,6 +318,70 @@ pools:
     await card.waitFor();
     assert.match(await card.textContent(), new RegExp(`/ ${cap.cpus} in use`));
     await screenshot(page, "capacity-local");
+    await page.context().close();
+  });
+});
+
+// 10,000 jobs: the table loads pages of the API's cursor as it is scrolled and keeps only the rows
+// in view in the page, so the last (oldest) job is reached with a bounded DOM.
+describe("console with 10,000 jobs", () => {
+  const N = 10_000;
+  let forge;
+  let chrome;
+  // The store on tmpfs: 20,000 durable transactions to seed it cost little there.
+  const state = mkdtempSync(join(existsSync("/dev/shm") ? "/dev/shm" : tmpdir(), "console-10k-"));
+  before(async () => {
+    const seed = process.env.STARFORGE_SEED_JOBS ?? join(BUILD, "tests", "console_seed_jobs");
+    forge = await startForge({ FORGE_STATE_DIR: state }, ["carol"], {
+      before: () => execFileSync(seed, [join(state, "starforge.db"), "carol", String(N)]),
+    });
+    chrome = await launchChromium();
+  });
+  after(async () => {
+    await chrome?.close();
+    await forge?.stop();
+    rmSync(state, { recursive: true, force: true });
+  });
+
+  test("scrolling reaches the oldest of 10,000 jobs with at most a screenful of rows in the page", async () => {
+    const page = await signedIn(chrome.browser, forge.url, forge.tokens.carol);
+    const listReads = [];
+    page.on("request", (r) => {
+      const u = new URL(r.url());
+      if (u.pathname === "/api/v1/jobs" && !u.searchParams.has("watch")) listReads.push(Number(u.searchParams.get("limit")));
+    });
+    await page.locator("#jobs-status").getByText(/^200 newest jobs loaded/).waitFor();
+    const rendered = () => page.locator("tbody tr[data-job]").count();
+    assert.equal(await page.locator("tbody tr[data-job] a").first().textContent(), "seed-09999");
+    const first = await rendered();
+    assert.ok(first > 0 && first <= 60, `${first} rows in the page`);
+    await screenshot(page, "jobs-10000", { fullPage: false });
+    // Scroll to the end of what is loaded, again and again, until the oldest job is drawn.
+    await page.waitForFunction(
+      () => {
+        const box = document.getElementById("jobs-scroll");
+        box.scrollTop = box.scrollHeight;
+        return [...document.querySelectorAll("tbody tr[data-job] a")].some((a) => a.textContent === "seed-00000");
+      },
+      null,
+      { polling: 100, timeout: 300_000 },
+    );
+    await page.locator("#jobs-status").getByText(`All ${N} jobs.`).waitFor();
+    const last = await rendered();
+    assert.ok(last <= 60, `${last} rows in the page at the end`);
+    assert.equal(await page.locator("tbody tr[data-job]").last().getAttribute("aria-rowindex"), String(N + 1));
+    assert.equal(await page.locator("tbody tr[data-job] a").last().textContent(), "seed-00000");
+    assert.equal(await page.locator("table.jobs").getAttribute("aria-rowcount"), String(N + 1));
+    // Page by page, never everything at once.
+    assert.ok(listReads.length >= N / 200 - 1, `${listReads.length} list requests`);
+    assert.ok(listReads.every((l) => l === 200), `limits ${listReads}`);
+    // Back at the top, the newest job is drawn again; a filter narrows the 10,000 to one.
+    await page.locator("#jobs-scroll").evaluate((box) => (box.scrollTop = 0));
+    await page.locator("tbody tr[data-job] a", { hasText: "seed-09999" }).waitFor();
+    await page.getByLabel("Name").fill("seed-04242");
+    await page.getByLabel("Name").press("Enter");
+    await page.locator("#jobs-status").getByText("All 1 job.").waitFor();
+    assert.equal(await rendered(), 1);
     await page.context().close();
   });
 });

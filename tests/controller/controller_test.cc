@@ -654,6 +654,35 @@ TEST_F(ControllerTest, TimeInTheFleetsQueueDoesNotCountTowardThePreRunningDeadli
   EXPECT_EQ(DriveTo(created.id, Phase::kRunning).phase, Phase::kRunning);
 }
 
+// deadlines.queueSeconds bounds one wait in the queue: counted from the Queued event (the store's
+// clock; the controller reads the wall clock), it fails the job and cancels it on the fleet,
+// saying what the queue last said.
+TEST_F(ControllerTest, TheQueueDeadlineFailsAJobTheQueueNeverAdmits) {
+  const auto queued_for = [&](int64_t ms) {
+    clock_offset_ = -ms;
+    const Job created =
+        Submit(Spec("queue: team-a\ndeadlines: {queueSeconds: 20, preRunningSeconds: 3600}\n"));
+    DriveTo(created.id, Phase::kPending);
+    fleet_.observation.queued = true;
+    fleet_.observation.reason = store::reasons::kQueuedByKueue;
+    fleet_.observation.message = "queued by Kueue in LocalQueue team-a";
+    controller_->Reconcile(created.id);  // the Queued event, ms ago
+    clock_offset_ = 0;
+    return Drive(created.id);
+  };
+  const Job waiting = queued_for(10'000);  // 10 s < 20 s
+  EXPECT_EQ(waiting.phase, Phase::kPending) << waiting.message;
+  EXPECT_EQ(waiting.reason, store::reasons::kQueuedByKueue);
+  EXPECT_TRUE(fleet_.cancels.empty());
+
+  const Job job = queued_for(30'000);  // 30 s > 20 s
+  EXPECT_EQ(job.phase, Phase::kFailed);
+  EXPECT_EQ(job.reason, store::reasons::kQueueDeadlineExceeded);
+  EXPECT_THAT(job.message, HasSubstr("deadlines.queueSeconds"));
+  EXPECT_THAT(job.message, HasSubstr("LocalQueue team-a"));
+  EXPECT_EQ(fleet_.cancels.size(), 1u);
+}
+
 TEST_F(ControllerTest, ThePreRunningDeadlineCountsFromAdmission) {
   clock_offset_ = -60'000;
   const Job created = Submit(Spec("deadlines: {preRunningSeconds: 5}\n"));

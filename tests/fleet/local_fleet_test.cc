@@ -486,7 +486,7 @@ TEST_F(LocalFleetTest, ARunnerThatDiesIsRunnerLostWithItsLastWords) {
   EXPECT_EQ(o.reason, "RunnerLost");
   EXPECT_THAT(o.message, HasSubstr("the runner (pid " + std::to_string(runner) +
                                    ") ended without reporting how the job ended; "
-                                   "logs/runner.log ends with: started cuda=[]"));
+                                   "logs/driver.log ends with: started cuda=[]"));
   // The orphaned entrypoint does not outlive Release.
   // (It once was found dead here under load, cause unknown: the logs say what it last did.)
   EXPECT_FALSE(testing::IsDead(entrypoint))

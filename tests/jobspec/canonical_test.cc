@@ -76,11 +76,20 @@ TEST(CanonicalTest, OptionalFieldsAreOmittedWhenAbsent) {
   const json j =
       ToCanonicalJson(MustParse("name: x\nimage: i\nentrypoint: run\npools: [{name: p}]\n"));
   EXPECT_FALSE(j.contains("queue"));
+  EXPECT_FALSE(j["deadlines"].contains("queueSeconds"));  // older specs keep their digest
   EXPECT_FALSE(j["pools"][0].contains("gpuSeries"));
   EXPECT_FALSE(j["pools"][0].contains("cpusPerMachine"));
   EXPECT_FALSE(j["pools"][0].contains("memoryPerMachine"));
   EXPECT_TRUE(j["env"].is_object());
   EXPECT_TRUE(j["entrypoint"].is_array());
+}
+
+TEST(CanonicalTest, AQueueDeadlineRoundTrips) {
+  const JobSpec spec = MustParse(
+      "name: x\nimage: i\nentrypoint: run\npools: [{name: p}]\nqueue: team-a\n"
+      "deadlines: {queueSeconds: 600}\n");
+  EXPECT_EQ(ToCanonicalJson(spec)["deadlines"]["queueSeconds"], 600);
+  EXPECT_EQ(MustParse(ToCanonicalText(spec)), spec);
 }
 
 TEST(CanonicalTest, NemoRlImageIsResolvedIntoTheCanonicalForm) {

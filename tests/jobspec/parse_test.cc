@@ -270,6 +270,28 @@ TEST(ParseTest, AnAliasBombOfLongStringsIsRefusedCheaply) {
   EXPECT_THAT(errors[0], ::testing::HasSubstr("bytes of keys and values once aliases"));
 }
 
+// Deep nesting is refused before yaml-cpp reads it (it held 135 MB for half a million '['), and
+// a JobSpec of 50,000 unknown keys (under the byte limit) reports 50 of them, not 50,000
+// "did you mean"s.
+TEST(ParseTest, DeepNestingAndEndlessErrorsAreCheap) {
+  const std::string deep = "x: " + std::string(500'000, '[') + std::string(500'000, ']') + "\n";
+  std::vector<std::string> errors = ErrorsOfYaml(deep);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_THAT(errors[0], ::testing::HasSubstr("nested more than 64 levels deep"));
+  // Brackets inside quoted strings and comments are text, not nesting.
+  const std::string quoted = "name: job\nimage: img:1\nentrypoint: [echo, \"" +
+                             std::string(100, '[') + "\", '" + std::string(100, '{') +
+                             "']\npools: [{name: main}]  # " + std::string(100, '[') + "\n";
+  EXPECT_THAT(ErrorsOfYaml(quoted), ::testing::IsEmpty());
+
+  std::string many = "name: job\nimage: img:1\nentrypoint: x\npools: [{name: main}]\n";
+  for (int i = 0; i < 50'000; ++i)
+    many += "k" + std::to_string(i) + ": 1\n";
+  errors = ErrorsOfYaml(many);
+  ASSERT_EQ(errors.size(), kMaxReportedErrors + 1);
+  EXPECT_THAT(errors.back(), ::testing::HasSubstr("more problems, not listed"));
+}
+
 TEST(ParseTest, Env) {
   EXPECT_EQ(Valid(With({{"env", {{"A", "1"}, {"_b", ""}}}})).env,
             (std::map<std::string, std::string>{{"A", "1"}, {"_b", ""}}));
@@ -422,6 +444,12 @@ TEST(ParseTest, Deadlines) {
               ElementsAre("deadlines.runningSeconds: must be ≥ 0, got -5"));
   EXPECT_THAT(ErrorsOf(With({{"deadlines", {{"preRunningSeconds", 2147483648LL}}}})),
               ElementsAre("deadlines.preRunningSeconds: must be ≤ 2147483647, got 2147483648"));
+  EXPECT_EQ(Valid(With({{"deadlines", {{"queueSeconds", 7200}}}})).queue_seconds, 7200);
+  EXPECT_EQ(Valid(With({{"deadlines", json::object()}})).queue_seconds, 0);
+  EXPECT_THAT(ErrorsOf(With({{"deadlines", {{"queueSeconds", -1}}}})),
+              ElementsAre("deadlines.queueSeconds: must be ≥ 0, got -1"));
+  EXPECT_THAT(ErrorsOf(With({{"deadlines", {{"queueSecs", 60}}}})),
+              ElementsAre(::testing::HasSubstr("\"queueSeconds\"?")));
   EXPECT_THAT(ErrorsOf(With({{"deadlines", "1h"}})),
               ElementsAre("deadlines: must be a mapping, got string \"1h\""));
 }

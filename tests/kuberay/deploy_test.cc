@@ -191,9 +191,20 @@ TEST(Deploy, GrantsWhatTheKubeRayFleetCalls) {
   EXPECT_TRUE(has("*", "", "pods", "list"));
   EXPECT_TRUE(has("*", "", "pods", "watch"));
   EXPECT_FALSE(has("*", "", "pods", "get"));
-  // Nothing that writes outside the RayJob.
+  // Playgrounds (docs/playground.md): their pod and service, in the namespace only.
+  for (const char* verb : {"create", "delete"}) {
+    EXPECT_TRUE(has(kNs, "", "pods", verb)) << verb;
+    EXPECT_TRUE(has(kNs, "", "services", verb)) << verb;
+    EXPECT_FALSE(has("*", "", "pods", verb)) << verb;
+  }
+  EXPECT_FALSE(has(kNs, "", "pods", "update"));
+  EXPECT_FALSE(has(kNs, "", "pods", "patch"));
+  // Nothing else that writes: the RayJob, the proxy, a playground's pod and service.
   for (const auto& [scope, group, res, verb] : g) {
     if (res == "rayjobs" || res == "services/proxy") continue;
+    if (scope == kNs && group.empty() && (res == "pods" || res == "services") &&
+        (verb == "create" || verb == "delete"))
+      continue;
     EXPECT_TRUE(verb == "get" || verb == "list" || verb == "watch")
         << scope << " " << group << " " << res << " " << verb;
   }

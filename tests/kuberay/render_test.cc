@@ -96,7 +96,7 @@ TEST(Render, LifecycleFieldsFollowTheSpec) {
   EXPECT_EQ(spec["backoffLimit"], 0);
   EXPECT_EQ(spec["ttlSecondsAfterFinished"], 42);
   EXPECT_EQ(spec["submissionMode"], "K8sJobMode");
-  EXPECT_EQ(spec["rayClusterSpec"]["rayVersion"], "2.55.1");
+  EXPECT_EQ(spec["rayClusterSpec"]["rayVersion"], "2.60.0");
   EXPECT_FALSE(spec.contains("activeDeadlineSeconds"));
 
   spec = MustRender(kTwoPool, {{"FORGE_KUBERAY_SUBMISSION_MODE", "HTTPMode"},
@@ -277,6 +277,30 @@ TEST(Render, HttpCapsuleIsFetchedAndVerifiedInEveryPod) {
 TEST(Render, FetchImageOverride) {
   json rj = MustRender(kOneCpu, {{"FORGE_K8S_FETCH_IMAGE", "busybox-python:1"}}, kHttp);
   EXPECT_EQ(PodTemplates(rj)[0]["spec"]["initContainers"][0]["image"], "busybox-python:1");
+}
+
+TEST(Render, S3CaConfigMapIsTrustedByEveryContainerThatFetchesTheCapsule) {
+  const json ca_mount = {{"mountPath", kS3CaDir}, {"name", kS3CaVolume}, {"readOnly", true}};
+  const json ca_env =
+      json::array({{{"name", "REQUESTS_CA_BUNDLE"}, {"value", std::string(kS3CaDir) + "/ca.crt"}},
+                   {{"name", "SSL_CERT_FILE"}, {"value", std::string(kS3CaDir) + "/ca.crt"}}});
+  for (const CapsuleRef& capsule : {kHttps, kHttp}) {
+    json rj = MustRender(kTwoPool, {{"FORGE_K8S_S3_CA_CONFIGMAP", "s3-ca"}}, capsule);
+    const auto pods = PodTemplates(rj);
+    ASSERT_EQ(pods.size(), 3u);
+    for (const json& pod : pods) {
+      EXPECT_THAT(pod["spec"]["volumes"].dump(),
+                  HasSubstr(R"({"configMap":{"name":"s3-ca"},"name":"starforge-s3-ca"})"));
+      std::vector<json> containers = {pod["spec"]["containers"][0]};
+      if (capsule.url == kHttp.url) containers.push_back(pod["spec"]["initContainers"][0]);
+      for (const json& c : containers) {
+        EXPECT_THAT(c["volumeMounts"].dump(), HasSubstr(ca_mount.dump())) << c["name"];
+        EXPECT_EQ(c["env"], ca_env) << c["name"];
+      }
+    }
+  }
+  // Unset: nothing of it.
+  EXPECT_EQ(MustRender(kTwoPool, {}, kHttps).dump().find(kS3CaVolume), std::string::npos);
 }
 
 TEST(Render, RuntimeEnvCarriesUserEnvAndJobIdentity) {

@@ -243,6 +243,24 @@ TEST(ReadStatus, ExitCodeFromRayFailedMessage) {
   EXPECT_EQ(*v.exit_code, 3);
 }
 
+TEST(ReadStatus, RuntimeEnvFailureIsTheCapsule) {
+  // What Ray 2.60.0 reports for a capsule whose bytes were changed in the store (https: Ray
+  // downloads and unpacks it itself; R7 of scripts/e2e/kuberay_loop --ray real).
+  const std::string ray =
+      "runtime_env setup failed: Failed to set up runtime environment.\nzipfile.BadZipFile: Bad "
+      "CRC-32 for file '.starforge/runner.pyz'";
+  for (const char* deployment : {"Complete", "Failed"}) {
+    const StatusView v = ReadStatus(RayJob(RunningDeployment(
+        {{"jobStatus", "FAILED"}, {"jobDeploymentStatus", deployment}, {"message", ray}})));
+    EXPECT_EQ(v.state, RayJobState::kFailed) << deployment;
+    EXPECT_TRUE(v.terminal);
+    EXPECT_EQ(v.reason, "CapsuleFetchFailed") << deployment;
+    EXPECT_EQ(v.message,
+              "Ray could not fetch or unpack the capsule (the job's working_dir): " + ray);
+    EXPECT_FALSE(v.exit_code.has_value());
+  }
+}
+
 TEST(ReadStatus, NoExitCodeWhenNotFailed) {
   // A DeadlineExceeded RayJob whose Ray job is RUNNING has no exit code even if a message says so.
   const StatusView v =

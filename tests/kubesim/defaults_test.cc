@@ -278,6 +278,45 @@ TEST(KubesimDefaults, ServiceKinds) {
   EXPECT_EQ(fixed["spec"]["ports"][0]["targetPort"], "http");
 }
 
+// The ServiceAccount admission plugin's projected token volume, as kube-apiserver 1.32 stores it
+// (read back from the real control plane: tests/e2e/real_parity_test.sh).
+TEST(KubesimDefaults, ServiceAccountTokenVolumeAndMounts) {
+  const std::string path = "/var/run/secrets/kubernetes.io/serviceaccount";
+  json pod = PodOf(json::array({Container("busybox:1.36")}), json::array({Container("init:1")}));
+  json out = kubesim::MountServiceAccountToken(pod, json(), "kube-api-access-x7k2p");
+  const json mount = {{"name", "kube-api-access-x7k2p"}, {"readOnly", true}, {"mountPath", path}};
+  EXPECT_EQ(out["spec"]["containers"][0]["volumeMounts"], json::array({mount}));
+  EXPECT_EQ(out["spec"]["initContainers"][0]["volumeMounts"], json::array({mount}));
+  EXPECT_EQ(out["spec"]["volumes"], json::parse(R"([{"name":"kube-api-access-x7k2p","projected":{
+    "defaultMode":420,"sources":[{"serviceAccountToken":{"expirationSeconds":3607,"path":"token"}},
+    {"configMap":{"name":"kube-root-ca.crt","items":[{"key":"ca.crt","path":"ca.crt"}]}},
+    {"downwardAPI":{"items":[{"path":"namespace","fieldRef":{"apiVersion":"v1",
+    "fieldPath":"metadata.namespace"}}]}}]}}])"));
+  // The pod's false wins; else the account's false; the pod's true beats the account's false.
+  json off = pod;
+  off["spec"]["automountServiceAccountToken"] = false;
+  EXPECT_EQ(kubesim::MountServiceAccountToken(off, json(), "kube-api-access-x7k2p"), off);
+  const json quiet_sa = {{"metadata", {{"name", "default"}}},
+                         {"automountServiceAccountToken", false}};
+  EXPECT_EQ(kubesim::MountServiceAccountToken(pod, quiet_sa, "kube-api-access-x7k2p"), pod);
+  json on = pod;
+  on["spec"]["automountServiceAccountToken"] = true;
+  EXPECT_TRUE(
+      kubesim::MountServiceAccountToken(on, quiet_sa, "kube-api-access-x7k2p")["spec"].contains(
+          "volumes"));
+  // A container that mounts something at the path keeps it; a mirror pod is left alone.
+  json own = pod;
+  own["spec"]["containers"][0]["volumeMounts"] =
+      json::array({{{"name", "mine"}, {"mountPath", path}}});
+  json kept = kubesim::MountServiceAccountToken(own, json(), "kube-api-access-x7k2p");
+  EXPECT_EQ(kept["spec"]["containers"][0]["volumeMounts"],
+            own["spec"]["containers"][0]["volumeMounts"]);
+  EXPECT_EQ(kept["spec"]["initContainers"][0]["volumeMounts"], json::array({mount}));
+  json mirror = pod;
+  mirror["metadata"]["annotations"] = {{"kubernetes.io/config.mirror", "abc"}};
+  EXPECT_EQ(kubesim::MountServiceAccountToken(mirror, json(), "kube-api-access-x7k2p"), mirror);
+}
+
 TEST(KubesimDefaults, NamespaceAndSecret) {
   json ns = kubesim::DefaultNamespace(
       {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "team-a"}}}});

@@ -126,7 +126,7 @@ curl -sS -o /dev/null -X POST -H 'Content-Type: application/json' \
 out=$(k get jobs)
 expect_contains "$(head -n1 <<<"$out")" "NAME     STATUS    COMPLETIONS   DURATION   AGE" "jobs header"
 [[ $(row "$out" submit) =~ ^submit\ Running\ 0/1\ [0-9]+s$ ]] || fail "jobs row: $out"
-# (created with curl: `kubectl create configmap|secret` send protobuf, which kubesim does not read)
+# (created with curl, JSON; `kubectl create configmap|secret` send protobuf: kubectl_defaults.sh)
 curl -sS -o /dev/null -X POST -H 'Content-Type: application/json' "$BASE/api/v1/namespaces/default/configmaps" \
   -d '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cfg"},"data":{"a":"1","b":"2"}}'
 [[ $(row "$(k get configmaps)" cfg) =~ ^cfg\ 2\ [0-9]+s$ ]] || fail "configmaps: $(k get configmaps)"

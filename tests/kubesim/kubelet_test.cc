@@ -159,25 +159,35 @@ TEST(Kubelet, FailingInitContainerBlocksThePod) {
           "Back-off restarting failed container check in pod retrying_default(" + uid + ")"));
 }
 
+const std::string kClaims = "/api/v1/namespaces/default/persistentvolumeclaims";
+
+// Binds a claim as kube-controller-manager's PV controller leaves it (kubesim has none).
+void BindClaim(const Cluster& k, const std::string& name) {
+  k.Patch(kClaims + "/" + name,
+          {{"metadata", {{"annotations", {{"pv.kubernetes.io/bind-completed", "yes"}}}}},
+           {"spec", {{"volumeName", "pv-" + name}}}});
+  k.Patch(kClaims + "/" + name + "/status", {{"status", {{"phase", "Bound"}}}});
+}
+
 TEST(Kubelet, VolumesEnvAndWorkingDirAreWhatTheSpecPromises) {
   Cluster k(kOneNode);
   const fs::path storage = k.dir() / "storage-root";
   fs::create_directories(storage);
   // A PVC mapped to a host dir, a ConfigMap, a Secret.
-  k.Post("/api/v1/namespaces/default/persistentvolumeclaims",
-         {{"apiVersion", "v1"},
-          {"kind", "PersistentVolumeClaim"},
-          {"metadata",
-           {{"name", "storage"},
-            {"annotations", {{"kubesim.starforge.dev/host-path", storage.string()}}}}},
-          {"spec",
-           {{"accessModes", json::array({"ReadWriteMany"})},
-            {"resources", {{"requests", {{"storage", "1Gi"}}}}}}}});
-  k.Post("/api/v1/namespaces/default/persistentvolumeclaims",
-         {{"apiVersion", "v1"},
-          {"kind", "PersistentVolumeClaim"},
-          {"metadata", {{"name", "scratch"}}},
-          {"spec", {{"accessModes", json::array({"ReadWriteOnce"})}}}});
+  k.Post(kClaims, {{"apiVersion", "v1"},
+                   {"kind", "PersistentVolumeClaim"},
+                   {"metadata",
+                    {{"name", "storage"},
+                     {"annotations", {{"kubesim.starforge.dev/host-path", storage.string()}}}}},
+                   {"spec",
+                    {{"accessModes", json::array({"ReadWriteMany"})},
+                     {"resources", {{"requests", {{"storage", "1Gi"}}}}}}}});
+  k.Post(kClaims, {{"apiVersion", "v1"},
+                   {"kind", "PersistentVolumeClaim"},
+                   {"metadata", {{"name", "scratch"}}},
+                   {"spec", {{"accessModes", json::array({"ReadWriteOnce"})}}}});
+  BindClaim(k, "storage");
+  BindClaim(k, "scratch");
   k.Post("/api/v1/namespaces/default/configmaps",
          {{"apiVersion", "v1"},
           {"kind", "ConfigMap"},
@@ -252,8 +262,20 @@ TEST(Kubelet, VolumesEnvAndWorkingDirAreWhatTheSpecPromises) {
             "configmap \"nope\" not found");
   EXPECT_TRUE(Has(k.EventMessages("badenv", "Failed"), "Error: configmap \"nope\" not found"));
 
-  // A missing PVC: FailedMount, and the pod stays ContainerCreating.
+  // A missing PVC: the scheduler places no such pod (kube-scheduler's VolumeBinding PreFilter).
+  json unplaced = ShPod("unplaced", "true");
+  unplaced["spec"]["volumes"] =
+      json::array({{{"name", "d"}, {"persistentVolumeClaim", {{"claimName", "absent"}}}}});
+  k.Post(kPods, unplaced);
+  ASSERT_TRUE(WaitFor([&] { return !k.EventMessages("unplaced", "FailedScheduling").empty(); }))
+      << k.Log();
+  EXPECT_EQ(k.EventMessages("unplaced", "FailedScheduling")[0],
+            "0/1 nodes are available: persistentvolumeclaim \"absent\" not found. preemption: "
+            "0/1 nodes are available: 1 Preemption is not helpful for scheduling.");
+  // A pod bound by name (spec.nodeName, no scheduler) reaches the kubelet: FailedMount, and the
+  // pod stays ContainerCreating.
   json nopvc = ShPod("nopvc", "true");
+  nopvc["spec"]["nodeName"] = "node-1";
   nopvc["spec"]["volumes"] =
       json::array({{{"name", "d"}, {"persistentVolumeClaim", {{"claimName", "absent"}}}}});
   k.Post(kPods, nopvc);
@@ -272,13 +294,47 @@ TEST(Kubelet, VolumesEnvAndWorkingDirAreWhatTheSpecPromises) {
   ASSERT_TRUE(WaitFor([&] { return !k.EventMessages("nocm", "FailedMount").empty(); }));
   EXPECT_EQ(k.EventMessages("nocm", "FailedMount")[0],
             "MountVolume.SetUp failed for volume \"c\" : configmap \"gone\" not found");
-  // Creating the claim lets the pod start.
-  k.Post("/api/v1/namespaces/default/persistentvolumeclaims",
-         {{"apiVersion", "v1"},
-          {"kind", "PersistentVolumeClaim"},
-          {"metadata", {{"name", "absent"}}},
-          {"spec", {{"accessModes", json::array({"ReadWriteOnce"})}}}});
+  // Creating the claim lets the bound pod start; the other one waits for the claim to bind.
+  k.Post(kClaims, {{"apiVersion", "v1"},
+                   {"kind", "PersistentVolumeClaim"},
+                   {"metadata", {{"name", "absent"}}},
+                   {"spec", {{"accessModes", json::array({"ReadWriteOnce"})}}}});
   EXPECT_TRUE(WaitFor([&] { return Phase(k.Pod("nopvc")) == "Succeeded"; })) << k.Log();
+  const std::string unbound =
+      "0/1 nodes are available: pod has unbound immediate PersistentVolumeClaims. preemption: 0/1 "
+      "nodes are available: 1 Preemption is not helpful for scheduling.";
+  auto scheduled = [&] { return Condition(k.Pod("unplaced"), "PodScheduled"); };
+  ASSERT_TRUE(WaitFor([&] { return scheduled().value("message", "") == unbound; }))
+      << scheduled().dump();
+  EXPECT_EQ(scheduled().value("reason", ""), "Unschedulable");
+  EXPECT_EQ(scheduled().value("status", ""), "False");
+  BindClaim(k, "absent");
+  EXPECT_TRUE(WaitFor([&] { return Phase(k.Pod("unplaced")) == "Succeeded"; })) << k.Log();
+}
+
+// The ServiceAccount admission's kube-api-access-… volume is mounted where the pod spec says,
+// read-only, inside the container: /var/run is a link to /run, and the mount point is resolved in
+// the container's root (it once landed on the host's /run, invisible to the container). kubesim
+// issues no tokens: the volume is an empty directory. automountServiceAccountToken: false → none.
+TEST(Kubelet, ServiceAccountVolumeIsMountedInsideTheContainer) {
+  Cluster k(kOneNode);
+  const std::string mounted =
+      "grep -q ' /run/secrets/kubernetes.io/serviceaccount ' /proc/self/mountinfo && echo mounted "
+      "|| echo not-mounted";
+  k.Post(kPods, ShPod("sa", mounted + "; touch /var/run/secrets/kubernetes.io/serviceaccount/x "
+                                      "2>/dev/null && echo writable || echo read-only"));
+  json quiet = ShPod("quiet", mounted);
+  quiet["spec"]["automountServiceAccountToken"] = false;
+  k.Post(kPods, quiet);
+  for (const char* name : {"sa", "quiet"}) {
+    ASSERT_TRUE(WaitFor([&] { return Phase(k.Pod(name)) == "Succeeded"; })) << k.Log();
+  }
+  const json volumes = k.Pod("sa")["spec"]["volumes"];
+  ASSERT_EQ(volumes.size(), 1u) << volumes.dump();
+  EXPECT_EQ(volumes[0]["name"].get<std::string>().rfind("kube-api-access-", 0), 0u);
+  EXPECT_EQ(k.Logs("sa"), "mounted\nread-only\n");
+  EXPECT_FALSE(k.Pod("quiet")["spec"].contains("volumes"));
+  EXPECT_EQ(k.Logs("quiet"), "not-mounted\n");
 }
 
 TEST(Kubelet, ExitCodesRestartPoliciesAndLogs) {

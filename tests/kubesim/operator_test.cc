@@ -568,10 +568,19 @@ TEST(Operator, SuccessK8sJobModeWithTtlCleanup) {
   // (apiVersion and protocol: kube-apiserver's defaults, which kubesim applies to pods.)
   EXPECT_EQ(hc["ports"].back(),
             json({{"name", "metrics"}, {"containerPort", 8080}, {"protocol", "TCP"}}));
-  EXPECT_EQ(hc["volumeMounts"], json::parse(R"([{"mountPath":"/dev/shm","name":"shared-mem"}])"));
+  // (Then the ServiceAccount admission's token volume and mount, as kube-apiserver adds them.)
+  ASSERT_EQ(hc["volumeMounts"].size(), 2u) << hc["volumeMounts"].dump();
+  EXPECT_EQ(hc["volumeMounts"][0], json::parse(R"({"mountPath":"/dev/shm","name":"shared-mem"})"));
+  ASSERT_EQ(head["spec"]["volumes"].size(), 2u) << head["spec"]["volumes"].dump();
   EXPECT_EQ(
-      head["spec"]["volumes"],
-      json::parse(R"([{"name":"shared-mem","emptyDir":{"medium":"Memory","sizeLimit":"5Gi"}}])"));
+      head["spec"]["volumes"][0],
+      json::parse(R"({"name":"shared-mem","emptyDir":{"medium":"Memory","sizeLimit":"5Gi"}})"));
+  const std::string token_volume = head["spec"]["volumes"][1]["name"];
+  EXPECT_EQ(token_volume.rfind("kube-api-access-", 0), 0u);
+  EXPECT_EQ(hc["volumeMounts"][1],
+            json({{"name", token_volume},
+                  {"readOnly", true},
+                  {"mountPath", "/var/run/secrets/kubernetes.io/serviceaccount"}}));
 
   const json& worker = workers[0];
   const std::string fqdn = cluster + "-head-svc.ml.svc.cluster.local";
@@ -1314,6 +1323,16 @@ TEST(Operator, OperatorV14AsKubeRay142) {
   // Once the cluster is ready the RayJob goes on as before.
   MakePodsReady(sim, "default", "ray.io/cluster=" + cluster);
   EXPECT_EQ(WaitJds(sim, "default", "v14-init", "Running"), "Running") << sim.Log();
+  // v1.4.2's RayJob controller has no reconcileServices: the RayCluster's head service is the
+  // job's only service (v1.5+ add "<rayjob>-head-svc"; the real v1.4.2's audit log shows one
+  // `create services` per job). Two more cluster reads: a whole Running reconcile went by (the
+  // one that would have created it, right after reading the cluster).
+  const int64_t running_reads = cluster_reads();
+  ASSERT_TRUE(WaitFor([&] { return cluster_reads() >= running_reads + 2; })) << sim.Log();
+  std::vector<std::string> names;
+  for (const json& s : Items(sim.Get("/api/v1/namespaces/default/services")))
+    names.push_back(s["metadata"]["name"]);
+  EXPECT_EQ(names, std::vector<std::string>{cluster + "-head-svc"});
 }
 
 // HTTPMode: the operator submits to the head's Jobs API itself; no submitter Job.

@@ -179,6 +179,56 @@ TEST(Scheduler, TaintsTolerationsNotReadyAndNewNodes) {
   ASSERT_TRUE(WaitFor([&] { return NodeOf(k, "plain") == "fresh"; })) << k.Log();
 }
 
+// kube-scheduler's VolumeBinding PreFilter: a pod whose claim is lost, being deleted or unbound
+// is placed nowhere, whatever the nodes, with its words; a claim the PV controller bound (or
+// marked Bound by hand, as kubesim's fixtures do) lets it through.
+TEST(Scheduler, ClaimsThatAreNotBoundKeepThePodUnplaced) {
+  Cluster k(kFiveNodes);
+  const std::string claims = "/api/v1/namespaces/default/persistentvolumeclaims";
+  auto claim_pod = [&](const std::string& pod, const std::string& claim) {
+    json p = AskingPod(pod, {{"cpu", "1"}});
+    p["spec"]["volumes"] =
+        json::array({{{"name", "d"}, {"persistentVolumeClaim", {{"claimName", claim}}}}});
+    k.Post(kPods, p);
+  };
+  auto new_claim = [&](const std::string& name, json metadata = json::object()) {
+    metadata["name"] = name;
+    k.Post(claims, {{"apiVersion", "v1"},
+                    {"kind", "PersistentVolumeClaim"},
+                    {"metadata", metadata},
+                    {"spec", {{"accessModes", json::array({"ReadWriteOnce"})}}}});
+  };
+  const std::string tail =
+      ". preemption: 0/5 nodes are available: 5 Preemption is not helpful for scheduling.";
+  new_claim("lost");
+  k.Patch(claims + "/lost", {{"spec", {{"volumeName", "pv-gone"}}}});
+  k.Patch(claims + "/lost/status", {{"status", {{"phase", "Lost"}}}});
+  claim_pod("on-lost", "lost");
+  EXPECT_EQ(UnschedulableMessage(k, "on-lost"),
+            "0/5 nodes are available: persistentvolumeclaim \"lost\" bound to non-existent "
+            "persistentvolume \"pv-gone\"" +
+                tail);
+  new_claim("going", {{"finalizers", json::array({"kubernetes.io/pvc-protection"})}});
+  k.Delete(claims + "/going");
+  claim_pod("on-going", "going");
+  EXPECT_EQ(UnschedulableMessage(k, "on-going"),
+            "0/5 nodes are available: persistentvolumeclaim \"going\" is being deleted" + tail);
+  new_claim("pending");
+  claim_pod("on-pending", "pending");
+  EXPECT_EQ(UnschedulableMessage(k, "on-pending"),
+            "0/5 nodes are available: pod has unbound immediate PersistentVolumeClaims" + tail);
+  // The PV controller's binding: spec.volumeName and the bind-completed annotation.
+  k.Patch(claims + "/pending",
+          {{"metadata", {{"annotations", {{"pv.kubernetes.io/bind-completed", "yes"}}}}},
+           {"spec", {{"volumeName", "pv-1"}}}});
+  ASSERT_TRUE(WaitFor([&] { return !NodeOf(k, "on-pending").empty(); })) << k.Log();
+  new_claim("by-hand");
+  claim_pod("on-by-hand", "by-hand");
+  UnschedulableMessage(k, "on-by-hand");
+  k.Patch(claims + "/by-hand/status", {{"status", {{"phase", "Bound"}}}});
+  ASSERT_TRUE(WaitFor([&] { return !NodeOf(k, "on-by-hand").empty(); })) << k.Log();
+}
+
 TEST(Scheduler, NoNodesAndTheBindingSubresource) {
   Cluster k("[]");
   k.Post(kPods, AskingPod("lonely", {{"cpu", "1"}}));

@@ -70,6 +70,37 @@ TEST_F(FsStoreTest, ExistingKeyIsNotRewritten) {
   EXPECT_THAT(different.error().message, HasSubstr("content-addressed"));
 }
 
+TEST_F(FsStoreTest, AFinishedFileIsLinkedIntoPlaceNotCopied) {
+  const std::string src = tmp_ / "upload.zip";
+  std::ofstream(src, std::ios::binary) << "capsule bytes";
+  ::chmod(src.c_str(), 0600);  // as the API's uploads are
+  auto put = store_->PutFinishedFile("capsules/sha256-f.zip", src);
+  ASSERT_TRUE(put) << put.error().message;
+  EXPECT_EQ(put->size, 13);
+  EXPECT_FALSE(put->already_present);
+  const std::string path = root() + "/capsules/sha256-f.zip";
+  struct stat object {
+  }, source{};
+  ASSERT_EQ(::stat(path.c_str(), &object), 0);
+  ASSERT_EQ(::stat(src.c_str(), &source), 0);
+  EXPECT_EQ(object.st_ino, source.st_ino);  // one inode: no byte copied
+  EXPECT_EQ(object.st_mode & 0777, 0644u);  // readable as every other object
+  // The caller removes its file once the job moves on: the object stays.
+  fs::remove(src);
+  EXPECT_EQ(ReadFile(path), "capsule bytes");
+  for (const auto& entry : fs::recursive_directory_iterator(root()))
+    EXPECT_EQ(entry.path().filename().string().find(".link-"), std::string::npos) << entry.path();
+
+  // Stored again (a crash between storing and moving on): nothing changes.
+  std::ofstream(src, std::ios::binary) << "capsule bytes";
+  auto again = store_->PutFinishedFile("capsules/sha256-f.zip", src);
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_TRUE(again->already_present);
+  auto missing = store_->PutFinishedFile("capsules/sha256-g.zip", tmp_ / "nope.zip");
+  ASSERT_FALSE(missing);
+  EXPECT_THAT(missing.error().message, HasSubstr("nope.zip"));
+}
+
 TEST_F(FsStoreTest, WritesLeaveNoTemporaryFiles) {
   ASSERT_TRUE(store_->PutBytes("a/b/c.zip", "x"));
   for (const auto& entry : fs::recursive_directory_iterator(root())) {

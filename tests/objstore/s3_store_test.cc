@@ -1,6 +1,7 @@
-// The S3 store against a real S3 protocol peer (s3rver, started per test on a loopback port)
-// and, for failures a real server will not produce on demand, a scripted HTTP server.
-// s3rver checks access key ids but not SigV4 signatures: sigv4_test.cc covers signatures.
+// The S3 store against two real S3 protocol peers started per test on a loopback port — s3rver
+// (checks access key ids, accepts any signature) and s3sigpeer (gofakes3: verifies every SigV4
+// signature, presigned URLs' expiry, the region and the payload hash, as AWS does) — and, for
+// failures a real server will not produce on demand, a scripted HTTP server.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -44,6 +45,7 @@ S3Options BaseOptions(const std::string& endpoint) {
   o.endpoint = endpoint;
   o.bucket = S3Peer::kBucket;
   o.credentials = {Secret(S3Peer::kAccessKey), Secret(S3Peer::kSecretKey)};
+  o.region = "us-east-1";
   o.max_attempts = 3;
   o.backoff_base = std::chrono::milliseconds(5);
   o.backoff_cap = std::chrono::milliseconds(20);
@@ -64,20 +66,35 @@ size_t CountRequests(const std::vector<std::string>& log, const std::string& met
   });
 }
 
-class S3StoreTest : public ::testing::Test {
+// Options for `peer`: its endpoint, keys and region.
+S3Options PeerOptions(const S3Peer& peer) {
+  S3Options o = BaseOptions(peer.endpoint());
+  o.credentials = {Secret(peer.access_key()), Secret(peer.secret_key())};
+  o.region = peer.region();
+  return o;
+}
+
+// Every test of this fixture runs against both peers.
+class S3StoreTest : public ::testing::TestWithParam<S3Peer::Kind> {
  protected:
   void SetUp() override {
     std::string error;
-    peer_ = S3Peer::Start(&error);
+    peer_ = S3Peer::Start(GetParam(), &error);
     ASSERT_TRUE(peer_) << error;
   }
-  S3Options Options() const { return BaseOptions(peer_->endpoint()); }
+  S3Options Options() const { return PeerOptions(*peer_); }
 
   std::unique_ptr<S3Peer> peer_;
   TempDir tmp_;
 };
 
-TEST_F(S3StoreTest, PutHeadGetRoundTrip) {
+INSTANTIATE_TEST_SUITE_P(Peers, S3StoreTest,
+                         ::testing::Values(S3Peer::Kind::kS3rver, S3Peer::Kind::kSigV4),
+                         [](const ::testing::TestParamInfo<S3Peer::Kind>& p) {
+                           return p.param == S3Peer::Kind::kS3rver ? "s3rver" : "sigv4";
+                         });
+
+TEST_P(S3StoreTest, PutHeadGetRoundTrip) {
   auto store = MustOpen(Options());
   ASSERT_TRUE(store);
   const std::string data = RandomBytes(300000, 1);
@@ -111,7 +128,7 @@ TEST_F(S3StoreTest, PutHeadGetRoundTrip) {
             1);
 }
 
-TEST_F(S3StoreTest, KeysWithCharactersThatNeedEncoding) {
+TEST_P(S3StoreTest, KeysWithCharactersThatNeedEncoding) {
   auto store = MustOpen(Options());
   ASSERT_TRUE(store);
   const std::string key = "dir/a b$c=d&e\xE1\x88\xB4.txt";
@@ -123,7 +140,7 @@ TEST_F(S3StoreTest, KeysWithCharactersThatNeedEncoding) {
   EXPECT_EQ(store->GetBytes(key).value(), "encoded");
 }
 
-TEST_F(S3StoreTest, MissingKeyIsNulloptForHeadAndNotFoundForGet) {
+TEST_P(S3StoreTest, MissingKeyIsNulloptForHeadAndNotFoundForGet) {
   auto store = MustOpen(Options());
   ASSERT_TRUE(store);
   auto head = store->Head("capsules/absent.zip");
@@ -139,7 +156,7 @@ TEST_F(S3StoreTest, MissingKeyIsNulloptForHeadAndNotFoundForGet) {
   EXPECT_TRUE(std::filesystem::is_empty(tmp_.path()));
 }
 
-TEST_F(S3StoreTest, SecondUploadOfTheSameKeySendsNoBody) {
+TEST_P(S3StoreTest, SecondUploadOfTheSameKeySendsNoBody) {
   auto store = MustOpen(Options());
   ASSERT_TRUE(store);
   const std::string file = tmp_ / "capsule.zip";
@@ -164,7 +181,7 @@ TEST_F(S3StoreTest, SecondUploadOfTheSameKeySendsNoBody) {
   EXPECT_EQ(log.back(), "HEAD /forge-test/" + key + " 0");
 }
 
-TEST_F(S3StoreTest, SameKeyWithDifferentSizeIsAnError) {
+TEST_P(S3StoreTest, SameKeyWithDifferentSizeIsAnError) {
   auto store = MustOpen(Options());
   ASSERT_TRUE(store);
   ASSERT_TRUE(store->PutBytes("capsules/k.zip", "abc"));
@@ -174,7 +191,7 @@ TEST_F(S3StoreTest, SameKeyWithDifferentSizeIsAnError) {
   EXPECT_THAT(again.error().message, HasSubstr("content-addressed"));
 }
 
-TEST_F(S3StoreTest, MultipartAboveTheThreshold) {
+TEST_P(S3StoreTest, MultipartAboveTheThreshold) {
   S3Options o = Options();
   o.multipart_threshold = 1 << 20;
   o.part_size = 256 << 10;
@@ -215,7 +232,20 @@ int RunCurl(const std::string& url, const std::string& out) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-TEST_F(S3StoreTest, PresignedGetWorksWithTheCurlTool) {
+// GETs `url` with the curl tool: the HTTP status, with the body in `*body` (0: no reply).
+int CurlStatus(const std::string& url, std::string* body, const std::string& ca_file = "") {
+  TempDir tmp;
+  const std::string out = tmp / "body";
+  std::string cmd = "curl -sS -o '" + out + "' -w '%{http_code}' ";
+  if (!ca_file.empty()) cmd += "--cacert '" + ca_file + "' ";
+  cmd += "'" + url + "' > '" + (tmp / "code").string() + "' 2>/dev/null";
+  (void)std::system(cmd.c_str());
+  if (std::filesystem::exists(out)) *body = ReadFile(out);
+  const std::string code = ReadFile(tmp / "code");
+  return code.empty() ? 0 : std::atoi(code.c_str());
+}
+
+TEST_P(S3StoreTest, PresignedGetWorksWithTheCurlTool) {
   auto store = MustOpen(Options());
   ASSERT_TRUE(store);
   const std::string key = "capsules/sha256-presigned $+.zip";
@@ -237,7 +267,7 @@ TEST_F(S3StoreTest, PresignedGetWorksWithTheCurlTool) {
   EXPECT_NE(RunCurl(*old, tmp_ / "expired.zip"), 0);
 }
 
-TEST_F(S3StoreTest, MissingBucketIsAClearError) {
+TEST_P(S3StoreTest, MissingBucketIsAClearError) {
   S3Options o = Options();
   o.bucket = "no-such-bucket";
   auto store = MustOpen(o);
@@ -255,24 +285,148 @@ TEST_F(S3StoreTest, MissingBucketIsAClearError) {
   EXPECT_EQ(get.error().message, expected);
 }
 
-TEST_F(S3StoreTest, UnknownAccessKeyIsBadCredentialsAndNeverEchoesSecrets) {
+// A HEAD, a PUT and a GET of one key with credentials the server refuses (code): each is
+// bad-credentials, names the settings to fix and none of `never`.
+void ExpectBadCredentials(ObjectStore& store, const std::string& code,
+                          const std::vector<std::string>& never) {
+  for (const Error& e :
+       {store.Head("capsules/x.zip").error(), store.PutBytes("capsules/x.zip", "x").error(),
+        store.GetBytes("capsules/x.zip").error()}) {
+    EXPECT_EQ(e.kind, ErrorKind::kBadCredentials) << e.message;
+    EXPECT_THAT(e.message, HasSubstr("the S3 credentials were rejected (" + code + ")"));
+    EXPECT_THAT(e.message, HasSubstr("check FORGE_S3_ACCESS_KEY/FORGE_S3_SECRET_KEY"));
+    for (const std::string& text : never)
+      EXPECT_THAT(e.message, Not(HasSubstr(text)));
+  }
+}
+
+TEST_P(S3StoreTest, UnknownAccessKeyIsBadCredentialsAndNeverEchoesSecrets) {
   S3Options o = Options();
   const std::string access = "AKIAUNKNOWNKEY000001";
   const std::string secret = "s3cr3t-value-that-must-not-leak";
   o.credentials = {Secret(access), Secret(secret)};
   auto store = MustOpen(o);
   ASSERT_TRUE(store);
+  ExpectBadCredentials(*store, "InvalidAccessKeyId", {secret, access});
+  EXPECT_THAT(store->Describe(), Not(HasSubstr(secret)));
+  EXPECT_THAT(store->Describe(), Not(HasSubstr(access)));
+}
+
+// --- Refusals only a server that checks signatures gives (s3sigpeer) --------------------
+
+class S3SignatureTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string error;
+    peer_ = S3Peer::Start(S3Peer::Kind::kSigV4, &error);
+    ASSERT_TRUE(peer_) << error;
+  }
+  S3Options Options() const { return PeerOptions(*peer_); }
+
+  std::unique_ptr<S3Peer> peer_;
+  TempDir tmp_;
+};
+
+TEST_F(S3SignatureTest, WrongSecretIsBadCredentialsWithoutTheSecret) {
+  S3Options o = Options();
+  const std::string secret = "wrong/secret+value-that-must-not-leak";
+  o.credentials.secret_access_key = Secret(secret);
+  auto store = MustOpen(o);
+  ASSERT_TRUE(store);
+  ExpectBadCredentials(*store, "SignatureDoesNotMatch", {secret, S3Peer::kSigAccessKey});
+  // Nothing was stored under the wrong signature.
+  EXPECT_FALSE(MustOpen(Options())->Head("capsules/x.zip").value());
+}
+
+TEST_F(S3SignatureTest, WrongRegionNamesTheSettingAndTheExpectedRegion) {
+  S3Options o = Options();
+  o.region = "us-east-1";  // the default; the peer is in eu-central-1
+  auto store = MustOpen(o);
+  ASSERT_TRUE(store);
   for (const Error& e :
        {store->Head("capsules/x.zip").error(), store->PutBytes("capsules/x.zip", "x").error(),
         store->GetBytes("capsules/x.zip").error()}) {
-    EXPECT_EQ(e.kind, ErrorKind::kBadCredentials) << e.message;
-    EXPECT_THAT(e.message, HasSubstr("the S3 credentials were rejected (InvalidAccessKeyId)"));
-    EXPECT_THAT(e.message, HasSubstr("check FORGE_S3_ACCESS_KEY/FORGE_S3_SECRET_KEY"));
-    EXPECT_THAT(e.message, Not(HasSubstr(secret)));
-    EXPECT_THAT(e.message, Not(HasSubstr(access)));
+    EXPECT_EQ(e.kind, ErrorKind::kInvalid) << e.message;
+    EXPECT_THAT(e.message, HasSubstr("expects another region"));
+    EXPECT_THAT(e.message, HasSubstr("expecting 'eu-central-1'"));
+    EXPECT_THAT(e.message, HasSubstr("set FORGE_S3_REGION"));
+    EXPECT_THAT(e.message, Not(HasSubstr(S3Peer::kSigSecretKey)));
   }
-  EXPECT_THAT(store->Describe(), Not(HasSubstr(secret)));
-  EXPECT_THAT(store->Describe(), Not(HasSubstr(access)));
+}
+
+TEST_F(S3SignatureTest, PresignedUrlsAreCheckedLikeAwsChecksThem) {
+  auto store = MustOpen(Options());
+  ASSERT_TRUE(store);
+  const std::string key = "capsules/sha256-presigned $+=&~ሴ.zip";
+  const std::string data = RandomBytes(40000, 5);
+  ASSERT_TRUE(store->PutBytes(key, data));
+  const std::time_t now = std::time(nullptr);
+  std::string body;
+
+  const std::string url = store->PresignGet(key, 600, now).value();
+  ASSERT_EQ(CurlStatus(url, &body), 200) << body;
+  EXPECT_TRUE(body == data);
+
+  // Past its expiry (signed an hour ago for 60 s).
+  EXPECT_EQ(CurlStatus(store->PresignGet(key, 60, now - 3600).value(), &body), 403);
+  EXPECT_THAT(body, HasSubstr("Request has expired"));
+
+  // Any change to what was signed: the expiry, the date, another object with the same signature.
+  const auto altered = [&](const std::string& from, const std::string& to) {
+    const size_t at = url.find(from);
+    EXPECT_NE(at, std::string::npos) << from << " not in the URL";
+    std::string u = url;
+    return at == std::string::npos ? u : u.replace(at, from.size(), to);
+  };
+  for (const std::string& u : {altered("X-Amz-Expires=600", "X-Amz-Expires=601"),
+                               altered("sha256-presigned", "sha256-presignee")}) {
+    EXPECT_EQ(CurlStatus(u, &body), 403) << u;
+    EXPECT_THAT(body, HasSubstr("SignatureDoesNotMatch")) << u;
+  }
+
+  // Signed with the wrong secret, or for the wrong region.
+  S3Options wrong = Options();
+  wrong.credentials.secret_access_key = Secret("not-the-secret");
+  EXPECT_EQ(CurlStatus(MustOpen(wrong)->PresignGet(key, 600, now).value(), &body), 403);
+  EXPECT_THAT(body, HasSubstr("SignatureDoesNotMatch"));
+  wrong = Options();
+  wrong.region = "us-east-1";
+  EXPECT_EQ(CurlStatus(MustOpen(wrong)->PresignGet(key, 600, now).value(), &body), 400);
+  EXPECT_THAT(body, HasSubstr("AuthorizationQueryParametersError"));
+}
+
+TEST(S3StoreTls, HttpsEndpointWithTheCaFileOfFORGE_S3_CA_FILE) {
+  std::string error;
+  auto peer = S3Peer::Start(S3Peer::Kind::kSigV4, &error, /*tls=*/true);
+  ASSERT_TRUE(peer) << error;
+  ASSERT_THAT(peer->endpoint(), ::testing::StartsWith("https://"));
+
+  // Without the CA the server's certificate is not trusted: a clear error, not retried forever.
+  S3Options o = PeerOptions(*peer);
+  o.max_attempts = 1;
+  auto untrusted = MustOpen(o);
+  ASSERT_TRUE(untrusted);
+  auto refused = untrusted->Head("capsules/x.zip");
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().kind, ErrorKind::kUnreachable) << refused.error().message;
+  EXPECT_THAT(refused.error().message, HasSubstr("cannot reach " + peer->endpoint()));
+
+  config::Config cfg;
+  cfg.s3_endpoint = peer->endpoint();
+  cfg.s3_bucket = S3Peer::kBucket;
+  cfg.s3_access_key = Secret(peer->access_key());
+  cfg.s3_secret_key = Secret(peer->secret_key());
+  cfg.s3_region = peer->region();
+  cfg.s3_ca_file = peer->ca_file();
+  auto store = MustOpen(S3OptionsFromConfig(cfg));
+  ASSERT_TRUE(store);
+  ASSERT_TRUE(store->PutBytes("capsules/tls.zip", "over https"));
+  EXPECT_EQ(store->GetBytes("capsules/tls.zip").value(), "over https");
+  std::string body;
+  EXPECT_EQ(CurlStatus(store->PresignGet("capsules/tls.zip", 600, std::time(nullptr)).value(),
+                       &body, peer->ca_file()),
+            200);
+  EXPECT_EQ(body, "over https");
 }
 
 // --- Failures without the peer -----------------------------------------------------------

@@ -88,13 +88,13 @@ class StoreTest : public ::testing::Test {
 
 TEST_F(StoreTest, FreshFileIsMigratedAndReopens) {
   EXPECT_TRUE(fs::exists(file_));  // the parent directory was created too
-  EXPECT_EQ(store_->SchemaVersion(), 2);
+  EXPECT_EQ(store_->SchemaVersion(), 3);
   EXPECT_EQ(RawSql(file_, "PRAGMA journal_mode"), "wal");
   const Job job = store_->CreateJob(NewJob(), "api");
   store_.reset();
 
   store_ = Store::Open(file_);  // an already-migrated file: nothing to do, nothing lost
-  EXPECT_EQ(store_->SchemaVersion(), 2);
+  EXPECT_EQ(store_->SchemaVersion(), 3);
   auto again = store_->GetJob(job.id);
   ASSERT_TRUE(again);
   EXPECT_EQ(again->spec_json, job.spec_json);
@@ -377,6 +377,44 @@ TEST_F(StoreTest, EventsAreDedupedIntoCounts) {
   EXPECT_EQ(store_->ListEvents(other.id).size(), 1u);
   // An event must belong to a job (foreign key).
   EXPECT_THROW(store_->RecordEvent("j-nosuchjob0", "Normal", "X", "y", "z"), StoreError);
+}
+
+// The change journal the API's watches read: every committed write names its job, in order;
+// a failed write names nothing; what was dropped from the bounded journal is reported, not skipped.
+TEST_F(StoreTest, TheChangeJournalNamesEveryWriteInOrderAndSaysWhenItLostTrack) {
+  EXPECT_EQ(store_->LastChange(), 0);
+  ASSERT_TRUE(store_->ChangesSince(0));
+  EXPECT_TRUE(store_->ChangesSince(0)->empty());
+  const Job a = store_->CreateJob(NewJob(), "api");
+  const Job b = store_->CreateJob(NewJob(), "api");
+  store_->UpdateJob(a.id, [](Job& j) { j.cancel_requested = true; });
+  store_->RecordEvent(b.id, "Normal", "Submitted", "h", "controller");
+  EXPECT_THROW(store_->RecordEvent("j-nosuchjob0", "Normal", "X", "y", "z"), StoreError);
+  EXPECT_FALSE(store_->UpdateJob("j-nosuchjob0", [](Job&) {}));
+  ASSERT_EQ(store_->LastChange(), 4);
+  auto all = store_->ChangesSince(0);
+  ASSERT_TRUE(all);
+  std::vector<std::string> ids;
+  for (const Change& c : *all)
+    ids.push_back(std::to_string(c.number) + ":" + c.job_id);
+  EXPECT_EQ(ids, (std::vector<std::string>{"1:" + a.id, "2:" + b.id, "3:" + a.id, "4:" + b.id}));
+  ASSERT_TRUE(store_->ChangesSince(3));
+  EXPECT_EQ(store_->ChangesSince(3)->size(), 1u);
+  EXPECT_TRUE(store_->ChangesSince(4)->empty());
+  EXPECT_FALSE(store_->ChangesSince(5)) << "a position ahead of this process (another run's)";
+  // Past the journal's size, the oldest positions are no longer answered.
+  constexpr size_t kKept = 8;
+  store_->SetJournalSizeForTesting(kKept);
+  for (size_t i = 0; i < kKept; ++i)
+    store_->RecordEvent(a.id, "Normal", "Tick", "t", "test");
+  EXPECT_FALSE(store_->ChangesSince(3));
+  const int64_t last = store_->LastChange();
+  EXPECT_EQ(last, 4 + static_cast<int64_t>(kKept));
+  EXPECT_FALSE(store_->ChangesSince(last - static_cast<int64_t>(kKept) - 1));
+  auto recent = store_->ChangesSince(last - static_cast<int64_t>(kKept));
+  ASSERT_TRUE(recent);
+  EXPECT_EQ(recent->size(), kKept);
+  EXPECT_EQ(recent->back().number, last);
 }
 
 TEST_F(StoreTest, UsersAndTokensAreStoredOnlyAsHashes) {

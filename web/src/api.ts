@@ -141,6 +141,15 @@ export interface JobEvent {
   lastAt: string;
 }
 
+// GET /api/v1/jobs/{id}/capsule: the file list of the capsule's manifest.
+export interface CapsuleInfo {
+  sha256: string;
+  key: string;
+  size: number;
+  userFiles: number;
+  files: { path: string; size: number; sha256: string; executable: boolean; starforge: boolean }[];
+}
+
 export interface Whoami {
   user: string;
   admin: boolean;

@@ -46,6 +46,21 @@ export function parseSse(buffer: string): { events: SseEvent[]; rest: string } {
   return { events, rest: buffer.slice(start) };
 }
 
+// The events of a text/event-stream body as they arrive: the one reader of every stream (log
+// follows, watches).
+export async function* sseEvents(body: NonNullable<Response["body"]>): AsyncGenerator<SseEvent> {
+  const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer += value;
+    const parsed = parseSse(buffer);
+    buffer = parsed.rest;
+    yield* parsed.events;
+  }
+}
+
 export function followLog(
   jobId: string,
   onLines: (lines: string[]) => void,
@@ -68,24 +83,15 @@ export function followLog(
           onError(`the log stream answered ${res.status}`);
           return;
         }
-        const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
-        let buffer = "";
-        for (;;) {
-          const { value, done } = await reader.read();
-          if (done) break;
-          buffer += value;
-          const parsed = parseSse(buffer);
-          buffer = parsed.rest;
-          for (const ev of parsed.events) {
-            if (ev.id) offset = ev.id;
-            if (ev.event === "log") onLines(ev.data.split("\n"));
-            else if (ev.event === "end") {
-              ended = true;
-              try {
-                onEnd(JSON.parse(ev.data) as LogEnd);
-              } catch {
-                onEnd({ phase: "", reason: "", message: "", exitCode: null });
-              }
+        for await (const ev of sseEvents(res.body)) {
+          if (ev.id) offset = ev.id;
+          if (ev.event === "log") onLines(ev.data.split("\n"));
+          else if (ev.event === "end") {
+            ended = true;
+            try {
+              onEnd(JSON.parse(ev.data) as LogEnd);
+            } catch {
+              onEnd({ phase: "", reason: "", message: "", exitCode: null });
             }
           }
         }

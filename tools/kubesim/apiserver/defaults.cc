@@ -263,6 +263,76 @@ json DefaultPod(json pod) {
   return pod;
 }
 
+json MountServiceAccountToken(json pod, const json& service_account,
+                              const std::string& volume_name) {
+  static const char* kMountPath = "/var/run/secrets/kubernetes.io/serviceaccount";
+  if (!pod.is_object() || !IsObject(pod, "spec")) return pod;
+  if (IsObject(pod, "metadata") && IsObject(pod["metadata"], "annotations") &&
+      pod["metadata"]["annotations"].contains("kubernetes.io/config.mirror")) {
+    return pod;
+  }
+  json& spec = pod["spec"];
+  // The pod's preference wins, then the account's; the default is to mount.
+  const json* automount = nullptr;
+  if (spec.contains("automountServiceAccountToken") &&
+      spec["automountServiceAccountToken"].is_boolean()) {
+    automount = &spec["automountServiceAccountToken"];
+  } else if (service_account.is_object() &&
+             service_account.contains("automountServiceAccountToken") &&
+             service_account["automountServiceAccountToken"].is_boolean()) {
+    automount = &service_account["automountServiceAccountToken"];
+  }
+  if (automount != nullptr && !automount->get<bool>()) return pod;
+  std::string name;
+  if (IsArray(spec, "volumes")) {
+    for (const json& v : spec["volumes"]) {
+      const std::string n = StrOf(v, "name");
+      if (n.rfind("kube-api-access-", 0) == 0) {
+        name = n;
+        break;
+      }
+    }
+  }
+  const bool has_volume = !name.empty();
+  if (!has_volume) name = volume_name;
+  bool needs_volume = false;
+  for (const char* list : {"initContainers", "containers"}) {
+    if (!IsArray(spec, list)) continue;
+    for (json& c : spec[list]) {
+      if (!c.is_object()) continue;
+      bool mounted = false;
+      if (IsArray(c, "volumeMounts")) {
+        for (const json& m : c["volumeMounts"])
+          mounted |= StrOf(m, "mountPath") == kMountPath;
+      } else {
+        c["volumeMounts"] = json::array();
+      }
+      if (mounted) continue;
+      c["volumeMounts"].push_back({{"name", name}, {"readOnly", true}, {"mountPath", kMountPath}});
+      needs_volume = true;
+    }
+  }
+  if (!has_volume && needs_volume) {
+    if (!IsArray(spec, "volumes")) spec["volumes"] = json::array();
+    spec["volumes"].push_back(
+        {{"name", name},
+         {"projected",
+          {{"defaultMode", 420},
+           {"sources",
+            json::array(
+                {{{"serviceAccountToken", {{"expirationSeconds", 3607}, {"path", "token"}}}},
+                 {{"configMap",
+                   {{"name", "kube-root-ca.crt"},
+                    {"items", json::array({{{"key", "ca.crt"}, {"path", "ca.crt"}}})}}}},
+                 {{"downwardAPI",
+                   {{"items", json::array({{{"path", "namespace"},
+                                            {"fieldRef",
+                                             {{"apiVersion", "v1"},
+                                              {"fieldPath", "metadata.namespace"}}}}})}}}}})}}}});
+  }
+  return pod;
+}
+
 std::string PodQosClass(const json& pod) {
   std::map<std::string, int64_t> requests;
   std::map<std::string, int64_t> limits;

@@ -22,6 +22,17 @@ nlohmann::json DefaultPodSpec(nlohmann::json spec);
 // {phase: Pending, qosClass[, the SchedulingGated condition]}.
 nlohmann::json DefaultPod(nlohmann::json pod);
 
+// The ServiceAccount admission plugin's token volume (plugin/pkg/admission/serviceaccount
+// mountServiceAccountToken): unless the pod (first) or its `service_account` (then) says
+// automountServiceAccountToken: false, or the pod is a mirror pod, every init container and
+// container without a mount at /var/run/secrets/kubernetes.io/serviceaccount gets a read-only
+// one of the volume, and the pod gets the volume (named `volume_name`,
+// "kube-api-access-<5 random>", unless it already has a "kube-api-access-…" volume): projected,
+// defaultMode 420, sources serviceAccountToken {path token, expirationSeconds 3607}, configMap
+// kube-root-ca.crt (ca.crt) and downwardAPI metadata.namespace (namespace).
+nlohmann::json MountServiceAccountToken(nlohmann::json pod, const nlohmann::json& service_account,
+                                        const std::string& volume_name);
+
 // "Guaranteed", "Burstable" or "BestEffort" from the cpu/memory requests and limits of a pod's
 // containers and init containers (pkg/apis/core/helper/qos ComputePodQOS).
 std::string PodQosClass(const nlohmann::json& pod);

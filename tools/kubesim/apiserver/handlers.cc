@@ -9,6 +9,7 @@
 #include "defaults.h"
 #include "event_fields.h"
 #include "patch.h"
+#include "protobuf.h"
 #include "selectors.h"
 #include "server.h"
 #include "starforge/common/yaml_json.h"
@@ -50,9 +51,12 @@ std::string Param(const httplib::Request& req, const char* name) {
   return req.has_param(name) ? req.get_param_value(name) : "";
 }
 
-json ParseBody(const httplib::Request& req) {
+// A create/update body: JSON or YAML, or protobuf (what kubectl sends for built-in kinds).
+json ParseBody(const httplib::Request& req, const ResourceInfo& r) {
   if (req.body.empty()) throw BadRequest("the body of the request was empty");
-  json body = starforge::ParseYaml(req.body);
+  json body = IsProtobufContentType(req.get_header_value("Content-Type"))
+                  ? DecodeProtobufBody(req.body, r.ApiVersion(), r.kind)
+                  : starforge::ParseYaml(req.body);
   if (!body.is_object()) throw BadRequest("the body of the request must be a JSON object");
   return body;
 }
@@ -422,13 +426,16 @@ json Server::CreateLocked(const httplib::Request& req, httplib::Response& res, c
   // The ServiceAccount admission plugin: a pod's account must exist.
   if (r.plural == "pods") {
     const std::string sa = obj["spec"].value("serviceAccountName", "");
-    if (!sa.empty() && store_.Get("serviceaccounts", t.ns, sa) == nullptr) {
+    const json* account = sa.empty() ? nullptr : store_.Get("serviceaccounts", t.ns, sa);
+    if (!sa.empty() && account == nullptr) {
       ApiError e(403, "Forbidden",
                  "pods \"" + name + "\" is forbidden: error looking up service account " + t.ns +
                      "/" + sa + ": serviceaccount \"" + sa + "\" not found");
       e.details = {{"name", name}, {"kind", "pods"}};
       throw e;
     }
+    obj = MountServiceAccountToken(std::move(obj), account != nullptr ? *account : json(),
+                                   GenerateName("kube-api-access-"));
   }
   if (store_.Get(r.storage, t.ns, name) != nullptr) {
     ApiError e = AlreadyExistsError(r, name);
@@ -449,7 +456,7 @@ json Server::CreateLocked(const httplib::Request& req, httplib::Response& res, c
 }
 
 void Server::Create(const httplib::Request& req, httplib::Response& res, const Target& t) {
-  json body = ParseBody(req);
+  json body = ParseBody(req, *t.r);
   std::lock_guard<std::mutex> lock(store_.mu);
   bool created = false;
   json obj = CreateLocked(req, res, t, body, &created);
@@ -538,7 +545,7 @@ json Server::UpdateLocked(const httplib::Request& req, httplib::Response& res, c
 }
 
 void Server::Update(const httplib::Request& req, httplib::Response& res, const Target& t) {
-  json body = ParseBody(req);
+  json body = ParseBody(req, *t.r);
   std::lock_guard<std::mutex> lock(store_.mu);
   json* old = store_.Get(t.r->storage, t.ns, t.name);
   if (old == nullptr) throw NotFoundError(*t.r, t.name);

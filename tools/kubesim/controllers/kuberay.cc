@@ -24,6 +24,7 @@ OperatorFeatures OperatorFeatures::For(const ControllerFlags& flags) {
     f.status_check_timeout = false;
     f.ulimit_env = false;
     f.mirror_cluster_status_initializing = false;
+    f.rayjob_head_service = false;
   }
   return f;
 }

@@ -32,6 +32,10 @@ struct OperatorFeatures {
   // v1.5+: the RayJob mirrors the RayCluster's status while Initializing (v1.4.2 returns before
   // its status update until the cluster is ready, so rayClusterStatus stays zero).
   bool mirror_cluster_status_initializing = true;
+  // v1.5+: the RayJob controller's reconcileServices creates "<rayjob>-head-svc" once the job
+  // runs; v1.4.2's rayjob_controller.go has no such step (one head service per job, the
+  // RayCluster's).
+  bool rayjob_head_service = true;
 
   static OperatorFeatures For(const ControllerFlags& flags);
 };

@@ -231,7 +231,7 @@ class RayJobController : public Controller, public Reconciler {
       if (!ToSuspending(spec, st) && !CheckActiveDeadline(spec, st) && !CheckGracePeriod(st) &&
           !CheckStatusCheckTimeout(st)) {
         json cluster = GetOrCreateCluster(rj, st);
-        ReconcileServices(rj, cluster);
+        if (f_.rayjob_head_service) ReconcileServices(rj, cluster);
         bool done = false;
         int64_t finished_at = -1;
         const bool has_submitter = mode == "K8sJobMode" || mode == "SidecarMode";

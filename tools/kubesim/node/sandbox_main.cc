@@ -53,6 +53,58 @@ bool MakeDirs(const std::string& path, mode_t mode = 0755) {
   return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode) ? true : (errno = ENOTDIR, false);
 }
 
+// `path` (absolute, inside the container) with the symlinks of its existing components resolved
+// inside `root`, as runc resolves a mount destination (securejoin): /var/run/secrets/… is
+// /run/secrets/… on Debian, and a mount point made through the link without this would be
+// created, and mounted, on the HOST's /run (symlinks resolve against the process's root, and we
+// have not pivoted yet), leaving the container's own path empty.
+std::string InRoot(const std::string& root, const std::string& path) {
+  std::vector<std::string> todo;  // components still to walk, last first
+  auto push_path = [&](const std::string& p) {
+    std::vector<std::string> parts;
+    size_t pos = 0;
+    while (pos <= p.size()) {
+      size_t next = p.find('/', pos);
+      if (next == std::string::npos) next = p.size();
+      if (next > pos) parts.push_back(p.substr(pos, next - pos));
+      pos = next + 1;
+    }
+    todo.insert(todo.end(), parts.rbegin(), parts.rend());
+  };
+  push_path(path);
+  std::vector<std::string> done;
+  int hops = 0;
+  while (!todo.empty()) {
+    std::string comp = todo.back();
+    todo.pop_back();
+    if (comp == ".") continue;
+    if (comp == "..") {
+      if (!done.empty()) done.pop_back();
+      continue;
+    }
+    std::string cur;
+    for (const auto& d : done)
+      cur += "/" + d;
+    cur += "/" + comp;
+    struct stat st {};
+    char buf[4096];
+    ssize_t n = -1;
+    if (hops < 40 && lstat((root + cur).c_str(), &st) == 0 && S_ISLNK(st.st_mode) &&
+        (n = readlink((root + cur).c_str(), buf, sizeof buf - 1)) > 0) {
+      ++hops;
+      const std::string link(buf, static_cast<size_t>(n));
+      if (link[0] == '/') done.clear();
+      push_path(link);
+      continue;
+    }
+    done.push_back(comp);
+  }
+  std::string out;
+  for (const auto& d : done)
+    out += "/" + d;
+  return out.empty() ? "/" : out;
+}
+
 bool MakeFile(const std::string& path) {
   const auto slash = path.rfind('/');
   if (slash != std::string::npos && slash > 0 && !MakeDirs(path.substr(0, slash))) return false;
@@ -255,7 +307,7 @@ int Run(const SandboxSpec& s) {
   }
   bool have_shm = false;
   for (const SandboxMount& m : s.mounts) {
-    const std::string target = s.root + m.target;
+    const std::string target = s.root + InRoot(s.root, m.target);
     have_shm |= m.target == "/dev/shm";
     if (m.type == "tmpfs") {
       if (!MakeDirs(target)) return Fail(s, "mkdir " + m.target + ": " + Errno());

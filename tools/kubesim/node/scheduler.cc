@@ -106,7 +106,15 @@ void Scheduler::Start(const controllers::ControllerContext& ctx) {
   };
   nh.on_delete = [this](const json&) { RetryUnschedulable(); };
   nodes_ = std::make_unique<kube::Informer>(*client_, InformerFor(kube::resources::kNodes), nh);
+  // A claim that appears or binds makes the pods waiting on it schedulable (kube-scheduler's
+  // VolumeBinding registers the same PVC events).
+  kube::InformerHandlers ch;
+  ch.on_add = [this](const json&) { RetryUnschedulable(); };
+  ch.on_update = [this](const json&, const json&) { RetryUnschedulable(); };
+  claims_ = std::make_unique<kube::Informer>(
+      *client_, InformerFor(kube::resources::kPersistentVolumeClaims), ch);
   nodes_->Start();
+  claims_->Start();
   pods_->Start();
   worker_ = std::thread([this] { Worker(); });
   resync_ = std::thread([this] { Resync(); });
@@ -117,6 +125,7 @@ void Scheduler::Stop() {
   queue_.ShutDown();
   if (pods_) pods_->Stop();
   if (nodes_) nodes_->Stop();
+  if (claims_) claims_->Stop();
   if (worker_.joinable()) worker_.join();
   if (resync_.joinable()) resync_.join();
 }
@@ -124,7 +133,8 @@ void Scheduler::Stop() {
 void Scheduler::Worker() {
   // Both caches first: deciding against an empty node list would report "no nodes available".
   while (!stop_ &&
-         !(nodes_->WaitForSync(milliseconds(200)) && pods_->WaitForSync(milliseconds(200)))) {
+         !(nodes_->WaitForSync(milliseconds(200)) && pods_->WaitForSync(milliseconds(200)) &&
+           claims_->WaitForSync(milliseconds(200)))) {
   }
   while (auto key = queue_.Get()) {
     try {
@@ -220,7 +230,14 @@ void Scheduler::ScheduleOne(const std::string& key) {
   const json& md = Obj(*pod, "metadata");
   const std::string ns = Str(md, "namespace");
   const std::string name = Str(md, "name");
-  const Decision d = Schedule(*pod, nodes, usage);
+  std::map<std::string, json> claims;
+  const json& volumes = Obj(Obj(*pod, "spec"), "volumes");
+  for (const json& v : volumes.is_array() ? volumes : json::array()) {
+    const std::string claim = Str(Obj(v, "persistentVolumeClaim"), "claimName");
+    if (claim.empty()) continue;
+    if (auto c = claims_->Get(ns + "/" + claim)) claims[claim] = std::move(*c);
+  }
+  const Decision d = Schedule(*pod, nodes, usage, claims);
   if (!d.node.empty()) {
     json binding = {{"apiVersion", "v1"},
                     {"kind", "Binding"},

@@ -2,8 +2,8 @@
 // default-scheduler to nodes through the pods/binding subresource, as kube-scheduler does, and
 // explains the pods that fit nowhere with the PodScheduled=False/Unschedulable condition and a
 // FailedScheduling event (events.k8s.io, reportingController default-scheduler) carrying
-// kube-scheduler 1.32's message (scheduling.h). Unschedulable pods are retried when nodes change
-// or pods go away, and every --scheduler-resync-ms.
+// kube-scheduler 1.32's message (scheduling.h). Unschedulable pods are retried when nodes or
+// PersistentVolumeClaims change or pods go away, and every --scheduler-resync-ms.
 #pragma once
 
 #include <atomic>
@@ -45,6 +45,7 @@ class Scheduler : public controllers::Controller {
   std::unique_ptr<controllers::EventRecorder> recorder_;
   std::unique_ptr<starforge::kube::Informer> pods_;
   std::unique_ptr<starforge::kube::Informer> nodes_;
+  std::unique_ptr<starforge::kube::Informer> claims_;  // VolumeBinding's view of the claims
   controllers::WorkQueue queue_;
   std::atomic<bool> stop_{false};
   std::thread worker_;

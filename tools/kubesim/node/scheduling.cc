@@ -343,11 +343,54 @@ std::string FitErrorMessage(const std::vector<NodeStatus>& statuses) {
   return msg;
 }
 
+std::string VolumeClaimsReason(const json& pod, const std::map<std::string, json>& claims) {
+  const json& spec = pod.is_object() && pod.contains("spec") ? pod["spec"] : json::object();
+  if (!spec.contains("volumes") || !spec["volumes"].is_array()) return "";
+  bool unbound = false;
+  for (const json& v : spec["volumes"]) {
+    if (!v.is_object() || !v.contains("persistentVolumeClaim") ||
+        !v["persistentVolumeClaim"].is_object()) {
+      continue;
+    }
+    const std::string name = v["persistentVolumeClaim"].value("claimName", "");
+    auto it = claims.find(name);
+    // The PVC lister's NotFound error, in its singular resource name.
+    if (it == claims.end()) return "persistentvolumeclaim \"" + name + "\" not found";
+    const json& pvc = it->second;
+    const json& md = pvc.contains("metadata") ? pvc["metadata"] : json::object();
+    const json& pspec = pvc.contains("spec") ? pvc["spec"] : json::object();
+    const std::string phase = pvc.contains("status") ? pvc["status"].value("phase", "") : "";
+    const std::string volume = pspec.value("volumeName", "");
+    if (phase == "Lost") {
+      return "persistentvolumeclaim \"" + name + "\" bound to non-existent persistentvolume \"" +
+             volume + "\"";
+    }
+    if (md.contains("deletionTimestamp") && !md["deletionTimestamp"].is_null()) {
+      return "persistentvolumeclaim \"" + name + "\" is being deleted";
+    }
+    const bool bind_completed = md.contains("annotations") && md["annotations"].is_object() &&
+                                md["annotations"].contains("pv.kubernetes.io/bind-completed");
+    if (!((!volume.empty() && bind_completed) || phase == "Bound")) unbound = true;
+  }
+  return unbound ? "pod has unbound immediate PersistentVolumeClaims" : "";
+}
+
+std::string PreFilterFitErrorMessage(size_t nodes, const std::string& reason) {
+  const std::string head = "0/" + std::to_string(nodes) + " nodes are available:";
+  return head + " " + reason + ". preemption: " + head + " " + std::to_string(nodes) +
+         " Preemption is not helpful for scheduling.";
+}
+
 Decision Schedule(const json& pod, const std::map<std::string, json>& nodes,
-                  const std::map<std::string, NodeUsage>& usage) {
+                  const std::map<std::string, NodeUsage>& usage,
+                  const std::map<std::string, json>& claims) {
   Decision d;
   if (nodes.empty()) {
     d.message = kNoNodesAvailable;
+    return d;
+  }
+  if (const std::string reason = VolumeClaimsReason(pod, claims); !reason.empty()) {
+    d.message = PreFilterFitErrorMessage(nodes.size(), reason);
     return d;
   }
   static const NodeUsage kEmpty;

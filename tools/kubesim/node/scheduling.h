@@ -74,6 +74,24 @@ NodeStatus FilterNode(const nlohmann::json& pod, const nlohmann::json& node,
 // incoming pod, 3 Preemption is not helpful for scheduling." — `statuses` holds one entry per node.
 std::string FitErrorMessage(const std::vector<NodeStatus>& statuses);
 
+// The VolumeBinding plugin's PreFilter (pkg/scheduler/framework/plugins/volumebinding): "" when
+// every persistentVolumeClaim volume of the pod names a bound claim (or the pod has none), else
+// the reason that makes the pod UnschedulableAndUnresolvable on every node, for the first volume
+// in order: `persistentvolumeclaim "x" not found`, `… bound to non-existent persistentvolume
+// "pv"` (phase Lost), `… is being deleted`; then, when any claim is unbound, "pod has unbound
+// immediate PersistentVolumeClaims". Bound = spec.volumeName with the
+// pv.kubernetes.io/bind-completed annotation, as the PV controller leaves it, or (kubesim has no
+// PV controller; fixtures bind claims by hand) status.phase Bound. Every claim is "immediate":
+// kubesim serves no StorageClasses, and kube-scheduler treats a claim whose class is missing so.
+// `claims` maps the claim name to the claim, in the pod's namespace. Ephemeral volumes are not
+// looked at.
+std::string VolumeClaimsReason(const nlohmann::json& pod,
+                               const std::map<std::string, nlohmann::json>& claims);
+
+// The FitError of a PreFilter rejection on a cluster of `nodes` nodes: "0/N nodes are available:
+// <reason>. preemption: 0/N nodes are available: N Preemption is not helpful for scheduling."
+std::string PreFilterFitErrorMessage(size_t nodes, const std::string& reason);
+
 // kube-scheduler's message when the cluster has no node at all.
 inline constexpr const char* kNoNodesAvailable = "no nodes available to schedule pods";
 
@@ -84,7 +102,10 @@ struct Decision {
 
 // Picks a node for `pod` among `nodes` (name -> Node), given the usage per node name: the
 // feasible node with the highest LeastAllocated score over cpu and memory, ties broken by name.
+// No nodes → kNoNodesAvailable; then the pod's claims (VolumeClaimsReason over `claims`, the
+// claims of the pod's namespace by name) before any node filter, as PreFilter runs first.
 Decision Schedule(const nlohmann::json& pod, const std::map<std::string, nlohmann::json>& nodes,
-                  const std::map<std::string, NodeUsage>& usage);
+                  const std::map<std::string, NodeUsage>& usage,
+                  const std::map<std::string, nlohmann::json>& claims = {});
 
 }  // namespace kubesim::node

@@ -1,15 +1,17 @@
 // Job detail: the status line (phase · reason — message; for a Pending job that is the fleet's
 // diagnosis), the phase timeline, the event view, the driver log (follow, search, download),
-// the JobSpec and the capsule; cancel and submit again.
-import { ApiError, getJson, postJson, request, TERMINAL, type Job, type JobEvent } from "../api";
+// the JobSpec and the capsule; cancel and submit again. Kept live by the API's job watch
+// (live.ts), polled when there is none.
+import { ApiError, getJson, postJson, request, TERMINAL, type CapsuleInfo, type Job, type JobEvent } from "../api";
 import { clear, h, link } from "../dom";
-import { age, duration, eventObject, statusLine, timelineSegments, toYaml } from "../format";
+import { age, bytes, duration, eventObject, statusLine, timelineSegments, toYaml } from "../format";
+import { live } from "../live";
 import { followLog } from "../logstream";
 import type { Cleanup, Ctx } from "../main";
-import { poll } from "../poll";
 
 export const RESUBMIT_KEY = "starforge.resubmit";
 const MAX_LOG_LINES = 50_000;
+const MAX_CAPSULE_FILES = 2_000; // rows of the capsule's file list drawn
 
 export function jobPage(ctx: Ctx, id: string): Cleanup {
   document.title = `${id} · StarForge`;
@@ -185,12 +187,69 @@ export function jobPage(ctx: Ctx, id: string): Cleanup {
     );
     eventsNote.textContent = events.length ? "" : "No events yet.";
     spec.textContent = toYaml(j.spec ?? {});
-    clear(
-      capsule,
-      j.capsule
-        ? [...kv("SHA-256", j.capsule.sha256), ...kv("Object key", j.capsule.key)]
-        : kv("Capsule", "not built yet (the job is packaged after it is queued)"),
-    );
+    if (!capsuleInfo)
+      clear(
+        capsule,
+        j.capsule
+          ? [...kv("SHA-256", j.capsule.sha256), ...kv("Object key", j.capsule.key)]
+          : kv("Capsule", "not built yet (the job is packaged after it is queued)"),
+      );
+    void loadCapsule(j);
+  };
+
+  // The capsule's size and file list, from its manifest (GET …/capsule), once it is stored.
+  let capsuleInfo: CapsuleInfo | null = null;
+  let capsuleLoading = false;
+  const capsuleFiles = h("div", { id: "capsule-files" });
+  const loadCapsule = async (j: Job) => {
+    if (capsuleInfo || capsuleLoading || !j.capsule || ["Queued", "Packaging"].includes(j.phase)) return;
+    capsuleLoading = true;
+    try {
+      const info = await getJson<CapsuleInfo>(`${path}/capsule`);
+      capsuleInfo = info;
+      clear(
+        capsule,
+        kv("SHA-256", info.sha256),
+        kv("Object key", info.key),
+        kv("Size", bytes(info.size)),
+        kv("Files", `${info.userFiles} of yours + ${info.files.length - info.userFiles} of StarForge's`),
+      );
+      const shown = info.files.slice(0, MAX_CAPSULE_FILES);
+      clear(
+        capsuleFiles,
+        h(
+          "details",
+          null,
+          h("summary", null, `Files in the capsule's manifest (${info.files.length})`),
+          h(
+            "table",
+            { class: "files", "aria-label": "Files in the capsule" },
+            h("thead", null, h("tr", null, ["Path", "Size", "SHA-256"].map((c) => h("th", { scope: "col" }, c)))),
+            h(
+              "tbody",
+              null,
+              shown.map((f) =>
+                h(
+                  "tr",
+                  { class: f.starforge ? "muted" : "" },
+                  h("td", { class: "mono" }, f.path, f.executable ? " (executable)" : ""),
+                  h("td", null, bytes(f.size)),
+                  h("td", { class: "mono", title: f.sha256 }, f.sha256.slice(0, 12)),
+                ),
+              ),
+            ),
+          ),
+          info.files.length > shown.length
+            ? h("p", { class: "muted" }, `and ${info.files.length - shown.length} more, not shown.`)
+            : null,
+        ),
+      );
+    } catch {
+      // Not stored yet (a capsule the client built is stored while Packaging): tried again
+      // at the job's next change.
+    } finally {
+      capsuleLoading = false;
+    }
   };
 
   let archiveLoaded = false;
@@ -228,29 +287,48 @@ export function jobPage(ctx: Ctx, id: string): Cleanup {
     show(found[0], buttons[0]);
   };
 
-  let stopPoll: () => void = () => {};
+  let stopLive: () => void = () => {};
+  let events: JobEvent[] = [];
+  const show = (j: Job) => {
+    const changed = !job || job.phase !== j.phase || job.cancelRequested !== j.cancelRequested;
+    job = j;
+    document.title = `${j.name} (${j.phase}) · StarForge`;
+    renderJob(j, events);
+    if (changed) renderActions();
+    if (TERMINAL.has(j.phase) && j.cleanup.logsArchived && !archiveLoaded) void loadArchive();
+  };
+  const notFound = () => {
+    stopLive();
+    stopLog();
+    clear(ctx.main, h("h1", null, "Job not found"), h("p", { id: "not-found" }, `There is no job ${id} that you can see. `, link("/jobs", "Back to the jobs.")));
+  };
+  // The job and its events with plain requests: when there is no watch stream, and after a cancel.
   const refresh = async () => {
     try {
       const [j, ev] = await Promise.all([getJson<Job>(path), getJson<{ items: JobEvent[] }>(`${path}/events`)]);
-      const changed = !job || job.phase !== j.phase || job.cancelRequested !== j.cancelRequested;
-      job = j;
-      document.title = `${j.name} (${j.phase}) · StarForge`;
-      renderJob(j, ev.items);
-      if (changed) renderActions();
-      if (TERMINAL.has(j.phase) && j.cleanup.logsArchived) {
-        stopPoll();
-        if (!archiveLoaded) void loadArchive();
-      }
+      events = ev.items;
+      show(j);
+      if (TERMINAL.has(j.phase) && j.cleanup.logsArchived && j.cleanup.released) stopLive();
     } catch (e) {
-      if (e instanceof ApiError && e.status === 404) {
-        stopPoll();
-        stopLog();
-        clear(ctx.main, h("h1", null, "Job not found"), h("p", { id: "not-found" }, `There is no job ${id} that you can see. `, link("/jobs", "Back to the jobs.")));
-        return;
-      }
+      if (e instanceof ApiError && e.status === 404) return notFound();
       error.textContent = `Cannot load the job: ${(e as Error).message}`;
     }
   };
+  const onEvent = (ev: { event: string; data: string }) => {
+    try {
+      if (ev.event === "job") show(JSON.parse(ev.data) as Job);
+      else if (ev.event === "events") {
+        events = (JSON.parse(ev.data) as { items: JobEvent[] }).items;
+        if (job) renderJob(job, events);
+      } else if (ev.event === "end") stopLive(); // nothing changes any more
+    } catch (e) {
+      error.textContent = `Cannot read the job's update: ${(e as Error).message}`;
+    }
+  };
+  // Ages move on without news from the server.
+  const ticker = setInterval(() => {
+    if (job && !document.hidden) renderJob(job, events);
+  }, 10_000);
 
   const section = (id2: string, heading: string, ...body: (HTMLElement | null)[]) =>
     h("section", { "aria-labelledby": id2 }, h("h2", { id: id2 }, heading), ...body);
@@ -292,14 +370,15 @@ export function jobPage(ctx: Ctx, id: string): Cleanup {
       "div",
       { class: "two" },
       section("h-facts", "Job", facts),
-      section("h-capsule", "Capsule", capsule),
+      section("h-capsule", "Capsule", capsule, capsuleFiles),
     ),
     section("h-spec", "JobSpec", spec),
   );
-  stopPoll = poll(refresh, 2000);
+  stopLive = live({ url: () => `${path}?watch=1`, onEvent, snapshot: refresh, snapshotFirst: false, everyMs: 2000 });
   return () => {
-    stopPoll();
+    stopLive();
     stopLog();
+    clearInterval(ticker);
   };
 }
 

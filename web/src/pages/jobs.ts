@@ -1,12 +1,16 @@
 // Jobs: the user's jobs (an admin's: everyone's, with an owner filter), newest first, filtered
-// by phase / fleet / name, paged by the API's cursor, refreshed every 2 s without a reload.
+// by phase / fleet / name. One virtualised table: pages of the API's cursor are loaded as it is
+// scrolled, and only the rows in view are in the DOM, so 10,000 jobs scroll like 50. Kept live
+// by the API's jobs watch (live.ts), or by re-reading the first page when there is none.
 import { getJson, PHASES, type Job, type JobList } from "../api";
 import { clear, h, link } from "../dom";
 import { age, duration } from "../format";
+import { applyChange, mergeFirstPage, visibleRange, type JobFilters, type Rows } from "../joblist";
+import { live, type LiveMode } from "../live";
 import type { Cleanup, Ctx } from "../main";
-import { poll } from "../poll";
 
-const PAGE = 50;
+const PAGE = 200; // jobs per request (the API allows 500)
+const ROW_PX = 36; // every row's height (style.css: table.jobs tbody tr)
 
 export function jobsPage(ctx: Ctx): Cleanup {
   document.title = "Jobs · StarForge";
@@ -32,91 +36,179 @@ export function jobsPage(ctx: Ctx): Cleanup {
     : null;
   const status = h("p", { class: "muted", role: "status", id: "jobs-status" });
   const tbody = h("tbody");
-  const prev = h("button", { type: "button", id: "prev" }, "← Newer");
-  const next = h("button", { type: "button", id: "next" }, "Older →");
-  const pageNo = h("span", { class: "muted", id: "page-no" });
+  const columns = ["Name", "ID", ctx.me.admin ? "Owner" : null, "Fleet", "Phase", "Reason", "Age", "Ran"].filter((x) => x !== null);
+  const table = h(
+    "table",
+    { class: "jobs", id: "jobs", "aria-label": "Jobs, newest first", "aria-rowcount": "-1" },
+    h("thead", null, h("tr", { "aria-rowindex": "1" }, columns.map((c) => h("th", { scope: "col" }, c)))),
+    tbody,
+  );
+  // The scrolling box: focusable, so the keyboard scrolls it (arrows, Page Down, End).
+  const scroller = h("div", { class: "jobs-scroll", id: "jobs-scroll", tabindex: "0", "aria-label": "Jobs table, scrollable" }, table);
 
-  // cursors[i] is the cursor of page i (page 0 has none).
-  let cursors: (string | null)[] = [null];
-  let page = 0;
-  let nextCursor: string | null = null;
+  let rows: Rows = { jobs: [], nextCursor: null };
+  let loaded = false; // the first page has been read
+  let loadingMore = false;
+  let mode: LiveMode = "paused";
+  let error = "";
 
-  const query = () => {
+  const filters = (): JobFilters => ({
+    phase: phase.value || undefined,
+    fleet: fleet.value || undefined,
+    name: name.value.trim() || undefined,
+    owner: owner?.value.trim() || undefined,
+  });
+  const query = (withPhase = true) => {
+    const f = filters();
     const q = new URLSearchParams();
-    if (phase.value) q.set("phase", phase.value);
-    if (fleet.value) q.set("fleet", fleet.value);
-    if (name.value.trim()) q.set("name", name.value.trim());
-    if (owner && owner.value.trim()) q.set("owner", owner.value.trim());
+    if (withPhase && f.phase) q.set("phase", f.phase);
+    if (f.fleet) q.set("fleet", f.fleet);
+    if (f.name) q.set("name", f.name);
+    if (f.owner) q.set("owner", f.owner);
     return q;
   };
 
-  const load = async () => {
-    const q = query();
-    q.set("limit", String(PAGE));
-    const cursor = cursors[page];
-    if (cursor) q.set("cursor", cursor);
-    try {
-      const list = await getJson<JobList>(`/api/v1/jobs?${q}`);
-      nextCursor = list.nextCursor;
-      renderRows(list.items);
-      status.textContent = list.items.length === 0 ? "No jobs match." : `Updated ${new Date().toLocaleTimeString()}`;
-    } catch (e) {
-      status.textContent = `Cannot list jobs: ${(e as Error).message}`;
-    }
-    prev.disabled = page === 0;
-    next.disabled = !nextCursor;
-    pageNo.textContent = `page ${page + 1}`;
+  const showStatus = () => {
+    const n = rows.jobs.length;
+    const what = !loaded
+      ? "Loading…"
+      : n === 0
+        ? "No jobs match."
+        : rows.nextCursor
+          ? `${n} newest jobs loaded; scroll for older ones.`
+          : `All ${n} job${n === 1 ? "" : "s"}.`;
+    const how = mode === "live" ? " Live." : mode === "polling" ? ` Updated ${new Date().toLocaleTimeString()} (every 2 s).` : "";
+    status.textContent = error ? `${error} ${what}` : what + how;
+    table.setAttribute("aria-rowcount", rows.nextCursor ? "-1" : String(n + 1));
   };
 
+  // Draws the rows in view, with spacer rows standing for the others.
   const now = () => Date.now();
-  const renderRows = (jobs: Job[]) => {
+  const draw = () => {
+    // The box grows with its rows up to its maximum: draw for the window's height, never less.
+    const height = Math.max(scroller.clientHeight, window.innerHeight);
+    const { first, end } = visibleRange(scroller.scrollTop, height, ROW_PX, rows.jobs.length);
+    const spacer = (count: number) => {
+      if (count <= 0) return null;
+      const tr = h("tr", { class: "spacer", "aria-hidden": "true" }, h("td", { colspan: String(columns.length) }));
+      tr.style.height = `${count * ROW_PX}px`;
+      return tr;
+    };
+    const t = now();
     clear(
       tbody,
-      jobs.map((j) =>
+      spacer(first),
+      rows.jobs.slice(first, end).map((j, i) =>
         h(
           "tr",
-          { "data-job": j.id },
-          h("td", null, link(`/jobs/${encodeURIComponent(j.id)}`, j.name)),
+          { "data-job": j.id, "aria-rowindex": String(first + i + 2) },
+          h("td", { title: j.name }, link(`/jobs/${encodeURIComponent(j.id)}`, j.name)),
           h("td", { class: "mono" }, j.id),
           ctx.me.admin ? h("td", null, j.owner) : null,
           h("td", null, j.fleet),
           h("td", null, h("span", { class: `phase phase-${j.phase}` }, j.phase)),
-          h("td", { class: "reason", title: j.message }, j.reason),
-          h("td", { title: j.createdAt }, age(j.createdAt, now())),
-          h(
-            "td",
-            null,
-            j.startedAt ? duration((j.finishedAt ? Date.parse(j.finishedAt) : now()) - Date.parse(j.startedAt)) : "",
-          ),
+          h("td", { class: "reason", title: j.message || null }, j.reason),
+          h("td", { title: j.createdAt }, age(j.createdAt, t)),
+          h("td", null, j.startedAt ? duration((j.finishedAt ? Date.parse(j.finishedAt) : t) - Date.parse(j.startedAt)) : ""),
         ),
       ),
+      spacer(rows.jobs.length - end),
     );
+    showStatus();
+    // Near the end of what is loaded: load the next page.
+    if (end >= rows.jobs.length - 20) void loadMore();
+  };
+
+  let resourceVersion: string | null = null;
+  // The first page, read again (before each watch, and as the poll without one).
+  const snapshot = async () => {
+    const q = query();
+    q.set("limit", String(PAGE));
+    try {
+      const list = await getJson<JobList & { resourceVersion?: string }>(`/api/v1/jobs?${q}`);
+      resourceVersion = list.resourceVersion ?? null;
+      rows = mergeFirstPage(rows, list.items, list.nextCursor);
+      loaded = true;
+      error = "";
+    } catch (e) {
+      error = `Cannot list jobs: ${(e as Error).message}.`;
+    }
+    draw();
+  };
+  const loadMore = async () => {
+    if (loadingMore || !loaded || !rows.nextCursor) return;
+    loadingMore = true;
+    const cursor = rows.nextCursor;
+    const q = query();
+    q.set("limit", String(PAGE));
+    q.set("cursor", cursor);
+    try {
+      const list = await getJson<JobList>(`/api/v1/jobs?${q}`);
+      // Only if nothing replaced the rows meanwhile (a new filter).
+      if (rows.nextCursor === cursor) {
+        const have = new Set(rows.jobs.map((j) => j.id));
+        rows = { jobs: [...rows.jobs, ...list.items.filter((j) => !have.has(j.id))], nextCursor: list.nextCursor };
+      }
+      error = "";
+    } catch (e) {
+      error = `Cannot list older jobs: ${(e as Error).message}.`;
+    } finally {
+      loadingMore = false;
+    }
+    draw();
   };
 
   let stop = () => {};
-  const restart = () => {
+  const start = () => {
     stop();
-    stop = poll(load, 2000);
+    stop = live({
+      // The watch takes the filters a job keeps for life; the phase is filtered here.
+      url: () => {
+        const q = query(false);
+        q.set("watch", "1");
+        if (resourceVersion) q.set("resourceVersion", resourceVersion);
+        return `/api/v1/jobs?${q}`;
+      },
+      onEvent: (ev) => {
+        if (ev.event !== "job") return;
+        try {
+          rows = applyChange(rows, JSON.parse(ev.data) as Job, filters());
+        } catch {
+          return;
+        }
+        if (ev.id) resourceVersion = ev.id;
+        draw();
+      },
+      snapshot,
+      snapshotFirst: true,
+      everyMs: 2000,
+      onMode: (m) => {
+        mode = m;
+        showStatus();
+      },
+    });
   };
   const refilter = () => {
-    cursors = [null];
-    page = 0;
+    rows = { jobs: [], nextCursor: null };
+    loaded = false;
+    resourceVersion = null;
+    scroller.scrollTop = 0;
     const q = query();
     history.replaceState(null, "", `/jobs${q.size ? `?${q}` : ""}`);
-    restart();
+    draw();
+    start();
   };
   for (const el of [phase, fleet]) el.addEventListener("change", refilter);
   for (const el of [name, owner]) el?.addEventListener("change", refilter);
-  prev.addEventListener("click", () => {
-    if (page > 0) page--;
-    restart();
+  let frame = 0;
+  scroller.addEventListener("scroll", () => {
+    cancelAnimationFrame(frame);
+    frame = requestAnimationFrame(draw);
   });
-  next.addEventListener("click", () => {
-    if (!nextCursor) return;
-    page++;
-    cursors[page] = nextCursor;
-    restart();
-  });
+  // Ages move on without news from the server.
+  const ticker = setInterval(() => {
+    if (!document.hidden) draw();
+  }, 10_000);
 
   const field = (id: string, label: string, el: HTMLElement) =>
     h("div", { class: "field" }, h("label", { for: id }, label), el);
@@ -136,25 +228,14 @@ export function jobsPage(ctx: Ctx): Cleanup {
       field("f-name", "Name", name),
       owner ? field("f-owner", "Owner", owner) : null,
     ),
-    h(
-      "table",
-      { class: "jobs", "aria-label": "Jobs, newest first" },
-      h(
-        "thead",
-        null,
-        h(
-          "tr",
-          null,
-          ["Name", "ID", ctx.me.admin ? "Owner" : null, "Fleet", "Phase", "Reason", "Age", "Ran"]
-            .filter((x) => x !== null)
-            .map((c) => h("th", { scope: "col" }, c)),
-        ),
-      ),
-      tbody,
-    ),
-    h("div", { class: "pager" }, prev, pageNo, next),
+    scroller,
     status,
   );
-  restart();
-  return () => stop();
+  draw();
+  start();
+  return () => {
+    stop();
+    clearInterval(ticker);
+    cancelAnimationFrame(frame);
+  };
 }

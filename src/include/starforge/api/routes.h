@@ -16,6 +16,7 @@ enum class RouteId {
   kJobEvents,
   kJobLogs,
   kJobArtifacts,
+  kJobCapsule,
   kDoctor,
   kCapacity,
   kGetCapsule,
@@ -29,11 +30,22 @@ enum class RouteId {
   kHealthz,
   kReadyz,
   kMetrics,
+  // Playgrounds (playground_routes.h).
+  kCreatePlayground,
+  kListPlaygrounds,
+  kGetPlayground,
+  kDeletePlayground,
+  kExtendPlayground,
+  kPlaygroundLogs,
+  kPlaygroundEvents,
+  kPlaygroundModels,
+  kPlaygroundChatCompletions,
+  kPlaygroundCompletions,
 };
 
 struct RouteInfo {
   RouteId id;
-  std::string method;  // "GET", "POST"
+  std::string method;  // "GET", "POST", "DELETE"
   std::string path;    // OpenAPI template, e.g. "/api/v1/jobs/{id}"
   bool auth = true;    // needs a bearer token
 };

@@ -15,6 +15,8 @@
 #include "starforge/config/config.h"
 #include "starforge/controller/controller.h"
 #include "starforge/fleet/fleet.h"
+#include "starforge/objstore/object_store.h"
+#include "starforge/playground/manager.h"
 #include "starforge/store/store.h"
 
 namespace starforge::api {
@@ -24,19 +26,33 @@ struct ServerOptions {
   std::filesystem::path storage_root;      // logs under jobs/<id>/logs
   std::filesystem::path state_dir;         // FORGE_STATE_DIR: uploads/ (never under storage_root)
   int64_t max_upload_bytes = 512LL << 20;  // FORGE_CAPSULE_MAX_BYTES
-  config::Config config;                   // for JobSpec defaults (fleet, images, deadlines)
+  // Disk space for uploads in progress (upload_budget.h): 0 = the state directory's free space;
+  // `upload_keep_free_bytes` of it is never handed to uploads.
+  int64_t upload_space_bytes = 0;
+  int64_t upload_keep_free_bytes = 64LL << 20;
+  config::Config config;  // for JobSpec defaults (fleet, images, deadlines)
   // Non-empty: the local fleet cannot sandbox jobs (why), so only admins may submit local jobs.
   std::string local_unsandboxed;
-  // Connections served at once (each holds a thread: a keep-alive client, a log follow, a slow
-  // sender); beyond it requests get 503 + Retry-After (health checks excepted).
-  int max_connections = 512;
+  // The HTTP front (front.h): connections open in all and per client address (beyond them 503
+  // or 429 + Retry-After), requests handled at once (the rest wait without a thread), and the
+  // time a request's head may take to arrive.
+  int max_connections = 2048;
+  int max_connections_per_client = 256;
+  int max_workers = 64;
+  int head_timeout_s = 10;
   int max_follows_per_user = 16;  // log-follow streams per user; beyond it 429 + Retry-After
-  int read_timeout_s = 5;         // silence while reading a request before it is dropped
-  std::chrono::milliseconds sse_poll{200};          // how often a log follow looks for news
+  int max_watches_per_user = 16;  // ?watch=1 streams per user; beyond it 429 + Retry-After
+  int read_timeout_s = 5;         // silence while reading a request's body before it is dropped
+  std::chrono::milliseconds sse_poll{200};  // how often a log follow or a watch looks for news
   std::chrono::milliseconds sse_keepalive{15'000};  // ": keep-alive" after this much silence
+  // Where capsules are stored (GET /api/v1/jobs/{id}/capsule reads their manifests there);
+  // unset: that route answers 404.
+  objstore::ObjectStore* objects = nullptr;
   // GET /api/v1/doctor (admins): runs the cluster checks (doctor::Run) and returns their JSON.
   // Unset: that route answers 404.
   std::function<nlohmann::json()> doctor;
+  // The playgrounds (docs/playground.md); unset: their routes answer 404.
+  playground::Manager* playgrounds = nullptr;
 };
 
 class Server {

@@ -120,6 +120,12 @@ class ApiClient {
   // POST multipart/form-data expecting JSON.
   ApiError PostForm(const std::string& path, const std::vector<FormPart>& parts,
                     const UploadProgress& progress, nlohmann::json* out, int* status = nullptr);
+  // DELETE expecting JSON.
+  ApiError DeleteJson(const std::string& path, nlohmann::json* out);
+  // POST a JSON body and hand the events of the event-stream answer to `on_event` until the
+  // stream ends or `on_event` returns false. Never reopened (a POST is not repeated).
+  ApiError PostStream(const std::string& path, const nlohmann::json& body,
+                      const std::function<bool(const SseEvent&)>& on_event);
   // GET an event stream and hand each event to `on_event` until it returns false (→ ok) or
   // the server refuses (→ that error). A dropped stream is reopened with Last-Event-ID =
   // `*last_event_id` (updated as events arrive; "" = from the start).

@@ -19,6 +19,7 @@ inline constexpr const char* kCompleted = "Completed";  // Succeeded
 inline constexpr const char* kCancelledByUser = "CancelledByUser";
 inline constexpr const char* kRunnerLost = "RunnerLost";  // the runner died without a status
 inline constexpr const char* kPreRunningDeadlineExceeded = "PreRunningDeadlineExceeded";
+inline constexpr const char* kQueueDeadlineExceeded = "QueueDeadlineExceeded";
 inline constexpr const char* kDeadlineExceeded = "DeadlineExceeded";
 // Packaging/Submitting kept failing transiently for FORGE_SUBMIT_DEADLINE_S.
 inline constexpr const char* kSubmitDeadlineExceeded = "SubmitDeadlineExceeded";

@@ -23,6 +23,7 @@ class SyntaxError : public std::runtime_error {
 struct YamlLimits {
   size_t max_nodes = 1'000'000;
   size_t max_bytes = size_t{256} << 20;
+  size_t max_depth = 1000;  // collections nested in collections
 };
 
 // Parses one YAML document (JSON is a subset of YAML). Throws SyntaxError. Duplicate mapping keys

@@ -39,6 +39,7 @@ struct Config {
   FleetKind default_fleet_kind = FleetKind::kLocal;  // FORGE_DEFAULT_FLEET_KIND
   std::string image_nemo_rl;                         // FORGE_IMAGE_NEMO_RL ("" = unset)
   std::string nemo_rl_dir = "/opt/nemo-rl";          // FORGE_NEMO_RL_DIR
+  std::string image_vllm;                            // FORGE_IMAGE_VLLM ("" = unset)
 
   // Kubernetes connection.
   std::string k8s_api_server;                 // FORGE_K8S_API_SERVER ("" = kubeconfig/in-cluster)
@@ -57,9 +58,12 @@ struct Config {
   std::string k8s_storage_mount;    // FORGE_K8S_STORAGE_MOUNT ("" = storage_root)
   bool k8s_gpu_passthrough = true;  // FORGE_K8S_GPU_PASSTHROUGH
   std::string k8s_fetch_image;      // FORGE_K8S_FETCH_IMAGE ("" = the job's image)
+  std::string k8s_s3_ca_configmap;  // FORGE_K8S_S3_CA_CONFIGMAP ("" = the images' trust)
 
   // KubeRay.
-  std::string kuberay_ray_version = "2.55.1";    // FORGE_KUBERAY_RAY_VERSION
+  // The Ray version the tests run in the pods (scripts/ray-requirements.txt), so that the
+  // default is one StarForge was checked against; clusters set their images' version.
+  std::string kuberay_ray_version = "2.60.0";    // FORGE_KUBERAY_RAY_VERSION
   int64_t kuberay_ttl_seconds = 600;             // FORGE_KUBERAY_TTL_SECONDS
   int64_t kuberay_prerunning_deadline_s = 1800;  // FORGE_KUBERAY_PRERUNNING_DEADLINE_S
   SubmissionMode kuberay_submission_mode = SubmissionMode::kK8sJobMode;
@@ -70,6 +74,7 @@ struct Config {
   std::string state_dir;  // FORGE_STATE_DIR ("" = <storage_root>-state); never under storage_root
   int64_t capsule_max_bytes = 512LL << 20;  // FORGE_CAPSULE_MAX_BYTES
   int64_t submit_deadline_s = 1800;         // FORGE_SUBMIT_DEADLINE_S
+  int64_t playground_max_ttl_s = 28800;     // FORGE_PLAYGROUND_MAX_TTL_S
 
   // Object storage.
   std::string s3_endpoint;  // FORGE_S3_ENDPOINT ("" = filesystem store under storage_root)
@@ -78,6 +83,7 @@ struct Config {
   Secret s3_secret_key;     // FORGE_S3_SECRET_KEY
   std::string s3_region = "us-east-1";               // FORGE_S3_REGION
   S3Addressing s3_addressing = S3Addressing::kPath;  // FORGE_S3_ADDRESSING
+  std::string s3_ca_file;  // FORGE_S3_CA_FILE ("" = the system trust store)
 
   // Control plane.
   std::string listen = "127.0.0.1:8080";  // FORGE_LISTEN

@@ -37,6 +37,7 @@ struct JobSpec {
   std::vector<Pool> pools;          // ≥ 1
   int64_t pre_running_seconds = 0;  // > 0 once defaults are filled
   int64_t running_seconds = 0;      // 0 = no running deadline
+  int64_t queue_seconds = 0;        // 0 = no limit on one wait in the fleet's queue (Kueue)
   bool corpus = false;
   std::optional<std::string> queue;  // Kueue LocalQueue name
   friend bool operator==(const JobSpec&, const JobSpec&) = default;

@@ -23,11 +23,16 @@ struct Defaults {
 
 // What a JobSpec document may expand to (aliases included): a real one is a few KiB, so these
 // keep a hostile one from costing the server more than a few MiB.
-inline constexpr YamlLimits kJobSpecYamlLimits{/*max_nodes=*/100'000, /*max_bytes=*/2u << 20};
+inline constexpr YamlLimits kJobSpecYamlLimits{/*max_nodes=*/100'000, /*max_bytes=*/2u << 20,
+                                               /*max_depth=*/64};
+
+inline constexpr size_t kMaxReportedErrors = 50;
 
 struct ParseResult {
   std::optional<JobSpec> spec;  // set iff errors is empty
-  FieldErrors errors;           // every problem found, in document order, each with its path
+  // The problems found, in document order, each with its path: at most kMaxReportedErrors, then
+  // one saying that more were not listed (a JobSpec of 100,000 unknown keys costs little).
+  FieldErrors errors;
   bool ok() const { return errors.empty(); }
 };
 

@@ -31,6 +31,10 @@ inline constexpr const char* kCorpusVolume = "starforge-corpus";
 inline constexpr const char* kCapsuleVolume = "starforge-capsule";
 inline constexpr const char* kCapsuleDir = "/starforge-capsule";  // same path in every pod
 inline constexpr const char* kCorpusSubdir = "corpus";            // <storage mount>/corpus
+// FORGE_K8S_S3_CA_CONFIGMAP: the bundle's volume, its key and where every Ray container sees it.
+inline constexpr const char* kS3CaVolume = "starforge-s3-ca";
+inline constexpr const char* kS3CaKey = "ca.crt";
+inline constexpr const char* kS3CaDir = "/etc/starforge/s3-ca";
 inline constexpr const char* kGpuResource = "nvidia.com/gpu";
 inline constexpr const char* kPoolResourcePrefix = "pool_";  // Ray custom resource per pool
 

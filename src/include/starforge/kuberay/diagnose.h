@@ -65,6 +65,13 @@ struct Diagnosis {
 // beat Unschedulable, which beats the waiting states.
 Diagnosis Diagnose(const DiagnosisInput& in);
 
+// Why a standalone pod (a playground's) is not ready, with the same causes and words as for a
+// RayJob's pods: hard failures (image pull, mount, config) beat Unschedulable (with the series'
+// free GPUs), which beats the waiting states. `in.cluster_pods` holds the one pod (empty = not
+// found), `in.pools` its one pool (named by the pod's starforge/pool label); the RayJob fields
+// are unused. Running: reason "Running"; a ready pod: reason "".
+Diagnosis DiagnosePod(const DiagnosisInput& in);
+
 // core/v1 and events.k8s.io/v1 events as DiagnosisEvents: deduplicated (same object, type,
 // reason and message: counts added, times widened), sorted by last time (then first time,
 // object, reason). Events without any time sort first.

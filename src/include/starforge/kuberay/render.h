@@ -40,6 +40,16 @@ std::string CheckJobId(const std::string& job_id);
 RenderResult Render(const jobspec::JobSpec& spec, const std::string& job_id,
                     const CapsuleRef& capsule, const config::Config& config);
 
+// What one machine of `pool` gets, shared by RayJob pods and playground pods so that both are
+// placed and counted alike. Container resources with requests = limits (cpu, memory, and
+// nvidia.com/gpu unless FORGE_K8S_GPU_PASSTHROUGH=0); null when there are none.
+nlohmann::json MachineResources(const jobspec::Pool& pool, const config::Config& config);
+// Sets `pod_spec`'s nodeSelector (the card series label) and the nvidia.com/gpu toleration.
+void PlaceOnSeries(nlohmann::json& pod_spec, const jobspec::Pool& pool,
+                   const config::Config& config);
+// The memory-backed /dev/shm volume (FORGE_K8S_SHM_SIZE).
+nlohmann::json ShmVolume(const config::Config& config);
+
 // The RayJob controller's own validation (KubeRay utils/validation.go, upstream-facts §1.2) applied
 // to a RayJob object, with the operator's wording; the RayJob fields StarForge may render are
 // covered. Empty = the operator would accept it.

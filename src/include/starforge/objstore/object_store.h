@@ -81,6 +81,11 @@ class ObjectStore {
   // object of a different size is an error: content-addressed keys cannot legitimately differ.
   virtual Result<PutOutcome> PutFile(const std::string& key, const std::string& path,
                                      const Progress& progress = {}) = 0;
+  // PutFile for a file nobody will write again (the caller may remove it afterwards): a store on
+  // the same filesystem links it into place instead of copying it. The default is PutFile.
+  virtual Result<PutOutcome> PutFinishedFile(const std::string& key, const std::string& path) {
+    return PutFile(key, path);
+  }
   // PutFile for bytes in memory.
   virtual Result<PutOutcome> PutBytes(const std::string& key, std::string_view bytes,
                                       const Progress& progress = {}) = 0;

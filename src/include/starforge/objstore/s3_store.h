@@ -20,6 +20,7 @@ struct S3Options {
   sigv4::Credentials credentials;
   std::string region = "us-east-1";
   config::S3Addressing addressing = config::S3Addressing::kPath;
+  std::string ca_file;  // PEM bundle for an https endpoint ("" = the system trust store)
 
   // Objects larger than this go up in parts of `part_size` (real S3 wants parts >= 5 MiB).
   int64_t multipart_threshold = int64_t{64} << 20;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "starforge/store/job.h"
+#include "starforge/store/playground.h"
 
 struct sqlite3;
 
@@ -39,6 +41,13 @@ struct JobFilter {
   bool only_unfinished = false;  // not terminal, or terminal with cleanup left to do
   int64_t before_seq = 0;        // > 0: only seq < before_seq (cursor paging)
   int limit = 0;                 // 0 = no limit
+};
+
+// A write to a job — its row (and with it a transition) or one of its events — numbered in the
+// order this process made it, from 1. What the API's watches (GET …?watch=1) follow.
+struct Change {
+  int64_t number = 0;
+  std::string job_id;
 };
 
 // The fields a phase change touches; applied together with the Transition row.
@@ -92,6 +101,15 @@ class Store {
                    const std::string& message, const std::string& source);
   std::vector<Event> ListEvents(const std::string& job_id);  // oldest first
 
+  // The change journal: the newest kJournalSize changes made through this Store (not by other
+  // processes), kept in memory so that a watch learns what changed without scanning the jobs.
+  static constexpr size_t kJournalSize = 10'000;
+  int64_t LastChange();  // the newest change's number; 0 before the first
+  // The changes numbered above `after` (oldest first; a job may appear more than once), or
+  // nullopt when some of them are no longer kept (more than kJournalSize since `after`, or
+  // `after` is ahead of this process): the caller lists again.
+  std::optional<std::vector<Change>> ChangesSince(int64_t after);
+
   // Users and API tokens. Tokens are stored as SHA-256 hex only; the clear token is returned
   // once by CreateToken and never again.
   std::optional<User> GetUser(const std::string& name);
@@ -113,18 +131,40 @@ class Store {
   // Grants or takes away admin rights; false when there is no such user.
   bool SetAdmin(const std::string& name, bool admin);
 
+  // How many changes the journal keeps (kJournalSize); tests make it small.
+  void SetJournalSizeForTesting(size_t n);
+
+  // Playgrounds (store/playground.h). CreatePlayground fills id (when empty), seq, created_at,
+  // updated_at and version; the state is Starting.
+  Playground CreatePlayground(Playground playground);
+  std::optional<Playground> GetPlayground(const std::string& id);
+  // Newest first; `owner` "" = everyone's; `only_unfinished`: not terminal or not released.
+  std::vector<Playground> ListPlaygrounds(const std::string& owner, bool only_unfinished);
+  // Like UpdateJob: `mutate` on the current row under the lock; the store keeps identity, times
+  // and version, sets ready_at/finished_at when the state enters Ready/a terminal state, and
+  // refuses (nullopt, nothing written) a state change out of a terminal state or backwards.
+  std::optional<Playground> UpdatePlayground(const std::string& id,
+                                             const std::function<void(Playground&)>& mutate);
+
   // Current time in Unix ms; tests may replace it.
   void SetClockForTesting(std::function<int64_t()> now);
 
  private:
   explicit Store(sqlite3* db);
   int64_t Now();
+  void Journal(const std::string& job_id);  // after a commit
   std::mutex mu_;
+  std::mutex journal_mu_;  // not mu_: a watch must not wait behind a transaction's fsync
+  std::deque<Change> journal_;
+  size_t journal_size_ = kJournalSize;
+  int64_t last_change_ = 0;
   sqlite3* db_;
   std::function<int64_t()> now_;
 };
 
 // A fresh job id: "j-" + 10 random [a-z0-9] (from a CSPRNG).
 std::string NewJobId();
+// A fresh playground id: "p-" + 10 random [a-z0-9].
+std::string NewPlaygroundId();
 
 }  // namespace starforge::store

@@ -1,0 +1,136 @@
+#include "starforge/api/capsule_info.h"
+
+#include <unistd.h>
+#include <zip.h>
+
+#include <atomic>
+#include <ctime>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "starforge/capsule/capsule.h"
+#include "starforge/common/atomic_file.h"
+
+namespace starforge::api {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr uint64_t kMaxManifestBytes = 64 << 20;
+
+struct ZipClose {
+  void operator()(zip_t* z) const { zip_discard(z); }
+};
+struct ZipFileClose {
+  void operator()(zip_file_t* f) const { zip_fclose(f); }
+};
+
+std::optional<std::string> ReadText(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+std::optional<capsule::Manifest> ReadCapsuleManifest(const fs::path& file, std::string* error) {
+  int err = 0;
+  std::unique_ptr<zip_t, ZipClose> za(zip_open(file.c_str(), ZIP_RDONLY, &err));
+  if (!za) {
+    zip_error_t ze;
+    zip_error_init_with_code(&ze, err);
+    *error = "cannot open " + file.string() + " as a zip: " + zip_error_strerror(&ze);
+    zip_error_fini(&ze);
+    return std::nullopt;
+  }
+  const zip_int64_t index = zip_name_locate(za.get(), capsule::kManifestPath, ZIP_FL_ENC_RAW);
+  zip_stat_t st;
+  if (index < 0 || zip_stat_index(za.get(), static_cast<zip_uint64_t>(index), 0, &st) != 0) {
+    *error = file.string() + " has no " + capsule::kManifestPath;
+    return std::nullopt;
+  }
+  if (!(st.valid & ZIP_STAT_SIZE) || st.size > kMaxManifestBytes) {
+    *error = std::string(capsule::kManifestPath) + " in " + file.string() + " is too large";
+    return std::nullopt;
+  }
+  std::unique_ptr<zip_file_t, ZipFileClose> f(
+      zip_fopen_index(za.get(), static_cast<zip_uint64_t>(index), 0));
+  if (!f) {
+    *error = std::string("cannot read ") + capsule::kManifestPath + ": " +
+             zip_error_strerror(zip_get_error(za.get()));
+    return std::nullopt;
+  }
+  std::string text(static_cast<size_t>(st.size), '\0');
+  const zip_int64_t n = zip_fread(f.get(), text.data(), st.size);
+  if (n < 0 || static_cast<zip_uint64_t>(n) != st.size) {
+    *error = std::string("cannot read ") + capsule::kManifestPath + " (a short or corrupt entry)";
+    return std::nullopt;
+  }
+  return capsule::ParseManifest(text, error);
+}
+
+std::optional<CapsuleInfo> LoadCapsuleInfo(objstore::ObjectStore& objects,
+                                           const fs::path& cache_dir, const std::string& sha256,
+                                           std::string* error) {
+  const fs::path cached = cache_dir / ("sha256-" + sha256 + ".json");
+  if (std::optional<std::string> text = ReadText(cached)) {
+    const nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
+    std::string ignored;
+    if (j.is_object() && j.contains("size") && j["size"].is_number_unsigned() &&
+        j.contains("manifest") && j["manifest"].is_string()) {
+      if (auto m = capsule::ParseManifest(j["manifest"].get<std::string>(), &ignored))
+        return CapsuleInfo{j["size"].get<uint64_t>(), std::move(*m)};
+    }
+  }
+  const std::string key = capsule::ObjectKey(sha256);
+  auto head = objects.Head(key);
+  if (!head.ok()) {
+    *error = "looking up " + key + ": " + head.error().message;
+    return std::nullopt;
+  }
+  if (!head.value()) {
+    *error = key + " is not in the object store";
+    return std::nullopt;
+  }
+  CapsuleInfo info;
+  info.size = static_cast<uint64_t>(head.value()->size);
+  // A filesystem store's "presigned" URL is the object's own path: read it there.
+  fs::path file;
+  bool downloaded = false;
+  if (auto url = objects.PresignGet(key, 60, std::time(nullptr));
+      url.ok() && url.value().rfind("file://", 0) == 0) {
+    file = url.value().substr(7);
+  } else {
+    std::error_code ec;
+    fs::create_directories(cache_dir, ec);
+    static std::atomic<int> downloads{0};  // two requests may read the same capsule at once
+    file = cache_dir / (".download-" + sha256 + "-" + std::to_string(::getpid()) + "-" +
+                        std::to_string(++downloads) + ".zip");
+    auto got = objects.GetFile(key, file.string());
+    if (!got.ok()) {
+      *error = "downloading " + key + ": " + got.error().message;
+      return std::nullopt;
+    }
+    downloaded = true;
+  }
+  std::optional<capsule::Manifest> m = ReadCapsuleManifest(file, error);
+  if (downloaded) {
+    std::error_code ec;
+    fs::remove(file, ec);
+  }
+  if (!m) return std::nullopt;
+  info.manifest = std::move(*m);
+  std::error_code ec;
+  fs::create_directories(cache_dir, ec);
+  const nlohmann::json keep = {{"size", info.size}, {"manifest", capsule::ToText(info.manifest)}};
+  WriteFileAtomic(cached, keep.dump(), 0600);  // only a cache: a failure means reading again
+  return info;
+}
+
+}  // namespace starforge::api

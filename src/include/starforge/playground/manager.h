@@ -1,0 +1,98 @@
+// Playgrounds from request to reclaim. The API calls Start/Get/List/Extend/Stop/Proxy; a
+// level-triggered reconciler beside the jobs' controller drives every unfinished playground one
+// step at a time (create → observe → at the TTL or on stop: delete → released), writing each
+// state to the store before acting on it. After a restart it adopts what the store lists, so a
+// playground's TTL is enforced across restarts.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "starforge/common/field_error.h"
+#include "starforge/config/config.h"
+#include "starforge/playground/backend.h"
+#include "starforge/store/store.h"
+
+namespace starforge::playground {
+
+// A refused request: HTTP status, error name (docs/api.md), message, field.
+struct Error {
+  int status;
+  std::string kind;
+  std::string message;
+  std::string field;
+  FieldErrors errors;
+};
+
+struct ManagerOptions {
+  config::Config config;
+  std::filesystem::path storage_root;
+  std::chrono::milliseconds resync{1000};  // how often unfinished playgrounds are looked at
+  // Ready playgrounds are observed every `ready_resync_factor` resyncs (their pod rarely changes).
+  int ready_resync_factor = 5;
+};
+
+class Manager {
+ public:
+  Manager(store::Store& store, std::map<std::string, Backend*> backends, ManagerOptions options);
+  ~Manager();  // Stop()
+
+  void Start();  // the reconciler thread; adopts every unfinished playground
+  void Stop();
+
+  // The API. Each throws Error when refused; a playground of another user is 404, as if missing.
+  store::Playground Create(const store::User& user, const nlohmann::json& body);
+  store::Playground Get(const store::User& user, const std::string& id);
+  std::vector<store::Playground> List(const store::User& user);
+  store::Playground Extend(const store::User& user, const std::string& id, int64_t seconds);
+  store::Playground Stop(const store::User& user, const std::string& id);
+  std::string Logs(const store::User& user, const std::string& id, int64_t tail_lines);
+  // The diagnosis events of a not-ready playground ([] otherwise).
+  nlohmann::json Events(const store::User& user, const std::string& id);
+  // Forwards to the model server; only Ready playgrounds answer (409 otherwise).
+  ProxyReply Proxy(const store::User& user, const std::string& id, const ProxyCall& call,
+                   const std::function<bool(std::string_view)>& on_data,
+                   const std::atomic<bool>* stop);
+
+  // One reconcile step of one playground (the thread calls this; tests may). Returns whether it
+  // still needs reconciling.
+  bool Reconcile(const std::string& id);
+
+  // Requests the backends sent to their clusters (for /metrics and the closing note).
+  int64_t ApiRequests() const;
+
+ private:
+  void Loop();
+  void Kick();
+  Backend* BackendFor(const std::string& kind);
+  int64_t Now() const;
+
+  store::Store& store_;
+  std::map<std::string, Backend*> backends_;
+  ManagerOptions options_;
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool kicked_ = false;
+  bool stopping_ = false;
+  std::map<std::string, int64_t> ready_skips_;  // reconciler thread only
+};
+
+// JSON of a playground for the API ({id, owner, fleet, state, reason, message, spec, expiresAt,
+// …, url}).
+nlohmann::json ToJson(const store::Playground& row);
+
+}  // namespace starforge::playground
