@@ -12,6 +12,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <ctime>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <set>
@@ -182,7 +183,14 @@ struct KubeRayFleet::Impl {
     notify.on_update = [this](const json&, const json& obj) { NotifyFor(obj); };
     notify.on_delete = [this](const json& obj) { NotifyFor(obj); };
     const std::string ours = std::string(kuberay::kLabelManagedBy) + "=" + kuberay::kManagedByValue;
-    rayjobs = informer(res::kRayJobs, ns, ours, notify, no_managed_fields);
+    // A RayJob gone from the cache is kept as last seen: archiving a job whose RayJob went first
+    // (cancelled while Pending, deleted outside StarForge) still saves it and says what is missing.
+    kube::InformerHandlers rayjob_changes = notify;
+    rayjob_changes.on_delete = [this](const json& obj) {
+      RememberGone(obj);
+      NotifyFor(obj);
+    };
+    rayjobs = informer(res::kRayJobs, ns, ours, rayjob_changes, no_managed_fields);
     // RayClusters inherit the RayJob's labels (upstream-facts §3.1).
     rayclusters = informer(res::kRayClusters, ns, ours, notify, no_managed_fields);
     jobs = informer(res::kJobs, ns, std::string(kuberay::kLabelOriginatedFrom), notify,
@@ -300,6 +308,32 @@ struct KubeRayFleet::Impl {
     if (!id.empty()) self->Notify(id);
   }
 
+  // How long a deleted RayJob is kept for its job's archive (archiving follows within seconds;
+  // the bound keeps RayJobs whose job never archives, e.g. one of another server, from piling up).
+  static constexpr std::chrono::minutes kGoneRayJobKeep{60};
+
+  void RememberGone(const json& rj) {
+    const std::string name = Name(rj);
+    const auto now = std::chrono::steady_clock::now();
+    std::lock_guard lock(mu);
+    while (!gone_order.empty() && now - gone_order.front().first > kGoneRayJobKeep) {
+      if (auto it = gone_rayjobs.find(gone_order.front().second);
+          it != gone_rayjobs.end() && it->second.first == gone_order.front().first)
+        gone_rayjobs.erase(it);
+      gone_order.pop_front();
+    }
+    gone_rayjobs[name] = {now, rj};
+    gone_order.emplace_back(now, name);
+  }
+
+  // The last state the watch saw of a deleted RayJob, or nullopt.
+  std::optional<json> GoneRayJob(const std::string& name) {
+    std::lock_guard lock(mu);
+    auto it = gone_rayjobs.find(name);
+    if (it == gone_rayjobs.end()) return std::nullopt;
+    return it->second.second;
+  }
+
   // --- cancelled marks ---------------------------------------------------------------------
 
   fs::path CancelledMark(const std::string& job_id) const { return cancelled_dir / job_id; }
@@ -343,6 +377,7 @@ struct KubeRayFleet::Impl {
     collect_failures.erase(job_id);
     delete_accepted.erase(job_id);
     created_rayjobs.erase(kuberay::RayJobName(job_id));
+    gone_rayjobs.erase(kuberay::RayJobName(job_id));
     observed.erase(job_id);
     for (auto it = init_logs.begin(); it != init_logs.end();) {
       it = it->second.job_id == job_id ? init_logs.erase(it) : std::next(it);
@@ -822,6 +857,23 @@ struct KubeRayFleet::Impl {
     }
   }
 
+  // not-archived.txt for a job whose RayJob was gone when it was archived.
+  void SaveGoneNote(const std::string& job_id, const std::string& name,
+                    const std::optional<json>& last, const fs::path& dir,
+                    std::vector<std::string>* problems) {
+    const std::string by = IsCancelled(job_id) ? "StarForge deleted it when the job was cancelled"
+                                               : "it was deleted outside StarForge";
+    const std::string why =
+        "ray-job.log: RayJob " + ns + "/" + name + " was already gone when the job was archived (" +
+        by + "; archived at " + FormatRfc3339(std::time(nullptr)) +
+        "): its RayCluster and Ray's job log went with it. " +
+        (last ? std::string("rayjob.json is its last state as this server saw it.")
+              : std::string("This server never saw its last state: no rayjob.json.")) +
+        " driver.log and submitter.log hold whatever output the job wrote.\n";
+    SaveFile(dir, "not-archived.txt", why, problems);
+    spdlog::warn("kuberay fleet: job {}: {}", job_id, why.substr(0, why.size() - 1));
+  }
+
   // Saves submitter.log: `ray job logs --follow` in the submitter pods = the driver's output as Ray
   // saw it.
   void SaveSubmitterLog(const std::string& name, const fs::path& dir,
@@ -881,11 +933,20 @@ struct KubeRayFleet::Impl {
     } catch (const kube::ApiError& e) {
       return "reading RayJob " + ns + "/" + name + ": " + Describe(e);
     }
-    const kuberay::StatusView sv = kuberay::ReadStatus(rj ? *rj : json());
-
-    if (rj && !sv.job_id.empty()) SaveRayJobLog(job_id, name, sv, dir, &problems);
-    SaveSubmitterLog(name, dir, &problems);
-    if (rj) SaveEventsAndRayJob(*rj, name, dir, &problems);
+    if (!rj) {
+      // Deleted before the job was archived (cancelled while Pending, deleted outside
+      // StarForge): its RayCluster and Ray's log went with it. The last RayJob the watch saw is
+      // the final one; the archive says what is missing instead of ending silently empty.
+      const std::optional<json> last = GoneRayJob(name);
+      SaveSubmitterLog(name, dir, &problems);
+      if (last) SaveEventsAndRayJob(*last, name, dir, &problems);
+      if (!fs::exists(dir / "ray-job.log")) SaveGoneNote(job_id, name, last, dir, &problems);
+    } else {
+      const kuberay::StatusView sv = kuberay::ReadStatus(*rj);
+      if (!sv.job_id.empty()) SaveRayJobLog(job_id, name, sv, dir, &problems);
+      SaveSubmitterLog(name, dir, &problems);
+      SaveEventsAndRayJob(*rj, name, dir, &problems);
+    }
 
     if (problems.empty()) return "";
     std::string joined;
@@ -1030,7 +1091,7 @@ struct KubeRayFleet::Impl {
   std::unique_ptr<kube::Informer> rayjobs, rayclusters, jobs, pods, events, nodes, all_pods;
   fs::path cancelled_dir;
 
-  std::mutex mu;  // guards the six below
+  std::mutex mu;  // guards the eight below
   std::set<std::string> cancelled_ids;
   std::map<std::string, InitLog> init_logs;  // "<pod uid>/<restarts>" → tail
   std::map<std::string, int> collect_failures;
@@ -1039,6 +1100,9 @@ struct KubeRayFleet::Impl {
   std::map<std::string, json> created_rayjobs;
   // The last Observation of each job and the Fingerprint it was computed from.
   std::map<std::string, std::pair<std::string, Observation>> observed;
+  // RayJobs deleted from the cache: name → (when, last state), oldest first in gone_order.
+  std::map<std::string, std::pair<std::chrono::steady_clock::time_point, json>> gone_rayjobs;
+  std::deque<std::pair<std::chrono::steady_clock::time_point, std::string>> gone_order;
 
   std::mutex usage_mu;  // guards the three below
   kuberay::NodeUsageSums usage_sums;
