@@ -4,16 +4,25 @@
 #
 #   bench/kuberay_fleet_scale.sh BUILD_DIR [N=40]
 #
+# Use a release build for the figures the goals speak of (docs/kuberay-fleet.md, "Scale"):
+#   cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build build/release
+#   bench/kuberay_fleet_scale.sh build/release 1000
+#
 # It starts kubesim with every controller (h200 nodes of 8 GPUs, enough for N one-GPU jobs at
 # once, and two CPU-only big nodes for the submitter pods), s3rver (tools/s3peer) and `forge serve`
-# with the kuberay fleet, set up as scripts/e2e/kuberay_loop's simulator mode. Then, in the same
-# run:
+# with the kuberay fleet, set up as scripts/e2e/kuberay_loop's simulator mode. PODS=fake (the
+# default) runs kubesim's kubelet with --pods fake: no process per pod, statuses as a kubelet
+# writes them, a fake Ray head per RayCluster and a submitter that ends after FAKE_JOB_MS (default
+# 2000) — what lets N reach 1,000 on two cores; PODS=process runs the Ray emulator's programs
+# (N ≤ 400: the real thing, driver.log included). Then, in the same run:
 #   phase 1 (the baseline): ONE job (one pool, one machine, one GPU, `python3 main.py` printing a
 #     line), from submit to cleanup.released;
 #   forge serve runs with --resync-ms RESYNC_MS (default 1000) and --workers WORKERS (default 4);
 #   phase 2: N such jobs submitted at once (SUBMIT_PARALLEL submits at a time, default 4), until
 #     every job is terminal and released (or TIMEOUT seconds, default 300 + 20 N);
 #   then IDLE_SECONDS (default 20) with no job, to see what an idle server sends.
+# The bench's own polling of forge serve's job list (every POLL seconds, default max(0.2, N/200))
+# is part of forge serve's CPU.
 # Each phase records forge serve's API requests (kubesim's /kubesim/requests counts StarForge's
 # only: its own controllers are counted apart), by verb and resource, list/watch apart; the wall
 # time; CPU time (utime + stime) and peak RSS (VmHWM) of forge serve and kubesim (kubesim's pods,
@@ -24,6 +33,8 @@
 # time in every job phase, how long after the RayJob's end the logs were archived, and which
 # archive files every job got (a WARNING, not a failure, when some lack one: ray-job.log is lost
 # when the archive comes after the operator deleted the RayCluster, FORGE_KUBERAY_TTL_SECONDS=60).
+# At the end it checks the goals of docs/kuberay-fleet.md, "Scale" (GOAL lines: met or NOT MET;
+# a report, not the exit status).
 # Exit status: 0 when every job Succeeded and nothing was left, 1 otherwise. The work directory
 # (logs of kubesim, s3rver and forge serve; per-phase JSON) is kept on failure, always with KEEP=1.
 # KUBESIM=path picks another kubesim binary. Slow on purpose: a benchmark, not part of ctest.
@@ -45,9 +56,14 @@ esac
 [[ -d "$1" ]] || fail "BUILD_DIR $1: no such directory"
 build=$(cd "$1" && pwd)
 N=${2:-40}
-if ! [[ "$N" =~ ^[1-9][0-9]*$ ]] || ((N > 400)); then
-  fail "N must be an integer from 1 to 400, not $N"
+pods=${PODS:-fake}
+[[ "$pods" == fake || "$pods" == process ]] || fail "PODS must be fake or process, not $pods"
+max_n=1000
+[[ "$pods" == process ]] && max_n=400
+if ! [[ "$N" =~ ^[1-9][0-9]*$ ]] || ((N > max_n)); then
+  fail "N must be an integer from 1 to $max_n (PODS=$pods), not $N"
 fi
+poll=${POLL:-$(awk -v n="$N" 'BEGIN {printf "%.2f", (n / 200 > 0.2 ? n / 200 : 0.2)}')}
 par=${SUBMIT_PARALLEL:-4}
 timeout=${TIMEOUT:-$((300 + 20 * N))}
 idle=${IDLE_SECONDS:-20}
@@ -85,8 +101,10 @@ NODE
 } >"$work/nodes.yaml"
 printf -- '- "python:*"\n- "docker.io/library/python:*"\n' >"$work/images.yaml"
 mkdir -p "$work/pv/starforge/data"
+pod_flags=()
+[[ "$pods" == fake ]] && pod_flags=(--pods fake --fake-job-ms "${FAKE_JOB_MS:-2000}")
 e2e_start_kubesim "$kubesim" --nodes "$work/nodes.yaml" --controllers all --pv-root "$work/pv" \
-  --images "$work/images.yaml" --kubelet-backoff-ms 500
+  --images "$work/images.yaml" --kubelet-backoff-ms 500 "${pod_flags[@]}"
 k8s=$E2E_K8S
 kubesim_pid=${e2e_pids[-1]}
 curl -fsS -X POST -H 'Content-Type: application/json' \
@@ -170,13 +188,30 @@ EOF
   fi
 }
 
+# Every job of forge serve's list (all pages) as one {"items": [...]}.
+list_jobs() {
+  python3 - "$FORGE_SERVER" "$FORGE_TOKEN" <<'EOF'
+import json, sys, urllib.parse, urllib.request
+items, cursor = [], None
+while True:
+    url = sys.argv[1] + "/api/v1/jobs?limit=500" + ("&cursor=" + urllib.parse.quote(cursor) if cursor else "")
+    req = urllib.request.Request(url, headers={"Authorization": "Bearer " + sys.argv[2]})
+    page = json.load(urllib.request.urlopen(req, timeout=60))
+    items += page["items"]
+    cursor = page.get("nextCursor")
+    if not cursor:
+        break
+json.dump({"items": items}, sys.stdout)
+EOF
+}
+
 # Waits until every job of $work/PHASE.ids is terminal and released (or SECONDS have passed);
 # leaves the last job list in $work/PHASE.jobs.json. Returns 1 on timeout.
 wait_released() {  # PHASE SECONDS
   local deadline last_print=0 status
   deadline=$(awk -v t="$(now)" -v s="$2" 'BEGIN {printf "%d", t + s}')
   while :; do
-    if api "/api/v1/jobs?limit=500" >"$work/$1.jobs.json.new" 2>>"$work/poll.err"; then
+    if list_jobs >"$work/$1.jobs.json.new" 2>>"$work/poll.err"; then
       mv "$work/$1.jobs.json.new" "$work/$1.jobs.json"
       status=$(python3 - "$work/$1.jobs.json" "$work/$1.ids" <<'EOF'
 import collections, json, sys
@@ -196,7 +231,7 @@ EOF
       fi
     fi
     (($(date +%s) >= deadline)) && return 1
-    sleep 0.2
+    sleep "$poll"
   done
 }
 
@@ -302,10 +337,10 @@ sleep "$idle"
 curl -fsS "$k8s/kubesim/requests" >"$work/idle.requests.json"
 snapshot final
 
-python3 - "$work" "$N" "$idle" <<'EOF' | tee "$work/report.txt"
+python3 - "$work" "$N" "$idle" "$pods" <<'EOF' | tee "$work/report.txt"
 import json, os, sys
 from datetime import datetime
-work, n, idle = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+work, n, idle, pods = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 def read(name):
     return open(os.path.join(work, name)).read()
 def stats(name):
@@ -368,14 +403,17 @@ for name, count in (("one", 1), ("many", n)):
     p["files"], p["lag"] = files, sorted(lag)
     ph[name] = p
 one, many = ph["one"], ph["many"]
+# Per job = per job submitted (a failed `forge submit` made no job and cost the fleet nothing).
+m = many["ids"] or n
 
 print()
-print("kuberay fleet at scale: N=%d (phase 1: 1 job; phase 2: %d jobs at once)" % (n, n))
+print("kuberay fleet at scale: N=%d (phase 1: 1 job; phase 2: %d jobs at once), kubesim --pods %s"
+      % (n, n, pods))
 print("load average at the end: %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
 print()
 print("%-44s %12s %12s %12s %8s" % ("", "1 job", "%d jobs" % n, "per job", "ratio"))
 def row(label, a, b, per=True, fmt="%12.1f"):
-    pj = b / n if per else b
+    pj = b / m if per else b
     ratio = (pj / a) if a else float("nan")
     print("%-44s %s %s %s %8.2f" % (label, fmt % a, fmt % b, fmt % pj, ratio))
 def plain(label, a, b, fmt="%12.1f"):
@@ -398,6 +436,9 @@ for k in order + sorted((set(one["spent"]) | set(many["spent"])) - set(order)):
 if one["lag"] and many["lag"]:
     plain("RayJob endTime → archived, median (s)", one["lag"][len(one["lag"]) // 2],
           many["lag"][len(many["lag"]) // 2])
+    def pct(v, q):
+        return v[min(len(v) - 1, int(q * len(v)))]
+    plain("RayJob endTime → archived, p99 (s)", pct(one["lag"], 0.99), pct(many["lag"], 0.99))
     plain("RayJob endTime → archived, max (s)", one["lag"][-1], many["lag"][-1])
 print("%-44s %12s %12s" % ("archived (driver/ray-job/submitter/events/rj)",
       "/".join(str(one["files"].get(f, 0)) for f in ARCHIVE),
@@ -424,8 +465,8 @@ keys = sorted(set(one["all"]) | set(many["all"]),
 for k in keys:
     a, b = one["all"].get(k, 0), many["all"].get(k, 0)
     shared = k.split(" ", 1)[0] in ("list", "watch")
-    pj = "" if shared else "%10.2f" % (b / n)
-    ratio = "" if shared or not a else "%8.2f" % (b / n / a)
+    pj = "" if shared else "%10.2f" % (b / m)
+    ratio = "" if shared or not a else "%8.2f" % (b / m / a)
     print("%-36s %8d %8d %10s %8s%s" % (k, a, b, pj, ratio, "  (shared)" if shared else ""))
 idle_r = json.load(open(os.path.join(work, "idle.requests.json")))
 print()
@@ -440,6 +481,21 @@ for name, p in (("1 job", one), ("%d jobs" % n, many)):
 print("idle %d s after the jobs: %d requests (%s); forge serve CPU %.1f s, RSS %.0f MiB at the end" % (
       idle, idle_r["total"], ", ".join("%s %d" % kv for kv in sorted(idle_r["requests"].items())) or "none",
       fin["serve"]["cpu"] - idle_before["serve"]["cpu"], fin["serve"]["rss"]))
+
+# The goals (docs/kuberay-fleet.md, "Scale"): a report; the exit status is about correctness.
+def cpu(p):
+    return p["after"]["serve"]["cpu"] - p["before"]["serve"]["cpu"]
+cpu_ratio = (cpu(many) / m) / cpu(one) if cpu(one) else float("nan")
+req_per_job = sum(many["other"].values()) / m
+p99 = many["lag"][min(len(many["lag"]) - 1, int(0.99 * len(many["lag"])))] if many["lag"] else float("nan")
+rss = max(many["after"]["serve"]["hwm"], fin["serve"]["hwm"]) * 1024 * 1024 / 1e6
+print()
+for ok, text in (
+        (cpu_ratio <= 1.2, "forge serve CPU per job %.2f× the single job's (goal ≤ 1.2×)" % cpu_ratio),
+        (req_per_job <= 4, "%.2f API requests per job but list/watch (goal ≤ 4)" % req_per_job),
+        (p99 <= 5, "RayJob end → archived p99 %.1f s (goal ≤ 5 s)" % p99),
+        (rss <= 200, "forge serve peak RSS %.0f MB (goal ≤ 200 MB at 1,000 jobs, release)" % rss)):
+    print("GOAL %-8s %s" % ("met:" if ok else "NOT MET:", text))
 EOF
 
 bad=false

@@ -50,6 +50,7 @@ struct ServeOptions {
   std::string listen;
   std::string port_file;
   int64_t resync_ms = 1000;
+  int64_t sync_period_s = 30;
   int workers = 4;
   int64_t cancel_grace_s = 30;
   int64_t sse_keepalive_ms = 15'000;
@@ -333,6 +334,7 @@ int Serve(Context& c, const ServeOptions& o) {
   ctl_options.storage_root = cfg.storage_root;
   ctl_options.state_dir = control;
   ctl_options.resync = std::chrono::milliseconds(o.resync_ms);
+  ctl_options.sync_period = std::chrono::seconds(o.sync_period_s);
   ctl_options.workers = o.workers;
   ctl_options.capsule_max_bytes = cfg.capsule_max_bytes;
   ctl_options.submit_deadline = std::chrono::seconds(cfg.submit_deadline_s);
@@ -551,6 +553,10 @@ void RegisterServeCommands(Registry& registry) {
   cmd->add_option("--resync-ms", serve->resync_ms,
                   "How often running jobs are looked at again, in ms")
       ->check(CLI::Range(int64_t{10}, int64_t{3'600'000}));
+  cmd->add_option("--sync-period-s", serve->sync_period_s,
+                  "How often a live job of a watched fleet (kuberay) is looked at when nothing "
+                  "about it changed, in s (default 30; a deadline still wakes it in time)")
+      ->check(CLI::Range(int64_t{1}, int64_t{86'400}));
   // Steps mostly wait (API server, S3, Ray's dashboard, log reads): more workers than cores keep
   // many jobs ending at once from queueing behind each other's archiving.
   cmd->add_option("--workers", serve->workers,

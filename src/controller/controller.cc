@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <random>
 #include <tuple>
 
 #include "starforge/capsule/capsule.h"
@@ -48,7 +49,8 @@ bool Retryable(objstore::ErrorKind kind) {
 struct Outcome {
   enum Kind { kDone, kAfter, kRetry } kind = kAfter;
   milliseconds delay{0};
-  std::string error;  // kRetry: why (for the log)
+  std::string error;     // kRetry: why (for the log)
+  bool cleanup = false;  // the job is terminal: its next step is archive and release
 };
 
 Outcome Done() {
@@ -73,7 +75,11 @@ class Reconciler {
       : store_(store), fleet_(fleet), objects_(objects), options_(options), metrics_(metrics) {}
 
   Outcome Run(Job job) {
-    if (store::IsTerminal(job.phase)) return Cleanup(job);
+    if (store::IsTerminal(job.phase)) {
+      Outcome o = Cleanup(job);
+      o.cleanup = true;
+      return o;
+    }
     if (fleet_ == nullptr) {
       return Finish(job, Phase::kFailed, reasons::kRejected,
                     fmt::format("this server has no fleet of kind \"{}\"", job.fleet));
@@ -116,7 +122,9 @@ class Reconciler {
                  const std::function<void(Job&)>& mutate = nullptr) {
     Move(job, to, reason, message, mutate);
     Failpoint("terminal-recorded");
-    return Now();
+    Outcome o = Now();
+    o.cleanup = true;  // ahead of live jobs' observes (work_queue.h)
+    return o;
   }
 
   Outcome CancelledBeforeSubmit(const Job& job) {
@@ -343,6 +351,20 @@ class Reconciler {
 
   std::string FleetSource() const { return "fleet:" + fleet_->Kind(); }
 
+  // When to look at a live job again: at the resync of a polled fleet; for a fleet that notifies
+  // every change, at its sync period (±10 %, so that jobs started together do not come due
+  // together) — unless `deadline_ms` (Unix ms, 0 = none), when a deadline of the job passes,
+  // comes first.
+  milliseconds Resync(int64_t now, int64_t deadline_ms = 0) const {
+    if (!fleet_->NotifiesChanges()) return options_.resync;
+    thread_local std::minstd_rand rng(std::random_device{}());
+    const int64_t period = options_.sync_period.count();
+    int64_t wait =
+        period - period / 10 + static_cast<int64_t>(rng() % static_cast<uint64_t>(period / 5 + 1));
+    if (deadline_ms > 0) wait = std::min(wait, std::max<int64_t>(deadline_ms - now, 0) + 1);
+    return milliseconds(std::max<int64_t>(wait, 1));
+  }
+
   // Records the fleet's events idempotently: the observation lists everything since submit, so
   // only occurrences beyond what is already counted are recorded.
   void RecordFleetEvents(const Job& job, const std::vector<fleet::FleetEvent>& events) {
@@ -484,7 +506,7 @@ class Reconciler {
       case fleet::State::kRunning:
         return Running(job, spec, now);
     }
-    return After(options_.resync);
+    return After(Resync(now));
   }
 
   // Pending, but the fleet has no record (e.g. its queue was in memory and it restarted):
@@ -511,7 +533,7 @@ class Reconciler {
 
   Outcome Pending(const Job& job, const std::optional<jobspec::JobSpec>& spec,
                   const fleet::Observation& obs, int64_t now) {
-    if (job.phase != Phase::kPending) return After(options_.resync);  // never back from Running
+    if (job.phase != Phase::kPending) return After(Resync(now));  // never back from Running
     // Time in the fleet's queue is waiting for a turn, not failing to start: the pre-running
     // clock stops there and restarts at admission (the RayJob's own activeDeadlineSeconds
     // likewise counts from its startTime, which KubeRay sets again when it is unsuspended).
@@ -525,8 +547,10 @@ class Reconciler {
                          "admitted from the queue: deadlines.preRunningSeconds counts from here",
                          kSource);
     }
+    int64_t deadline = 0;  // the next one, for Resync
     if (obs.queued && spec && spec->queue_seconds > 0) {
       const int64_t queued_at = queue.Waiting() ? queue.queued : now;
+      deadline = queued_at + spec->queue_seconds * 1000;
       if (now - queued_at > spec->queue_seconds * 1000) {
         Outcome o = CancelOnFleet(job, 0);
         if (o.kind == Outcome::kRetry) return o;
@@ -539,6 +563,8 @@ class Reconciler {
     }
     const int64_t admitted = obs.queued ? 0 : (queue.Waiting() ? now : queue.admitted);
     const int64_t since = std::max(EnteredAt(job, Phase::kPending), admitted);
+    if (!obs.queued && spec && spec->pre_running_seconds > 0)
+      deadline = since + spec->pre_running_seconds * 1000;
     if (!obs.queued && spec && spec->pre_running_seconds > 0 &&
         now - since > spec->pre_running_seconds * 1000) {
       Outcome o = CancelOnFleet(job, 0);
@@ -561,7 +587,7 @@ class Reconciler {
         j.message = message;
       });
     }
-    return After(options_.resync);
+    return After(Resync(now, deadline));
   }
 
   Outcome Running(const Job& job, const std::optional<jobspec::JobSpec>& spec, int64_t now) {
@@ -578,7 +604,8 @@ class Reconciler {
                     fmt::format("still running after {} s (deadlines.runningSeconds): stopped",
                                 spec->running_seconds));
     }
-    return After(options_.resync);
+    const bool timed = spec && spec->running_seconds > 0 && job.started_at > 0;
+    return After(Resync(now, timed ? job.started_at + spec->running_seconds * 1000 : 0));
   }
 
   // Terminal: archive the logs, then give the machines back; each recorded before the next.
@@ -661,7 +688,10 @@ void Controller::Start() {
   for (auto it = jobs.rbegin(); it != jobs.rend(); ++it)
     queue_.Add(it->id);  // oldest first
   for (int i = 0; i < std::max(1, options_.workers); ++i) {
-    workers_.emplace_back([this] { Worker(); });
+    workers_.emplace_back([this] { Worker(Lane::kResync); });
+  }
+  for (int i = 0; i < options_.cleanup_workers; ++i) {
+    workers_.emplace_back([this] { Worker(Lane::kCleanup); });
   }
 }
 
@@ -684,6 +714,11 @@ fleet::Fleet* Controller::FleetFor(const std::string& kind) {
 }
 
 std::optional<milliseconds> Controller::Reconcile(const std::string& job_id) {
+  Lane lane = Lane::kResync;
+  return ReconcileStep(job_id, &lane);
+}
+
+std::optional<milliseconds> Controller::ReconcileStep(const std::string& job_id, Lane* lane) {
   const auto start = std::chrono::steady_clock::now();
   ++metrics_.reconciles;
   Outcome outcome;
@@ -706,6 +741,7 @@ std::optional<milliseconds> Controller::Reconcile(const std::string& job_id) {
   }
   ++metrics_.latency_count;
   metrics_.latency_sum_us += std::chrono::duration_cast<std::chrono::microseconds>(elapsed).count();
+  *lane = outcome.cleanup ? Lane::kCleanup : Lane::kResync;
 
   switch (outcome.kind) {
     case Outcome::kDone:
@@ -721,15 +757,20 @@ std::optional<milliseconds> Controller::Reconcile(const std::string& job_id) {
   std::fprintf(stderr, "controller: job %s: %s (will retry)\n", job_id.c_str(),
                outcome.error.c_str());
   // The queue owns the per-job backoff; the delay returned is the one it applies.
-  return queue_.AddRateLimited(job_id);
+  return queue_.AddRateLimited(job_id, *lane);
 }
 
-void Controller::Worker() {
-  while (std::optional<std::string> key = queue_.Get()) {
-    std::optional<milliseconds> next = Reconcile(*key);
+void Controller::Worker(Lane worst) {
+  while (std::optional<std::string> key = queue_.Get(worst)) {
+    Lane lane = Lane::kResync;
+    std::optional<milliseconds> next = ReconcileStep(*key, &lane);
     // After a failure this repeats the backoff AddRateLimited scheduled: AddAfter keeps the
-    // earliest, so it is the same retry, not a second one.
-    if (next) queue_.AddAfter(*key, *next);
+    // earliest, so it is the same retry, not a second one. A next step at once (a phase
+    // change) is an event: ahead of the periodic looks.
+    if (next) {
+      queue_.AddAfter(*key, *next,
+                      lane == Lane::kCleanup || next->count() > 0 ? lane : Lane::kEvent);
+    }
     queue_.Done(*key);
   }
 }

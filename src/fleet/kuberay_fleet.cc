@@ -12,6 +12,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <ctime>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <set>
@@ -43,6 +44,10 @@ constexpr const char* kFieldManager = "starforge";
 // After this many failed CollectLogs calls for one job, what could not be read is recorded in
 // collect-errors.txt and archiving ends (the RayJob's TTL frees the cluster regardless).
 constexpr int kMaxCollectAttempts = 5;
+// Informer index names.
+constexpr const char* kByCluster = "by-cluster";         // pods by their RayCluster
+constexpr const char* kBySubmitter = "by-submitter";     // pods by their submitter Job
+constexpr const char* kByNamePrefix = "involved-prefix";  // events by DashPrefixes(name)
 
 std::vector<json> Values(const std::map<std::string, json>& m) {
   std::vector<json> out;
@@ -50,6 +55,12 @@ std::vector<json> Values(const std::map<std::string, json>& m) {
   for (const auto& [k, v] : m)
     out.push_back(v);
   return out;
+}
+
+// managedFields: nothing here reads them, and they are a good part of every object (an
+// informer's transform).
+void StripManagedFields(json& obj) {
+  if (auto m = obj.find("metadata"); m != obj.end() && m->is_object()) m->erase("managedFields");
 }
 
 // Every string in `value` redacted, managedFields dropped (noise).
@@ -156,31 +167,104 @@ struct KubeRayFleet::Impl {
         ns(o.config.k8s_namespace),
         objects(objects_),
         client(o.client, o.client_options) {
+    const auto no_managed_fields = StripManagedFields;
     auto informer = [&](kube::ResourceRef ref, std::string in_ns, std::string selector,
-                        bool notify) {
+                        kube::InformerHandlers h, std::function<void(json&)> transform) {
       kube::InformerOptions io;
       io.resource = std::move(ref);
       io.ns = std::move(in_ns);
       io.label_selector = std::move(selector);
       io.min_watch_timeout = o.min_watch_timeout;
-      kube::InformerHandlers h;
-      if (notify) {
-        h.on_add = [this](const json& obj) { NotifyFor(obj); };
-        h.on_update = [this](const json&, const json& obj) { NotifyFor(obj); };
-        h.on_delete = [this](const json& obj) { NotifyFor(obj); };
-      }
+      io.transform = std::move(transform);
       return std::make_unique<kube::Informer>(client, std::move(io), std::move(h));
     };
+    kube::InformerHandlers notify;
+    notify.on_add = [this](const json& obj) { NotifyFor(obj); };
+    notify.on_update = [this](const json&, const json& obj) { NotifyFor(obj); };
+    notify.on_delete = [this](const json& obj) { NotifyFor(obj); };
     const std::string ours = std::string(kuberay::kLabelManagedBy) + "=" + kuberay::kManagedByValue;
-    rayjobs = informer(res::kRayJobs, ns, ours, true);
+    // A RayJob gone from the cache is kept as last seen: archiving a job whose RayJob went first
+    // (cancelled while Pending, deleted outside StarForge) still saves it and says what is missing.
+    kube::InformerHandlers rayjob_changes = notify;
+    rayjob_changes.on_delete = [this](const json& obj) {
+      RememberGone(obj);
+      NotifyFor(obj);
+    };
+    rayjobs = informer(res::kRayJobs, ns, ours, rayjob_changes, no_managed_fields);
     // RayClusters inherit the RayJob's labels (upstream-facts §3.1).
-    rayclusters = informer(res::kRayClusters, ns, ours, true);
-    jobs = informer(res::kJobs, ns, std::string(kuberay::kLabelOriginatedFrom), true);
-    pods = informer(res::kPods, ns, "", true);
-    events = informer(res::kEvents, ns, "", true);
-    nodes = informer(res::kNodes, "", "", false);
-    all_pods = informer(res::kPods, "", "", false);
+    rayclusters = informer(res::kRayClusters, ns, ours, notify, no_managed_fields);
+    jobs = informer(res::kJobs, ns, std::string(kuberay::kLabelOriginatedFrom), notify,
+                    no_managed_fields);
+    pods = informer(res::kPods, ns, "", notify, no_managed_fields);
+    events = informer(res::kEvents, ns, "", notify, no_managed_fields);
+    // Observing one job reads only its objects (client-go Indexers): its cluster's pods, its
+    // submitter's pods, and the events about names that start like its own.
+    pods->AddIndex(kByCluster,
+                   [](const json& p) { return LabelValues(p, {kuberay::kLabelRayCluster}); });
+    pods->AddIndex(kBySubmitter, [](const json& p) {
+      return LabelValues(p, {kuberay::kLabelJobNameBatch, kuberay::kLabelJobNameLegacy});
+    });
+    events->AddIndex(kByNamePrefix, [](const json& e) {
+      return DashPrefixes(Str(Field(e, "involvedObject"), "name"));
+    });
+    // Capacity: every pod of the cluster counts, but only through per-node sums kept from the
+    // events (NodeUsageSums); the cache keeps each pod cut to what the sums read.
+    kube::InformerHandlers usage;
+    usage.on_add = [this](const json& p) { UpdateUsage(nullptr, &p); };
+    usage.on_update = [this](const json& before, const json& now) { UpdateUsage(&before, &now); };
+    usage.on_delete = [this](const json& p) { UpdateUsage(&p, nullptr); };
+    all_pods =
+        informer(res::kPods, "", "", usage, [](json& p) { p = kuberay::TrimPodForCapacity(p); });
+    kube::InformerHandlers node_changes;
+    node_changes.on_add = [this](const json&) { ++capacity_generation; };
+    node_changes.on_update = [this](const json&, const json&) { ++capacity_generation; };
+    node_changes.on_delete = [this](const json&) { ++capacity_generation; };
+    nodes = informer(res::kNodes, "", "", node_changes, [](json& n) {
+      StripManagedFields(n);
+      if (auto st = n.find("status"); st != n.end() && st->is_object()) st->erase("images");
+    });
     cancelled_dir = o.state_dir / "kuberay" / "cancelled";
+  }
+
+  // The values of the first of `keys` the object has as labels (index values).
+  static std::vector<std::string> LabelValues(const json& obj,
+                                              std::initializer_list<const char*> keys) {
+    std::vector<std::string> out;
+    for (const char* k : keys) {
+      std::string v = Label(obj, k);
+      if (!v.empty() && std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
+    }
+    return out;
+  }
+
+  // "a-b-c" → "a-b-c", "a-b", "a": the names an object's name may belong to (a RayJob's
+  // cluster is "<rayjob>-<5>", its pods "<cluster>-…", the submitter's "<rayjob>-<5>").
+  static std::vector<std::string> DashPrefixes(std::string name) {
+    std::vector<std::string> out;
+    while (!name.empty()) {
+      out.push_back(name);
+      const size_t dash = name.rfind('-');
+      if (dash == std::string::npos) break;
+      name.resize(dash);
+    }
+    return out;
+  }
+
+  void UpdateUsage(const json* before, const json* now) {
+    std::lock_guard lock(usage_mu);
+    usage_sums.Update(before, now);
+    ++capacity_generation;
+  }
+
+  // The capacity view from the nodes and the per-node sums, recomputed only after a change.
+  std::vector<kuberay::SeriesCapacity> CurrentCapacity() {
+    std::lock_guard lock(usage_mu);
+    const uint64_t gen = capacity_generation.load();
+    if (capacity_cache && capacity_cache_generation == gen) return *capacity_cache;
+    capacity_cache = kuberay::ComputeCapacityFromUsage(
+        Values(nodes->Snapshot()), usage_sums.by_node(), o.config.k8s_gpu_node_label);
+    capacity_cache_generation = gen;
+    return *capacity_cache;
   }
 
   std::vector<kube::Informer*> Informers() {
@@ -203,10 +287,10 @@ struct KubeRayFleet::Impl {
       const std::string name = Str(involved, "name");
       if (kind == kuberay::kRayJobKind || kind == res::kJobs.kind) return JobIdOfRayJob(name);
       if (kind == kuberay::kRayClusterKind) {
-        if (auto c = rayclusters->Get(Key(name))) return Label(*c, kuberay::kLabelJobId);
+        if (auto c = rayclusters->Find(Key(name))) return Label(*c, kuberay::kLabelJobId);
       }
       if (kind == "Pod") {
-        if (auto p = pods->Get(Key(name))) {
+        if (auto p = pods->Find(Key(name))) {
           if (Field(*p, "involvedObject").is_null()) return JobIdOf(*p);
         }
       }
@@ -215,13 +299,39 @@ struct KubeRayFleet::Impl {
   }
 
   std::string JobIdOfRayJob(const std::string& name) {
-    if (auto rj = rayjobs->Get(Key(name))) return Label(*rj, kuberay::kLabelJobId);
+    if (auto rj = rayjobs->Find(Key(name))) return Label(*rj, kuberay::kLabelJobId);
     return {};
   }
 
   void NotifyFor(const json& obj) {
     const std::string id = JobIdOf(obj);
     if (!id.empty()) self->Notify(id);
+  }
+
+  // How long a deleted RayJob is kept for its job's archive (archiving follows within seconds;
+  // the bound keeps RayJobs whose job never archives, e.g. one of another server, from piling up).
+  static constexpr std::chrono::minutes kGoneRayJobKeep{60};
+
+  void RememberGone(const json& rj) {
+    const std::string name = Name(rj);
+    const auto now = std::chrono::steady_clock::now();
+    std::lock_guard lock(mu);
+    while (!gone_order.empty() && now - gone_order.front().first > kGoneRayJobKeep) {
+      if (auto it = gone_rayjobs.find(gone_order.front().second);
+          it != gone_rayjobs.end() && it->second.first == gone_order.front().first)
+        gone_rayjobs.erase(it);
+      gone_order.pop_front();
+    }
+    gone_rayjobs[name] = {now, rj};
+    gone_order.emplace_back(now, name);
+  }
+
+  // The last state the watch saw of a deleted RayJob, or nullopt.
+  std::optional<json> GoneRayJob(const std::string& name) {
+    std::lock_guard lock(mu);
+    auto it = gone_rayjobs.find(name);
+    if (it == gone_rayjobs.end()) return std::nullopt;
+    return it->second.second;
   }
 
   // --- cancelled marks ---------------------------------------------------------------------
@@ -266,6 +376,9 @@ struct KubeRayFleet::Impl {
     cancelled_ids.erase(job_id);
     collect_failures.erase(job_id);
     delete_accepted.erase(job_id);
+    created_rayjobs.erase(kuberay::RayJobName(job_id));
+    gone_rayjobs.erase(kuberay::RayJobName(job_id));
+    observed.erase(job_id);
     for (auto it = init_logs.begin(); it != init_logs.end();) {
       it = it->second.job_id == job_id ? init_logs.erase(it) : std::next(it);
     }
@@ -273,11 +386,19 @@ struct KubeRayFleet::Impl {
 
   // --- reading the cluster -----------------------------------------------------------------
 
-  // The RayJob from the cache, or from a GET when the cache does not have it (not synced yet,
-  // or just created). nullopt = it does not exist. Throws ApiError.
+  // The RayJob from the cache; one we created that the watch has not brought yet is the create's
+  // answer (client-go's MutationCache idea); a GET only before the cache has synced. nullopt = it
+  // does not exist. Throws ApiError.
   std::optional<json> RayJob(const std::string& name) {
     if (rayjobs->HasSynced()) {
-      if (auto rj = rayjobs->Get(Key(name))) return rj;
+      if (auto rj = rayjobs->Find(Key(name))) {
+        std::lock_guard lock(mu);
+        created_rayjobs.erase(name);
+        return *rj;
+      }
+      std::lock_guard lock(mu);
+      if (auto it = created_rayjobs.find(name); it != created_rayjobs.end()) return it->second;
+      return std::nullopt;  // a synced cache without it: deleted (or never made)
     }
     try {
       return client.Get(res::kRayJobs, ns, name);
@@ -309,28 +430,32 @@ struct KubeRayFleet::Impl {
     std::vector<json> events;
   };
 
-  // Everything of one job the caches hold (upstream-facts §5's chain).
-  JobObjects Gather(const json& rayjob, const std::string& name) {
-    JobObjects j;
-    j.rayjob = rayjob;
+  // The cached objects of one job, shared with the caches (no copies).
+  struct JobRefs {
+    kube::ObjectPtr raycluster, submitter_job;
+    std::vector<kube::ObjectPtr> cluster_pods, submitter_pods, events;
+  };
+
+  // Everything of one job the caches hold (upstream-facts §5's chain). Observe runs this for
+  // every job on every resync: the indexes hand over this job's objects only, whatever the
+  // number of jobs.
+  JobRefs Refs(const json& rayjob, const std::string& name) {
+    JobRefs j;
     const std::string cluster = Str(Field(rayjob, "status"), "rayClusterName");
-    if (!cluster.empty()) {
-      if (auto c = rayclusters->Get(Key(cluster))) j.raycluster = *c;
-    }
-    if (auto sj = jobs->Get(Key(name)); sj && Label(*sj, kuberay::kLabelOriginatedFrom) == name) {
-      j.submitter_job = *sj;
-    }
-    // Observe runs this for every job on every resync: copy only this job's objects.
-    auto in_cluster = [&](const json& p) {
-      return !cluster.empty() && Label(p, kuberay::kLabelRayCluster) == cluster;
-    };
+    if (!cluster.empty()) j.raycluster = rayclusters->Find(Key(cluster));
+    if (auto sj = jobs->Find(Key(name)); sj && Label(*sj, kuberay::kLabelOriginatedFrom) == name)
+      j.submitter_job = sj;
     std::set<std::string> pod_names;
-    for (json& p : pods->Select([&](const json& p) {
-           return in_cluster(p) || Label(p, kuberay::kLabelJobNameBatch) == name ||
-                  Label(p, kuberay::kLabelJobNameLegacy) == name;
-         })) {
-      pod_names.insert(Name(p));
-      (in_cluster(p) ? j.cluster_pods : j.submitter_pods).push_back(std::move(p));
+    if (!cluster.empty()) {
+      for (auto& p : pods->ByIndex(kByCluster, cluster)) {
+        pod_names.insert(Name(*p));
+        j.cluster_pods.push_back(std::move(p));
+      }
+    }
+    for (auto& p : pods->ByIndex(kBySubmitter, name)) {
+      if (!cluster.empty() && Label(*p, kuberay::kLabelRayCluster) == cluster) continue;
+      if (!pod_names.insert(Name(*p)).second) continue;
+      j.submitter_pods.push_back(std::move(p));
     }
     // Pods already gone still explain what happened: their names are <cluster>-… and
     // <rayjob>-<5 chars> (the submitter Job's pods).
@@ -343,11 +468,65 @@ struct KubeRayFleet::Impl {
       return obj.size() == name.size() + 6 && obj.rfind(name + "-", 0) == 0 &&
              obj.find('-', name.size() + 1) == std::string::npos;
     };
-    j.events = events->Select([&](const json& e) {
-      const json& involved = Field(e, "involvedObject");
-      return ours(Str(involved, "kind"), Str(involved, "name"));
-    });
+    std::set<std::string> seen;
+    for (const std::string& prefix : {name, cluster}) {
+      if (prefix.empty()) continue;
+      for (const auto& e : events->ByIndex(kByNamePrefix, prefix)) {
+        const json& involved = Field(*e, "involvedObject");
+        if (ours(Str(involved, "kind"), Str(involved, "name")) &&
+            seen.insert(kube::Informer::KeyOf(*e)).second)
+          j.events.push_back(e);
+      }
+    }
     return j;
+  }
+
+  // Copies of a job's objects, for the pure functions of src/kuberay.
+  static JobObjects Copies(const json& rayjob, const JobRefs& r) {
+    JobObjects j;
+    j.rayjob = rayjob;
+    if (r.raycluster) j.raycluster = *r.raycluster;
+    if (r.submitter_job) j.submitter_job = *r.submitter_job;
+    for (const auto& p : r.cluster_pods)
+      j.cluster_pods.push_back(*p);
+    for (const auto& p : r.submitter_pods)
+      j.submitter_pods.push_back(*p);
+    for (const auto& e : r.events)
+      j.events.push_back(*e);
+    return j;
+  }
+
+  JobObjects Gather(const json& rayjob, const std::string& name) {
+    return Copies(rayjob, Refs(rayjob, name));
+  }
+
+  // What an Observation is computed from, as resourceVersions: equal fingerprints, equal
+  // Observations (a resync of a job where nothing changed reuses the last one).
+  std::string Fingerprint(const json& rayjob, const JobRefs& r, bool cancelled) {
+    std::string f = cancelled ? "c" : "-";
+    auto add = [&f](const json& obj) {
+      f += Str(Field(obj, "metadata"), "uid");
+      f += '@';
+      f += Str(Field(obj, "metadata"), "resourceVersion");
+      f += ' ';
+    };
+    add(rayjob);
+    f += "| ";
+    if (r.raycluster) add(*r.raycluster);
+    f += "| ";
+    if (r.submitter_job) add(*r.submitter_job);
+    bool unscheduled = false;
+    for (const auto* list : {&r.cluster_pods, &r.submitter_pods, &r.events}) {
+      f += "| ";
+      for (const auto& obj : *list) {
+        add(*obj);
+        unscheduled = unscheduled ||
+                      (list == &r.cluster_pods && Str(Field(*obj, "spec"), "nodeName").empty());
+      }
+    }
+    // The Unschedulable message counts free GPUs: then the cluster's pods matter too.
+    if (unscheduled) f += "| capacity " + std::to_string(capacity_generation.load());
+    return f;
   }
 
   // The tail of each failed `fetch-capsule` init container's log, fetched once per failure.
@@ -419,10 +598,8 @@ struct KubeRayFleet::Impl {
     // The nodes and every pod on them only matter to a pod the scheduler could not place (the
     // Unschedulable message counts free GPUs); copying them costs, so only then.
     auto unscheduled = [](const json& pod) { return Str(Field(pod, "spec"), "nodeName").empty(); };
-    if (std::any_of(j.cluster_pods.begin(), j.cluster_pods.end(), unscheduled)) {
-      in.nodes = Values(nodes->Snapshot());
-      in.node_pods = Values(all_pods->Snapshot());
-    }
+    if (std::any_of(j.cluster_pods.begin(), j.cluster_pods.end(), unscheduled))
+      in.capacity = CurrentCapacity();
     in.gpu_label = o.config.k8s_gpu_node_label;
     in.pools = spec.pools;  // what render laid out: read from the JobSpec, not from the RayJob
     return kuberay::Diagnose(in);
@@ -459,8 +636,7 @@ struct KubeRayFleet::Impl {
     if (!nodes->WaitForSync(wait) || !all_pods->WaitForSync(wait)) {
       return {};  // the cluster cannot be read now: Submit retries, Pending explains
     }
-    const auto capacity = kuberay::ComputeCapacity(
-        Values(nodes->Snapshot()), Values(all_pods->Snapshot()), o.config.k8s_gpu_node_label);
+    const auto capacity = CurrentCapacity();
     const kuberay::FitCheck fit = kuberay::CheckFits(spec, capacity, o.config.k8s_gpu_passthrough);
     if (!fit.possible) return {false, fit.message, fit.field};
     return {};
@@ -496,7 +672,11 @@ struct KubeRayFleet::Impl {
     kube::WriteOptions wo;
     wo.field_manager = kFieldManager;
     try {
-      client.Create(res::kRayJobs, ns, rendered.rayjob, wo);
+      json made = client.Create(res::kRayJobs, ns, rendered.rayjob, wo);
+      {
+        std::lock_guard lock(mu);
+        created_rayjobs[name] = std::move(made);
+      }
       SubmitResult ok;
       ok.handle = name;
       return ok;
@@ -564,9 +744,19 @@ struct KubeRayFleet::Impl {
       return obs;
     }
     const std::string ref = ns + "/" + name;
-    kuberay::JobReading job = kuberay::ReadJob(rj ? &*rj : nullptr, IsCancelled(job_id), ref);
+    const bool cancelled = IsCancelled(job_id);
+    kuberay::JobReading job = kuberay::ReadJob(rj ? &*rj : nullptr, cancelled, ref);
+    std::string fingerprint;
     if (rj) {
-      const JobObjects objs = Gather(*rj, name);
+      const JobRefs refs = Refs(*rj, name);
+      fingerprint = Fingerprint(*rj, refs, cancelled);
+      {
+        std::lock_guard lock(mu);
+        if (auto it = observed.find(job_id);
+            it != observed.end() && it->second.first == fingerprint)
+          return it->second.second;
+      }
+      const JobObjects objs = Copies(*rj, refs);
       obs.events = ToFleetEvents(kuberay::NormalizeEvents(objs.events));
       if (job.diagnose) {
         const kuberay::Diagnosis d = DiagnoseJob(job_id, objs, spec);
@@ -579,6 +769,10 @@ struct KubeRayFleet::Impl {
     obs.reason = std::move(job.reason);
     obs.message = RedactUrlQueries(std::move(job.message));
     obs.exit_code = job.exit_code;
+    if (!fingerprint.empty()) {
+      std::lock_guard lock(mu);
+      observed[job_id] = {std::move(fingerprint), obs};
+    }
     return obs;
   }
 
@@ -663,6 +857,23 @@ struct KubeRayFleet::Impl {
     }
   }
 
+  // not-archived.txt for a job whose RayJob was gone when it was archived.
+  void SaveGoneNote(const std::string& job_id, const std::string& name,
+                    const std::optional<json>& last, const fs::path& dir,
+                    std::vector<std::string>* problems) {
+    const std::string by = IsCancelled(job_id) ? "StarForge deleted it when the job was cancelled"
+                                               : "it was deleted outside StarForge";
+    const std::string why =
+        "ray-job.log: RayJob " + ns + "/" + name + " was already gone when the job was archived (" +
+        by + "; archived at " + FormatRfc3339(std::time(nullptr)) +
+        "): its RayCluster and Ray's job log went with it. " +
+        (last ? std::string("rayjob.json is its last state as this server saw it.")
+              : std::string("This server never saw its last state: no rayjob.json.")) +
+        " driver.log and submitter.log hold whatever output the job wrote.\n";
+    SaveFile(dir, "not-archived.txt", why, problems);
+    spdlog::warn("kuberay fleet: job {}: {}", job_id, why.substr(0, why.size() - 1));
+  }
+
   // Saves submitter.log: `ray job logs --follow` in the submitter pods = the driver's output as Ray
   // saw it.
   void SaveSubmitterLog(const std::string& name, const fs::path& dir,
@@ -716,15 +927,26 @@ struct KubeRayFleet::Impl {
     std::vector<std::string> problems;
     std::optional<json> rj;
     try {
-      rj = client.Get(res::kRayJobs, ns, name);  // fresh: the final status goes into rayjob.json
+      // The cache's RayJob is the one whose terminal status Observe read: rayjob.json gets it
+      // without a GET.
+      rj = RayJob(name);
     } catch (const kube::ApiError& e) {
-      if (!kube::IsNotFound(e)) return "reading RayJob " + ns + "/" + name + ": " + Describe(e);
+      return "reading RayJob " + ns + "/" + name + ": " + Describe(e);
     }
-    const kuberay::StatusView sv = kuberay::ReadStatus(rj ? *rj : json());
-
-    if (rj && !sv.job_id.empty()) SaveRayJobLog(job_id, name, sv, dir, &problems);
-    SaveSubmitterLog(name, dir, &problems);
-    if (rj) SaveEventsAndRayJob(*rj, name, dir, &problems);
+    if (!rj) {
+      // Deleted before the job was archived (cancelled while Pending, deleted outside
+      // StarForge): its RayCluster and Ray's log went with it. The last RayJob the watch saw is
+      // the final one; the archive says what is missing instead of ending silently empty.
+      const std::optional<json> last = GoneRayJob(name);
+      SaveSubmitterLog(name, dir, &problems);
+      if (last) SaveEventsAndRayJob(*last, name, dir, &problems);
+      if (!fs::exists(dir / "ray-job.log")) SaveGoneNote(job_id, name, last, dir, &problems);
+    } else {
+      const kuberay::StatusView sv = kuberay::ReadStatus(*rj);
+      if (!sv.job_id.empty()) SaveRayJobLog(job_id, name, sv, dir, &problems);
+      SaveSubmitterLog(name, dir, &problems);
+      SaveEventsAndRayJob(*rj, name, dir, &problems);
+    }
 
     if (problems.empty()) return "";
     std::string joined;
@@ -759,16 +981,32 @@ struct KubeRayFleet::Impl {
         std::lock_guard lock(mu);
         accepted = delete_accepted.count(job_id) != 0;
       }
-      if (auto cached = rayjobs->Get(Key(name)); cached && (accepted || Deleting(*cached)))
+      auto cached = rayjobs->Find(Key(name));
+      if (cached && (accepted || Deleting(*cached))) {
+        // Seen going in the cache: its leaving the cache will prove it gone.
+        std::lock_guard lock(mu);
+        delete_accepted.insert(job_id);
         return waiting(*cached);
+      }
+      // Accepted while the cache held it, and the watch has since removed it: gone, without a
+      // second DELETE to prove it.
+      if (!cached && accepted) {
+        Forget(job_id);
+        return "";
+      }
     }
     kube::DeleteOptions d;
     d.propagation_policy = "Background";
     try {
+      const bool was_cached = rayjobs->HasSynced() && rayjobs->Find(Key(name)) != nullptr;
       const json r = client.Delete(res::kRayJobs, ns, name, d);
       if (Str(r, "kind") == kuberay::kRayJobKind && Deleting(r)) {
-        std::lock_guard lock(mu);
-        delete_accepted.insert(job_id);
+        // Only a RayJob the cache held proves its deletion by leaving it; otherwise the next
+        // DELETE's 404 does.
+        if (was_cached) {
+          std::lock_guard lock(mu);
+          delete_accepted.insert(job_id);
+        }
         return waiting(r);
       }
     } catch (const kube::ApiError& e) {
@@ -787,8 +1025,7 @@ struct KubeRayFleet::Impl {
                                                              : nodes->stats().last_error);
       return out;
     }
-    const auto capacity = kuberay::ComputeCapacity(
-        Values(nodes->Snapshot()), Values(all_pods->Snapshot()), o.config.k8s_gpu_node_label);
+    const auto capacity = CurrentCapacity();
     json body = kuberay::ToJson(capacity, o.config.k8s_gpu_node_label);
     for (auto& [k, v] : body.items())
       out[k] = v;
@@ -854,11 +1091,24 @@ struct KubeRayFleet::Impl {
   std::unique_ptr<kube::Informer> rayjobs, rayclusters, jobs, pods, events, nodes, all_pods;
   fs::path cancelled_dir;
 
-  std::mutex mu;  // guards the four below
+  std::mutex mu;  // guards the eight below
   std::set<std::string> cancelled_ids;
   std::map<std::string, InitLog> init_logs;  // "<pod uid>/<restarts>" → tail
   std::map<std::string, int> collect_failures;
   std::set<std::string> delete_accepted;  // job ids whose RayJob's DELETE the server accepted
+  // RayJobs this server created that the watch has not brought yet: name → the create's answer.
+  std::map<std::string, json> created_rayjobs;
+  // The last Observation of each job and the Fingerprint it was computed from.
+  std::map<std::string, std::pair<std::string, Observation>> observed;
+  // RayJobs deleted from the cache: name → (when, last state), oldest first in gone_order.
+  std::map<std::string, std::pair<std::chrono::steady_clock::time_point, json>> gone_rayjobs;
+  std::deque<std::pair<std::chrono::steady_clock::time_point, std::string>> gone_order;
+
+  std::mutex usage_mu;  // guards the three below
+  kuberay::NodeUsageSums usage_sums;
+  std::optional<std::vector<kuberay::SeriesCapacity>> capacity_cache;
+  uint64_t capacity_cache_generation = 0;
+  std::atomic<uint64_t> capacity_generation{1};  // bumped by every node or pod change
 
   std::mutex sweep_mu;
   std::condition_variable sweep_cv;

@@ -57,16 +57,46 @@ bool Informer::HasSynced() const {
   return synced_;
 }
 
+void Informer::AddIndex(const std::string& name, IndexFunc fn) {
+  std::lock_guard lock(mu_);
+  Index& index = indexes_[name];
+  index.fn = std::move(fn);
+  index.keys.clear();
+  for (const auto& [key, obj] : cache_)
+    for (const std::string& v : index.fn(*obj))
+      index.keys[v].insert(key);
+}
+
+void Informer::ReindexLocked(const std::string& key, const json* before, const json* now) {
+  for (auto& [name, index] : indexes_) {
+    if (before != nullptr) {
+      for (const std::string& v : index.fn(*before)) {
+        auto it = index.keys.find(v);
+        if (it == index.keys.end()) continue;
+        it->second.erase(key);
+        if (it->second.empty()) index.keys.erase(it);
+      }
+    }
+    if (now != nullptr) {
+      for (const std::string& v : index.fn(*now))
+        index.keys[v].insert(key);
+    }
+  }
+}
+
 std::map<std::string, json> Informer::Snapshot() const {
   std::lock_guard lock(mu_);
-  return cache_;
+  std::map<std::string, json> out;
+  for (const auto& [key, obj] : cache_)
+    out.emplace_hint(out.end(), key, *obj);
+  return out;
 }
 
 std::vector<json> Informer::Select(const std::function<bool(const json&)>& pred) const {
   std::vector<json> out;
   std::lock_guard lock(mu_);
   for (const auto& [key, obj] : cache_)
-    if (pred(obj)) out.push_back(obj);
+    if (pred(*obj)) out.push_back(*obj);
   return out;
 }
 
@@ -74,7 +104,32 @@ std::optional<json> Informer::Get(const std::string& key) const {
   std::lock_guard lock(mu_);
   auto it = cache_.find(key);
   if (it == cache_.end()) return std::nullopt;
-  return it->second;
+  return *it->second;
+}
+
+ObjectPtr Informer::Find(const std::string& key) const {
+  std::lock_guard lock(mu_);
+  auto it = cache_.find(key);
+  return it == cache_.end() ? nullptr : it->second;
+}
+
+std::vector<ObjectPtr> Informer::ByIndex(const std::string& index, const std::string& value) const {
+  std::vector<ObjectPtr> out;
+  std::lock_guard lock(mu_);
+  auto i = indexes_.find(index);
+  if (i == indexes_.end()) return out;
+  auto v = i->second.keys.find(value);
+  if (v == i->second.keys.end()) return out;
+  out.reserve(v->second.size());
+  for (const std::string& key : v->second) {
+    if (auto it = cache_.find(key); it != cache_.end()) out.push_back(it->second);
+  }
+  return out;
+}
+
+size_t Informer::Size() const {
+  std::lock_guard lock(mu_);
+  return cache_.size();
 }
 
 std::string Informer::LastResourceVersion() const {
@@ -105,16 +160,17 @@ bool Informer::Relist() {
   lo.stop = &stop_;
   json list = client_.ListAll(options_.resource, options_.ns, lo, options_.page_size);
   if (stop_) return false;
-  std::map<std::string, json> fresh;
+  std::map<std::string, ObjectPtr> fresh;
   for (auto& item : list["items"]) {
+    if (options_.transform) options_.transform(item);
     std::string key = KeyOf(item);
-    fresh[key] = std::move(item);
+    fresh[key] = std::make_shared<const json>(std::move(item));
   }
   // The differences between the old cache and the list are what a watcher would have seen.
   struct Change {
     WatchEventType type;
-    json old_object;
-    json object;
+    ObjectPtr old_object;
+    ObjectPtr object;
   };
   std::vector<Change> changes;
   {
@@ -122,8 +178,8 @@ bool Informer::Relist() {
     for (const auto& [key, obj] : fresh) {
       auto it = cache_.find(key);
       if (it == cache_.end()) {
-        changes.push_back({WatchEventType::kAdded, json(), obj});
-      } else if (RvOf(it->second) != RvOf(obj) || it->second != obj) {
+        changes.push_back({WatchEventType::kAdded, nullptr, obj});
+      } else if (RvOf(*it->second) != RvOf(*obj) || *it->second != *obj) {
         changes.push_back({WatchEventType::kModified, it->second, obj});
       }
     }
@@ -131,6 +187,12 @@ bool Informer::Relist() {
       if (!fresh.count(key)) changes.push_back({WatchEventType::kDeleted, obj, obj});
     }
     cache_ = std::move(fresh);
+    for (auto& [name, index] : indexes_) {
+      index.keys.clear();
+      for (const auto& [key, obj] : cache_)
+        for (const std::string& v : index.fn(*obj))
+          index.keys[v].insert(key);
+    }
     if (auto m = list.find("metadata"); m != list.end() && m->is_object()) {
       last_rv_ = m->value("resourceVersion", "");
     }
@@ -138,11 +200,11 @@ bool Informer::Relist() {
   }
   for (const auto& c : changes) {
     try {
-      if (c.type == WatchEventType::kAdded && handlers_.on_add) handlers_.on_add(c.object);
+      if (c.type == WatchEventType::kAdded && handlers_.on_add) handlers_.on_add(*c.object);
       if (c.type == WatchEventType::kModified && handlers_.on_update) {
-        handlers_.on_update(c.old_object, c.object);
+        handlers_.on_update(*c.old_object, *c.object);
       }
-      if (c.type == WatchEventType::kDeleted && handlers_.on_delete) handlers_.on_delete(c.object);
+      if (c.type == WatchEventType::kDeleted && handlers_.on_delete) handlers_.on_delete(*c.object);
     } catch (const std::exception& e) {
       Fail(e);  // a handler's bug must not stop the informer
     }
@@ -164,26 +226,30 @@ void Informer::Apply(WatchEventType type, json object) {
     if (!rv.empty()) last_rv_ = rv;
     return;
   }
+  if (options_.transform) options_.transform(object);
   std::string key = KeyOf(object);
-  std::optional<json> old;
+  ObjectPtr old;
+  auto now = std::make_shared<const json>(std::move(object));
   {
     std::lock_guard lock(mu_);
     auto it = cache_.find(key);
     if (it != cache_.end()) old = it->second;
     if (type == WatchEventType::kDeleted) {
-      cache_.erase(key);
+      if (it != cache_.end()) cache_.erase(it);
+      ReindexLocked(key, old.get(), nullptr);
     } else {
-      cache_[key] = object;
+      cache_[key] = now;
+      ReindexLocked(key, old.get(), now.get());
     }
     if (!rv.empty()) last_rv_ = rv;
   }
   try {
     if (type == WatchEventType::kDeleted) {
-      if (handlers_.on_delete) handlers_.on_delete(object);
+      if (handlers_.on_delete) handlers_.on_delete(*now);
     } else if (old) {
-      if (handlers_.on_update) handlers_.on_update(*old, object);
+      if (handlers_.on_update) handlers_.on_update(*old, *now);
     } else if (handlers_.on_add) {
-      handlers_.on_add(object);
+      handlers_.on_add(*now);
     }
   } catch (const std::exception& e) {
     Fail(e);

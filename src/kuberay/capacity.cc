@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
+#include <utility>
 
 #include "starforge/common/json_read.h"
 #include "starforge/common/quantity.h"
@@ -123,9 +125,62 @@ int64_t PodGpuRequest(const json& pod) {
   return std::max(containers, init_max) + Amount(Field(spec, "overhead"), kGpuResource);
 }
 
+namespace {
+
+// The usage one pod adds to its node: none when unbound or terminated.
+std::optional<std::pair<std::string, int64_t>> Contribution(const json* pod) {
+  if (pod == nullptr) return std::nullopt;
+  std::string node = Str(Field(*pod, "spec"), "nodeName");
+  if (node.empty() || Terminated(*pod)) return std::nullopt;
+  return std::make_pair(std::move(node), PodGpuRequest(*pod));
+}
+
+}  // namespace
+
+void NodeUsageSums::Update(const json* before, const json* now) {
+  if (auto c = Contribution(before)) {
+    auto it = by_node_.find(c->first);
+    if (it != by_node_.end()) {
+      it->second.pods -= 1;
+      it->second.gpu_requested -= c->second;
+      if (it->second.pods <= 0) by_node_.erase(it);
+    }
+  }
+  if (auto c = Contribution(now)) {
+    NodeUsage& u = by_node_[c->first];
+    u.pods += 1;
+    u.gpu_requested += c->second;
+  }
+}
+
+json TrimPodForCapacity(const json& pod) {
+  const json& meta = Field(pod, "metadata");
+  json m = json::object();
+  for (const char* k : {"namespace", "name", "uid", "resourceVersion"})
+    if (meta.is_object() && meta.contains(k)) m[k] = meta[k];
+  json out = {{"metadata", std::move(m)}, {"spec", json::object()}, {"status", json::object()}};
+  const std::string node = Str(Field(pod, "spec"), "nodeName");
+  if (!node.empty()) out["spec"]["nodeName"] = node;
+  const std::string phase = Str(Field(pod, "status"), "phase");
+  if (!phase.empty()) out["status"]["phase"] = phase;
+  const int64_t gpus = PodGpuRequest(pod);
+  out["spec"]["containers"] = json::array(
+      {gpus > 0 ? json{{"resources", {{"requests", {{kGpuResource, gpus}}}}}} : json::object()});
+  return out;
+}
+
 std::vector<SeriesCapacity> ComputeCapacity(const std::vector<json>& nodes,
                                             const std::vector<json>& pods,
                                             const std::string& gpu_label) {
+  NodeUsageSums sums;
+  for (const json& pod : pods)
+    sums.Update(nullptr, &pod);
+  return ComputeCapacityFromUsage(nodes, sums.by_node(), gpu_label);
+}
+
+std::vector<SeriesCapacity> ComputeCapacityFromUsage(const std::vector<json>& nodes,
+                                                     const std::map<std::string, NodeUsage>& usage,
+                                                     const std::string& gpu_label) {
   std::map<std::string, NodeCapacity> by_name;
   for (const json& node : nodes) {
     const json& meta = Field(node, "metadata");
@@ -139,12 +194,11 @@ std::vector<SeriesCapacity> ComputeCapacity(const std::vector<json>& nodes,
     n.blocked = BlockedReasons(node);
     by_name[n.name] = std::move(n);
   }
-  for (const json& pod : pods) {
-    const std::string node = Str(Field(pod, "spec"), "nodeName");
+  for (const auto& [node, u] : usage) {
     auto it = by_name.find(node);
-    if (node.empty() || it == by_name.end() || Terminated(pod)) continue;
-    it->second.pods += 1;
-    it->second.gpu_requested += PodGpuRequest(pod);
+    if (it == by_name.end()) continue;
+    it->second.pods = u.pods;
+    it->second.gpu_requested = u.gpu_requested;
   }
 
   std::map<std::string, SeriesCapacity> by_series;

@@ -586,7 +586,8 @@ void ScanUnschedulable(Ctx& ctx, const std::vector<const json*>& pods,
     }
   }
   const std::vector<SeriesCapacity> capacity =
-      ComputeCapacity(ctx.in.nodes, ctx.in.node_pods, ctx.in.gpu_label);
+      ctx.in.capacity ? *ctx.in.capacity
+                      : ComputeCapacity(ctx.in.nodes, ctx.in.node_pods, ctx.in.gpu_label);
   std::string computed;
   for (const jobspec::Pool* pool : pools) {
     if (pool->gpu_series.empty()) continue;

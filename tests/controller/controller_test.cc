@@ -79,6 +79,7 @@ class FakeFleet : public fleet::Fleet {
       : kind_(std::move(kind)), log_(std::move(log)) {}
 
   std::string Kind() const override { return kind_; }
+  bool NotifiesChanges() const override { return notifies; }
 
   fleet::Admission Admit(const jobspec::JobSpec&) override {
     std::lock_guard lock(mu_);
@@ -182,6 +183,7 @@ class FakeFleet : public fleet::Fleet {
   std::map<std::string, fleet::State> state;
   fleet::Observation observation;  // reason/message/events/exit code for every Observe
   bool auto_run = false;
+  bool notifies = false;  // NotifiesChanges: the controller then relies on PokeController
   int observe_errors = 0;
   int cancels_until_stopped = 0;  // > 0: Cancel stops the job only at that call
   int collect_errors = 0;
@@ -845,6 +847,40 @@ TEST_F(ControllerTest, WorkersDriveJobsOldestFirstAndFleetNotificationsWakeThem)
   controller_->Stop();
   for (const auto& id : ids)
     EXPECT_EQ(Get(id).phase, Phase::kSucceeded);
+}
+
+// A fleet that notifies every change (the kuberay fleet's watches) is not polled: a live job is
+// looked at again after the sync period, or when its next deadline passes if that is sooner.
+TEST_F(ControllerTest, ALiveJobOfANotifyingFleetWaitsForTheSyncPeriodOrItsDeadline) {
+  Options o = FastOptions(root());
+  o.sync_period = 3600s;
+  controller_ = std::make_unique<Controller>(
+      *store_, std::map<std::string, fleet::Fleet*>{{"local", &fleet_}}, objects_, o);
+  fleet_.notifies = true;
+  const Job slow = Submit(Spec("deadlines: {preRunningSeconds: 7200}\n"));
+  DriveTo(slow.id, Phase::kPending);
+  auto next = controller_->Reconcile(slow.id);
+  ASSERT_TRUE(next.has_value());
+  EXPECT_GE(*next, 3240s) << "the sync period less 10 %, not the resync";
+  EXPECT_LE(*next, 3960s);
+
+  const Job soon = Submit(Spec("deadlines: {preRunningSeconds: 5}\n"));
+  DriveTo(soon.id, Phase::kPending);
+  next = controller_->Reconcile(soon.id);
+  ASSERT_TRUE(next.has_value());
+  EXPECT_LE(*next, 5001ms) << "back when the pre-running deadline passes";
+
+  fleet_.Set(soon.id, fleet::State::kRunning);
+  DriveTo(soon.id, Phase::kRunning);
+  next = controller_->Reconcile(soon.id);
+  ASSERT_TRUE(next.has_value());
+  EXPECT_GE(*next, 3240s) << "no running deadline";
+
+  // A polled fleet keeps the resync.
+  fleet_.notifies = false;
+  next = controller_->Reconcile(slow.id);
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(*next, o.resync);
 }
 
 TEST_F(ControllerTest, ANewControllerFinishesAnInFlightJobOnce) {

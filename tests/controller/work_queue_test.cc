@@ -55,6 +55,38 @@ TEST(WorkQueueTest, DoneWithoutChangesDoesNotRequeue) {
   EXPECT_EQ(q.Len(), 0u);
 }
 
+TEST(WorkQueueTest, CleanupBeforeEventsBeforeResyncsAndAKeyMovesUpOnly) {
+  WorkQueue q(10ms, 100ms);
+  q.Add("resync-1", Lane::kResync);
+  q.Add("event-1");
+  q.Add("resync-2", Lane::kResync);
+  q.Add("cleanup-1", Lane::kCleanup);
+  q.Add("resync-2", Lane::kCleanup);  // moves up
+  q.Add("event-1", Lane::kResync);    // never down
+  EXPECT_EQ(q.Len(), 4u);
+  EXPECT_EQ(q.Get(), "cleanup-1");
+  EXPECT_EQ(q.Get(), "resync-2");
+  EXPECT_EQ(q.Get(), "event-1");
+  EXPECT_EQ(q.Get(), "resync-1");
+  EXPECT_EQ(q.Len(), 0u);
+}
+
+TEST(WorkQueueTest, ACleanupWorkerTakesOnlyCleanupWork) {
+  WorkQueue q(10ms, 100ms);
+  q.Add("live");
+  auto cleanup = std::async(std::launch::async, [&] { return q.Get(Lane::kCleanup); });
+  EXPECT_EQ(cleanup.wait_for(100ms), std::future_status::timeout);
+  q.Add("ended", Lane::kCleanup);
+  ASSERT_EQ(cleanup.wait_for(2s), std::future_status::ready);
+  EXPECT_EQ(cleanup.get(), "ended");
+  EXPECT_EQ(q.Get(), "live");
+  // A key re-added while processed keeps the best lane asked for.
+  q.Add("ended", Lane::kResync);
+  q.Add("ended", Lane::kCleanup);
+  q.Done("ended");
+  EXPECT_EQ(q.Get(Lane::kCleanup), "ended");
+}
+
 TEST(WorkQueueTest, AddAfterDelaysAndTheEarliestDelayWins) {
   WorkQueue q(10ms, 100ms);
   const auto start = Clock::now();

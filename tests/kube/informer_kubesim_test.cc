@@ -214,6 +214,56 @@ TEST_P(InformerExpiredTest, RelistsAndEmitsTheDifferences) {
 
 INSTANTIATE_TEST_SUITE_P(BothForms, InformerExpiredTest, ::testing::Values("event", "http"));
 
+// Names of the objects `inf` files under `value` of index "v".
+std::set<std::string> Indexed(const Informer& inf, const std::string& value) {
+  std::set<std::string> out;
+  for (const auto& o : inf.ByIndex("v", value))
+    out.insert((*o)["metadata"].value("name", ""));
+  return out;
+}
+
+// Indexes follow adds, updates (an object moves between values), deletes and a relist after
+// 410; the transform applies to listed and watched objects alike.
+TEST_F(InformerKubesimTest, IndexesAndTransformFollowEveryChange) {
+  Create("a");
+  Create("b");
+  InformerOptions o = Options();
+  o.transform = [](json& obj) {
+    obj["metadata"].erase("managedFields");
+    obj["trimmed"] = true;
+  };
+  Informer inf(*client_, o);
+  inf.AddIndex("v", [](const json& obj) -> std::vector<std::string> {
+    if (!obj.contains("data") || !obj["data"].contains("v")) return {};
+    return {obj["data"]["v"].get<std::string>()};
+  });
+  inf.Start();
+  ASSERT_TRUE(inf.WaitForSync(10s));
+  EXPECT_EQ(Indexed(inf, "0"), (std::set<std::string>{"a", "b"}));
+  EXPECT_TRUE(inf.ByIndex("v", "1").empty());
+  EXPECT_TRUE(inf.ByIndex("no-such-index", "0").empty());
+  ASSERT_NE(inf.Find(kNs + "/a"), nullptr);
+  EXPECT_TRUE(inf.Find(kNs + "/a")->value("trimmed", false)) << "listed objects are transformed";
+
+  WaitWatching(1);
+  Set("a", "1");
+  Create("c");
+  ASSERT_TRUE(Eventually([&] { return Indexed(inf, "1") == std::set<std::string>{"a"}; }));
+  ASSERT_TRUE(Eventually([&] { return Indexed(inf, "0") == std::set<std::string>{"b", "c"}; }));
+  EXPECT_TRUE(inf.Find(kNs + "/c")->value("trimmed", false)) << "watched objects too";
+  Delete("b");
+  ASSERT_TRUE(Eventually([&] { return Indexed(inf, "0") == std::set<std::string>{"c"}; }));
+
+  ExpireInformer(this, inf, "http", [&] {
+    Set("c", "1");
+    Create("d");
+  });
+  ASSERT_TRUE(Eventually([&] { return inf.stats().relists_after_expired >= 1; }));
+  ASSERT_TRUE(Eventually([&] { return Indexed(inf, "1") == std::set<std::string>{"a", "c"}; }));
+  EXPECT_EQ(Indexed(inf, "0"), std::set<std::string>{"d"});
+  EXPECT_EQ(inf.Size(), 4u);  // a, c, d and kube-root-ca.crt (no data.v: in no index value)
+}
+
 TEST_F(InformerKubesimTest, CacheEqualsServerAfterChurn) {
   Informer inf(*client_, Options());
   inf.Start();

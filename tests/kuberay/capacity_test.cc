@@ -203,6 +203,47 @@ TEST(ComputeCapacity, BlockedNodesSayWhy) {
   EXPECT_EQ(s.node_detail[4].blocked, V{"taint nvidia.com/gpu:NoExecute"});
 }
 
+// The sums a watch keeps pod by pod (bind, finish, move, delete) give what a full recount gives,
+// also from pods cut down by TrimPodForCapacity.
+TEST(NodeUsageSums, FollowPodEventsLikeARecount) {
+  const std::vector<json> nodes = {Node("a", "h200", 8), Node("b", "h200", 8)};
+  NodeUsageSums sums;
+  auto same_as_recount = [&](const std::vector<json>& pods) {
+    NodeUsageSums trimmed;
+    for (const json& p : pods) {
+      const json t = TrimPodForCapacity(p);
+      trimmed.Update(nullptr, &t);
+    }
+    EXPECT_EQ(trimmed.by_node(), sums.by_node());
+    const auto full = ComputeCapacity(nodes, pods, kLabel);
+    const auto kept = ComputeCapacityFromUsage(nodes, sums.by_node(), kLabel);
+    ASSERT_EQ(full.size(), kept.size());
+    for (size_t i = 0; i < full.size(); ++i) {
+      EXPECT_EQ(full[i].gpu_requested, kept[i].gpu_requested);
+      EXPECT_EQ(full[i].gpu_free, kept[i].gpu_free);
+      ASSERT_EQ(full[i].node_detail.size(), kept[i].node_detail.size());
+      for (size_t n = 0; n < full[i].node_detail.size(); ++n)
+        EXPECT_EQ(full[i].node_detail[n].pods, kept[i].node_detail[n].pods);
+    }
+  };
+  const json unbound = Pod("p", "", 2, "Pending");
+  sums.Update(nullptr, &unbound);
+  same_as_recount({unbound});
+  const json bound = Pod("p", "a", 2, "Pending");
+  sums.Update(&unbound, &bound);
+  const json other = Pod("q", "a", 4);
+  sums.Update(nullptr, &other);
+  same_as_recount({bound, other});
+  EXPECT_EQ(sums.by_node().at("a"), (NodeUsage{2, 6}));
+  const json done = Pod("q", "a", 4, "Succeeded");
+  sums.Update(&other, &done);
+  same_as_recount({bound, done});
+  sums.Update(&done, nullptr);
+  sums.Update(&bound, nullptr);
+  same_as_recount({});
+  EXPECT_TRUE(sums.by_node().empty()) << "a node whose pods all left is dropped";
+}
+
 TEST(ComputeCapacity, RequestedBeyondAllocatableIsZeroFree) {
   json node = Node("n", "h100", 4);
   node["status"]["allocatable"]["nvidia.com/gpu"] = "3";  // one GPU unhealthy

@@ -1626,6 +1626,61 @@ TEST(OperatorRealRun, KubeRaySample) {
   EXPECT_EQ(rc["status"]["head"]["podIP"].get<std::string>().rfind("127.", 0), 0u);
 }
 
+// --pods fake (node/fake_pods.h): the same RayJob walks the same states with no process: the
+// pods get addresses and statuses, the fake head answers the operator and the service proxy, the
+// submitter's log reads like `ray job submit` + `ray job logs`, and deleting the RayJob takes its
+// pods away (the kubelet's grace-0 DELETE).
+TEST(OperatorFakePods, RayJobCompletesWithoutProcesses) {
+  Sim sim({"--nodes", std::string(KUBESIM_TESTDATA) + "/nodes.yaml", "--resync-ms", "300",
+           "--scheduler-backoff-ms", "200", "--bookmark-interval-ms", "200", "--pods", "fake",
+           "--fake-job-ms", "500"});
+  ASSERT_GT(sim.port(), 0) << sim.Log();
+  std::vector<json> docs = ReadManifests(std::string(KUBESIM_TESTDATA) + "/ray-job.sample.yaml");
+  ASSERT_FALSE(docs.empty());
+  json rayjob = docs[0];
+  rayjob["metadata"]["name"] = "rayjob-fake";
+  rayjob["spec"]["entrypoint"] = "python3 -c 'print(42)'";
+  rayjob["spec"].erase("ttlSecondsAfterFinished");
+  rayjob["spec"]["shutdownAfterJobFinishes"] = false;
+  StatusRecorder rec(sim, "default", "rayjob-fake");
+  sim.Create(RjPath("default"), rayjob);
+  ASSERT_EQ(WaitJds(sim, "default", "rayjob-fake", "Complete", 30s), "Complete") << sim.Log();
+  const json st = RayJobStatus(sim, "default", "rayjob-fake");
+  EXPECT_EQ(st["jobStatus"], "SUCCEEDED");
+  EXPECT_EQ(st["message"], "Job finished successfully.");
+  const std::vector<std::string> ok_seq = {"", "Initializing", "Running", "Complete"};
+  EXPECT_EQ(rec.SequenceSoon("jobDeploymentStatus", ok_seq), ok_seq);
+  const json rc = sim.Get(RcPath("default", st["rayClusterName"]));
+  EXPECT_EQ(rc["status"]["state"], "ready");
+  EXPECT_EQ(rc["status"]["head"]["podIP"].get<std::string>().rfind("127.", 0), 0u);
+
+  std::vector<json> pods = SubmitterPods(sim, "default", "rayjob-fake");
+  ASSERT_FALSE(pods.empty());
+  EXPECT_EQ(pods[0]["status"]["phase"], "Succeeded");
+  const std::string log = PodLog(sim, "default", pods[0]["metadata"]["name"]);
+  EXPECT_NE(log.find("Job '" + st["jobId"].get<std::string>() + "' submitted successfully"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("python3 -c 'print(42)'"), std::string::npos) << log;
+  EXPECT_NE(log.find("SUCCEEDED"), std::string::npos) << log;
+  // Ray's own job log, as StarForge reads it: through the service proxy.
+  const json ray_log = sim.Get(
+      "/api/v1/namespaces/default/services/rayjob-fake-head-svc:dashboard/"
+      "proxy/api/jobs/" +
+      st["jobId"].get<std::string>() + "/logs");
+  EXPECT_NE(ray_log.value("logs", "").find("print(42)"), std::string::npos) << ray_log.dump();
+
+  sim.Req("DELETE", RjPath("default", "rayjob-fake"));
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return Items(sim.Get(PodsPath("default",
+                                      "ray.io/cluster=" + st["rayClusterName"].get<std::string>())))
+            .empty();
+      },
+      30s))
+      << sim.Log();
+}
+
 // upstream-facts §9: backoffLimit > 0 retries with a new RayCluster and jobId.
 TEST(Operator, RetryWithBackoffLimit) {
   FakeRay ray;

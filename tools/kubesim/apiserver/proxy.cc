@@ -16,6 +16,7 @@
 #include <set>
 #include <thread>
 
+#include "node/fake_ray.h"
 #include "node/pod_network.h"
 #include "server.h"
 
@@ -221,6 +222,13 @@ void Server::ServiceProxy(const httplib::Request& req, httplib::Response& res, c
     }
   }
 
+  // A fake Ray head (kubelet --pods fake) answers in this process: nothing listens there.
+  if (auto fake = node::AnswerFakeRay(target.host, req.method,
+                                      rest + (query.empty() ? "" : "?" + query), req.body)) {
+    res.status = fake->status;
+    res.set_content(fake->body, fake->content_type);
+    return;
+  }
   auto s = std::make_shared<ProxyStream>();
   if (scheme == "https") {
     auto ssl = std::make_unique<httplib::SSLClient>(target.host, target.port);

@@ -6,6 +6,7 @@
 #include <httplib.h>
 
 #include "controllers/kubeutil.h"
+#include "node/fake_ray.h"
 
 namespace kubesim::controllers {
 
@@ -98,6 +99,18 @@ DashboardClient::DashboardClient(std::string host, int port)
 
 namespace {
 
+// A fake head's in-process answer (--pods fake, node/fake_ray.h) as an httplib result; an
+// empty result when no fake head holds `host`: then dial.
+httplib::Result Fake(const std::string& host, const std::string& method, const std::string& path,
+                     const std::string& body = "") {
+  auto reply = node::AnswerFakeRay(host, method, path, body);
+  if (!reply) return httplib::Result(nullptr, httplib::Error::Unknown);
+  auto res = std::make_unique<httplib::Response>();
+  res->status = reply->status;
+  res->body = std::move(reply->body);
+  return httplib::Result(std::move(res), httplib::Error::Success);
+}
+
 httplib::Client MakeHttp(const std::string& host, int port) {
   httplib::Client c(host, port);
   c.set_connection_timeout(2, 0);
@@ -113,8 +126,8 @@ std::string Describe(const httplib::Result& r) {
 }  // namespace
 
 int DashboardClient::GetJobInfo(const std::string& job_id, RayJobInfo* info) {
-  auto c = MakeHttp(host_, port_);
-  auto r = c.Get("/api/jobs/" + job_id);
+  auto r = Fake(host_, "GET", "/api/jobs/" + job_id);
+  if (!r) r = MakeHttp(host_, port_).Get("/api/jobs/" + job_id);
   if (!r) throw std::runtime_error("GET /api/jobs/" + job_id + ": " + Describe(r));
   if (r->status == 404) return 0;
   json body = json::parse(r->body, nullptr, false);
@@ -127,8 +140,8 @@ int DashboardClient::GetJobInfo(const std::string& job_id, RayJobInfo* info) {
 }
 
 void DashboardClient::SubmitJob(const json& request) {
-  auto c = MakeHttp(host_, port_);
-  auto r = c.Post("/api/jobs/", request.dump(), "application/json");
+  auto r = Fake(host_, "POST", "/api/jobs/", request.dump());
+  if (!r) r = MakeHttp(host_, port_).Post("/api/jobs/", request.dump(), "application/json");
   if (!r) throw std::runtime_error("SubmitJob fail: " + Describe(r));
   if (r->status < 200 || r->status > 299) {
     if (r->status == 500 &&
@@ -140,8 +153,8 @@ void DashboardClient::SubmitJob(const json& request) {
 }
 
 void DashboardClient::StopJob(const std::string& job_id) {
-  auto c = MakeHttp(host_, port_);
-  auto r = c.Post("/api/jobs/" + job_id + "/stop", "", "application/json");
+  auto r = Fake(host_, "POST", "/api/jobs/" + job_id + "/stop");
+  if (!r) r = MakeHttp(host_, port_).Post("/api/jobs/" + job_id + "/stop", "", "application/json");
   if (!r) throw std::runtime_error("StopJob fail: " + Describe(r));
 }
 

@@ -193,6 +193,13 @@ Kubelet::~Kubelet() {
 
 void Kubelet::Start(const controllers::ControllerContext& ctx) {
   const auto& f = ctx.flags;
+  if (const std::string mode = f.Value("pods", "process"); mode != "process") {
+    if (mode != "fake")
+      throw std::invalid_argument("--pods wants process or fake, got '" + mode + "'");
+    fake_ = std::make_unique<FakePods>();
+    fake_->Start(ctx);
+    return;
+  }
   opts_.state_dir = f.Value("kubelet-dir");
   opts_.pv_root = f.Value("pv-root");
   const std::string ray = f.Value("ray", "emulator");
@@ -343,6 +350,7 @@ void Kubelet::Start(const controllers::ControllerContext& ctx) {
 }
 
 void Kubelet::Stop() {
+  if (fake_) return fake_->Stop();
   if (stop_.exchange(true)) return;
   queue_.ShutDown();
   hosts_cv_.notify_all();
@@ -1829,6 +1837,10 @@ KUBESIM_REGISTER_CONTROLLER({"kubelet",
                               {"pod-cidr", "--pod-network netns: the pods' range (10.244.0.0/16)"},
                               {"cluster-hosts-file",
                                "write a hosts file naming every service (for host programs)"},
+                              {"pods",
+                               "process (default: real programs) or fake (no process: statuses "
+                               "only, a fake Ray head and submitter; node/fake_pods.h)"},
+                              {"fake-job-ms", "--pods fake: how long each Ray job runs (2000)"},
                               {"kubelet-pod-cpu-shares",
                                "cpu.shares of the one cgroup holding all containers, so pods "
                                "cannot starve kubesim (default 1024, 0 = no cgroup)"}},

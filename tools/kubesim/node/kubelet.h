@@ -23,6 +23,7 @@
 #include "controllers/controller.h"
 #include "controllers/events.h"
 #include "controllers/workqueue.h"
+#include "node/fake_pods.h"
 #include "node/image_policy.h"
 #include "node/pod_env.h"
 #include "node/pod_netns.h"
@@ -194,7 +195,8 @@ class Kubelet : public controllers::Controller {
   void ForgetAwaits(const std::string& pod_key);
 
   KubeletOptions opts_;
-  std::string sandbox_error_;  // "" = sandboxes can be made
+  std::unique_ptr<FakePods> fake_;  // --pods fake: it runs the pods instead (node/fake_pods.h)
+  std::string sandbox_error_;       // "" = sandboxes can be made
   bool own_state_dir_ = false;
   std::unique_ptr<starforge::kube::Client> client_;
   std::unique_ptr<starforge::kube::Informer> pods_;

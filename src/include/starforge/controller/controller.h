@@ -35,7 +35,14 @@ struct Options {
   std::filesystem::path storage_root;  // jobs/<id>/ (logs)
   std::filesystem::path state_dir;     // FORGE_STATE_DIR: work/ (packaging scratch)
   int workers = 2;
-  std::chrono::milliseconds resync{1000};       // requeue of Pending/Running jobs
+  // Workers that serve only terminal jobs' archive and release (work_queue.h, Lane::kCleanup),
+  // beside `workers`, which serve them first too.
+  int cleanup_workers = 2;
+  std::chrono::milliseconds resync{1000};  // requeue of Pending/Running jobs (polled fleets)
+  // Pending/Running jobs of a fleet that notifies every change (Fleet::NotifiesChanges): looked
+  // at when it says so, and otherwise only every sync_period (±10 %, spread out) as a safety net
+  // — controller-runtime's SyncPeriod — or at the job's next deadline if that comes first.
+  std::chrono::milliseconds sync_period{30'000};
   std::chrono::milliseconds backoff_base{200};  // failed step: base * 2^n …
   std::chrono::milliseconds backoff_max{30'000};
   int64_t capsule_max_bytes = 512LL << 20;
@@ -79,7 +86,9 @@ class Controller {
   const Metrics& metrics() const { return metrics_; }
 
  private:
-  void Worker();
+  // Reconcile, and the lane the job goes back to (terminal jobs: Lane::kCleanup).
+  std::optional<std::chrono::milliseconds> ReconcileStep(const std::string& job_id, Lane* lane);
+  void Worker(Lane worst);
   store::Store& store_;
   std::map<std::string, fleet::Fleet*> fleets_;
   objstore::ObjectStore& objects_;

@@ -103,6 +103,10 @@ class Fleet {
   // What the fleet has and uses, as JSON for GET /api/v1/capacity: {"fleet": Kind(), …}.
   virtual nlohmann::json Capacity() = 0;
 
+  // Whether Notify is called for every change that can alter an Observation (watches): then
+  // the controller need not poll its live jobs every resync (controller.h, sync_period).
+  virtual bool NotifiesChanges() const { return false; }
+
   // Called (from any thread) when the fleet notices a change for a job, so the controller can
   // reconcile it at once instead of at its next resync.
   void SetNotify(std::function<void(const std::string& job_id)> notify) {

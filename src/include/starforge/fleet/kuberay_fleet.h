@@ -78,6 +78,8 @@ class KubeRayFleet : public Fleet {
   bool WaitForSync(std::chrono::milliseconds timeout);
 
   std::string Kind() const override { return "kuberay"; }
+  // Every change of a job's objects that the informers see notifies the job.
+  bool NotifiesChanges() const override { return true; }
   // Refuses what render refuses (multi-machine on RWO storage, corpus without its PVC, …) and
   // what can never fit the cluster's nodes (no node of the series, more GPUs per machine than
   // any node has). An unreachable cluster skips the capacity check.

@@ -2,7 +2,9 @@
 // dropped stream and relisting after 410 Expired) feeding a cache of objects keyed by
 // "namespace/name", with add/update/delete handlers. This is how controllers observe the
 // cluster: one stream per resource instead of polling per object (reference §3, client-go
-// tools/cache/reflector.go).
+// tools/cache/reflector.go). Like client-go's indexer (tools/cache/thread_safe_store.go), it can
+// keep indexes (objects by a label's value, …) so that a reader touches only the objects it asks
+// for, and a transform that trims objects before they are cached (SharedInformer.SetTransform).
 #pragma once
 
 #include <atomic>
@@ -11,10 +13,13 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -35,7 +40,17 @@ struct InformerOptions {
   // Backoff between failed list/watch attempts (client-go: 800 ms doubling to 30 s).
   std::chrono::milliseconds backoff_base{800};
   std::chrono::milliseconds backoff_cap{30000};
+  // Applied to every listed or watched object before it is cached and handed to the handlers
+  // (client-go SetTransform): drop what no reader needs, so that the cache holds less. Must keep
+  // metadata.namespace, name and resourceVersion. Unset = objects as the server sent them.
+  std::function<void(nlohmann::json& object)> transform;
 };
+
+// The values an object is filed under in one index (client-go IndexFunc), e.g. a label's value;
+// none = not in that index.
+using IndexFunc = std::function<std::vector<std::string>(const nlohmann::json& object)>;
+// A cached object, shared with the cache (no copy); null = absent. Never modified once cached.
+using ObjectPtr = std::shared_ptr<const nlohmann::json>;
 
 // Called on the informer's thread, after the cache was updated, never under the cache lock (a
 // handler may read Snapshot()). A handler must not block for long: it delays later events.
@@ -62,6 +77,9 @@ class Informer {
   Informer(const Informer&) = delete;
   Informer& operator=(const Informer&) = delete;
 
+  // Adds index `name` computed by `fn` over every cached object. Call before Start().
+  void AddIndex(const std::string& name, IndexFunc fn);
+
   // Starts the reflector thread.
   void Start();
   // Stops the thread and joins it; returns within about a second. Idempotent.
@@ -79,6 +97,13 @@ class Informer {
   std::vector<nlohmann::json> Select(const std::function<bool(const nlohmann::json&)>& pred) const;
   // One cached object, if present.
   std::optional<nlohmann::json> Get(const std::string& key) const;
+  // One cached object without a copy, or null.
+  ObjectPtr Find(const std::string& key) const;
+  // The cached objects index `index` files under `value`, by key, without copies (empty for an
+  // unknown index or value). Costs what it returns, not the size of the cache.
+  std::vector<ObjectPtr> ByIndex(const std::string& index, const std::string& value) const;
+  // How many objects are cached.
+  size_t Size() const;
   // The resourceVersion the reflector will resume from.
   std::string LastResourceVersion() const;
   InformerStats stats() const;
@@ -93,6 +118,9 @@ class Informer {
   // Watches from the last rv until the stream ends. Throws ApiError.
   void WatchOnce();
   void Apply(WatchEventType type, nlohmann::json object);
+  // Files `key` under the indexes' values of `now` instead of those of `before` (null = none).
+  void ReindexLocked(const std::string& key, const nlohmann::json* before,
+                     const nlohmann::json* now);
   void Fail(const std::exception& e);
   // Sleeps `d` unless stopped first; false when stopped.
   bool SleepUnlessStopped(std::chrono::milliseconds d);
@@ -106,7 +134,12 @@ class Informer {
 
   mutable std::mutex mu_;  // guards everything below
   std::condition_variable cv_;
-  std::map<std::string, nlohmann::json> cache_;
+  std::map<std::string, ObjectPtr> cache_;
+  struct Index {
+    IndexFunc fn;
+    std::unordered_map<std::string, std::set<std::string>> keys;  // value -> keys
+  };
+  std::map<std::string, Index> indexes_;
   std::string last_rv_;
   bool synced_ = false;
   InformerStats stats_;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,35 @@ struct SeriesCapacity {
 std::vector<SeriesCapacity> ComputeCapacity(const std::vector<nlohmann::json>& nodes,
                                             const std::vector<nlohmann::json>& pods,
                                             const std::string& gpu_label);
+
+// What the non-terminal pods bound to one node request: the sums ComputeCapacity needs of them.
+struct NodeUsage {
+  int64_t pods = 0;
+  int64_t gpu_requested = 0;
+  friend bool operator==(const NodeUsage&, const NodeUsage&) = default;
+};
+
+// The pods' NodeUsage per node (spec.nodeName), kept up to date pod by pod from watch events, so
+// that capacity and the Unschedulable diagnosis need no copy of every pod. Not thread-safe.
+class NodeUsageSums {
+ public:
+  // Replaces the contribution of `before` (null = none) with that of `now` (null = gone).
+  void Update(const nlohmann::json* before, const nlohmann::json* now);
+  const std::map<std::string, NodeUsage>& by_node() const { return by_node_; }
+
+ private:
+  std::map<std::string, NodeUsage> by_node_;  // nodes with no pod are absent
+};
+
+// ComputeCapacity from per-node sums instead of the pods themselves.
+std::vector<SeriesCapacity> ComputeCapacityFromUsage(const std::vector<nlohmann::json>& nodes,
+                                                     const std::map<std::string, NodeUsage>& usage,
+                                                     const std::string& gpu_label);
+
+// A pod cut to what NodeUsageSums and ComputeCapacity read of it (metadata's namespace, name,
+// uid and resourceVersion, spec.nodeName, status.phase, and the pod's GPU request as one
+// container's request): an informer's transform for a cache of every pod in the cluster.
+nlohmann::json TrimPodForCapacity(const nlohmann::json& pod);
 
 // {"gpuNodeLabel": …, "series": [{"series", "nodes", "gpus": {capacity, allocatable, requested,
 // free}, "blockedNodes", "nodeDetail": [{name, gpus{…}, pods, schedulable, blocked[]}]}]}.

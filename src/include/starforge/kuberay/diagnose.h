@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,7 @@
 
 #include "starforge/config/config.h"
 #include "starforge/jobspec/jobspec.h"
+#include "starforge/kuberay/capacity.h"
 
 namespace starforge::kuberay {
 
@@ -29,6 +31,9 @@ struct DiagnosisInput {
   // Every non-terminal pod bound to a node, any namespace (the capacity view's pods), so the
   // Unschedulable message can say how many GPUs are free. May be empty.
   std::vector<nlohmann::json> node_pods;
+  // The capacity view when the caller keeps one (NodeUsageSums): then `nodes` and `node_pods`
+  // are not read.
+  std::optional<std::vector<SeriesCapacity>> capacity;
   std::string gpu_label = config::kDefaultGpuNodeLabel;  // FORGE_K8S_GPU_NODE_LABEL
   std::vector<jobspec::Pool> pools;                      // the job's pools
 };
