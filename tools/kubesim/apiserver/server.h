@@ -38,9 +38,9 @@ struct Options {
   int bookmark_interval_ms = 1000;
   int64_t max_pod_grace_seconds = -1;  // cap on graceful pod deletion (-1 = none)
   std::string rbac_file;               // --rbac: token -> user and rules (auth.h)
-  // --kueue: Kueue's admission webhooks for RayJobs (kueue.h): a RayJob created with label
-  // kueue.x-k8s.io/queue-name gets spec.suspend=true, and one Kueue would refuse is denied (403);
-  // a test "admits" it by setting spec.suspend=false (no Workload, quota or ClusterQueue).
+  // --kueue: Kueue's admission contract for RayJobs, as its mutating webhook applies it: a RayJob
+  // created with label kueue.x-k8s.io/queue-name gets spec.suspend=true; a test "admits" it by
+  // setting spec.suspend=false (no Workload, quota or ClusterQueue is emulated).
   bool kueue_suspend = false;
   // Called once the listener is bound (port file written), before serving starts: main.cc
   // starts the controllers here (controllers/controller.h).
