@@ -689,8 +689,10 @@ const std::vector<Entry>& Table() {
         "HTTPMode has the operator call the Ray dashboard."));
     t.push_back(Integer("FORGE_KUEUE_MAX_WORKER_GROUPS", &Config::kueue_max_worker_groups, 1,
                         kInt32Max, "a Kubernetes int32",
-                        "Most worker groups (pools) one RayJob may have when Kueue queues it "
-                        "(Kueue caps the PodSets of a workload, and the head takes one)."));
+                        "Most worker groups one RayJob may have when Kueue queues it. A Kueue "
+                        "workload has at most 8 PodSets: the head takes one and, in K8sJobMode, "
+                        "the submitter Job another (Kueue v0.17), so 6; 7 is the most with "
+                        "HTTPMode."));
     t.push_back(ByteSize("FORGE_CAPSULE_MAX_BYTES", &Config::capsule_max_bytes,
                          "Largest capsule accepted, in bytes or as a quantity such as 512Mi."));
     t.push_back(Integer("FORGE_SUBMIT_DEADLINE_S", &Config::submit_deadline_s, 1, kInt32Max,

@@ -75,7 +75,7 @@ TEST(Settings, ListsEverySettingOnceWithItsDefault) {
       {"FORGE_KUBERAY_TTL_SECONDS", "600"},
       {"FORGE_KUBERAY_PRERUNNING_DEADLINE_S", "1800"},
       {"FORGE_KUBERAY_SUBMISSION_MODE", "K8sJobMode"},
-      {"FORGE_KUEUE_MAX_WORKER_GROUPS", "17"},
+      {"FORGE_KUEUE_MAX_WORKER_GROUPS", "6"},
       {"FORGE_CAPSULE_MAX_BYTES", "536870912"},
       {"FORGE_SUBMIT_DEADLINE_S", "1800"},
       {"FORGE_PLAYGROUND_MAX_TTL_S", "28800"},
@@ -144,7 +144,7 @@ TEST(Load, NothingSetGivesTheDefaults) {
   EXPECT_EQ(c.kuberay_ttl_seconds, 600);
   EXPECT_EQ(c.kuberay_prerunning_deadline_s, 1800);
   EXPECT_EQ(c.kuberay_submission_mode, SubmissionMode::kK8sJobMode);
-  EXPECT_EQ(c.kueue_max_worker_groups, 17);
+  EXPECT_EQ(c.kueue_max_worker_groups, 6);
   EXPECT_EQ(c.capsule_max_bytes, 536870912);
   EXPECT_EQ(c.s3_region, "us-east-1");
   EXPECT_EQ(c.s3_addressing, S3Addressing::kPath);

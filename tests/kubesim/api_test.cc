@@ -1246,3 +1246,51 @@ TEST(Kubesim, TableForListGetAndWatch) {
   EXPECT_EQ(got[1]["object"]["rows"][0]["cells"][0], "rj2");
   EXPECT_TRUE(got[1]["object"]["rows"][0]["object"].is_null());
 }
+
+// --kueue: Kueue's RayJob webhooks as the real Kueue v0.17 answers them on the real control
+// plane (scripts/e2e/kuberay_loop --real --kueue checks the same denial there): a queued RayJob
+// is stored suspended; one Kueue would refuse is denied with its words; the queue may not change
+// once the job runs.
+TEST(Kubesim, KueueWebhooksSuspendAndRefuseQueuedRayJobs) {
+  Kubesim k({"--kueue"});
+  auto c = k.Client();
+  const json head = {
+      {"rayStartParams", json::object()},
+      {"template",
+       {{"spec", {{"containers", json::array({{{"name", "ray-head"}, {"image", "ray"}}})}}}}}};
+  auto queued = [&](const std::string& name, bool shutdown) {
+    json rj = RayJob(name);
+    rj["metadata"]["labels"] = {{"kueue.x-k8s.io/queue-name", "team-a"}};
+    rj["spec"]["shutdownAfterJobFinishes"] = shutdown;
+    rj["spec"]["rayClusterSpec"] = {{"headGroupSpec", head}};
+    return rj;
+  };
+  json created = Post(c, kRj, queued("q1", true));
+  EXPECT_EQ(created["spec"]["suspend"], true);
+  // Without the label Kueue leaves the job alone.
+  json plain = RayJob("plain");
+  plain["spec"]["rayClusterSpec"] = {{"headGroupSpec", head}};
+  EXPECT_FALSE(Post(c, kRj, plain)["spec"].value("suspend", false));
+
+  json denied = Post(c, kRj, queued("q2", false), 403);
+  EXPECT_EQ(denied["reason"], "Forbidden");
+  EXPECT_EQ(denied["message"],
+            "admission webhook \"vrayjob.kb.io\" denied the request: "
+            "spec.shutdownAfterJobFinishes: Invalid value: false: a kueue managed job should "
+            "delete the cluster after finishing");
+
+  // Admitted (unsuspended), then moved to another queue: refused; while suspended it may move.
+  auto patch = [&](const std::string& body) {
+    return c.Patch(kRj + "/q1", body, "application/merge-patch+json");
+  };
+  ASSERT_EQ(patch(R"({"spec":{"suspend":false}})")->status, 200);
+  auto moved = patch(R"({"metadata":{"labels":{"kueue.x-k8s.io/queue-name":"team-b"}}})");
+  ASSERT_EQ(moved->status, 403);
+  EXPECT_EQ(Body(moved)["message"],
+            "admission webhook \"vrayjob.kb.io\" denied the request: "
+            "metadata.labels[kueue.x-k8s.io/queue-name]: Invalid value: \"team-b\": field is "
+            "immutable");
+  ASSERT_EQ(patch(R"({"spec":{"suspend":true}})")->status, 200);
+  EXPECT_EQ(patch(R"({"metadata":{"labels":{"kueue.x-k8s.io/queue-name":"team-b"}}})")->status,
+            200);
+}

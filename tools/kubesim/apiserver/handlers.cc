@@ -8,6 +8,7 @@
 
 #include "defaults.h"
 #include "event_fields.h"
+#include "kueue.h"
 #include "patch.h"
 #include "protobuf.h"
 #include "selectors.h"
@@ -220,14 +221,11 @@ json Server::Admit(const httplib::Request& req, httplib::Response& res, const Ta
     }
   }
   if (r.crd != nullptr) ApplyDefaults(r.crd->openapi, obj);
-  if (opts_.kueue_suspend && old == nullptr && r.plural == "rayjobs" && obj.contains("metadata") &&
-      obj["metadata"].is_object() && obj["metadata"].value("labels", json::object()).is_object() &&
-      !obj["metadata"]
-           .value("labels", json::object())
-           .value("kueue.x-k8s.io/queue-name", "")
-           .empty()) {
-    obj["spec"]["suspend"] = true;  // Kueue's webhook: queued until admitted (server.h)
-  }
+  const bool kueue_job =
+      opts_.kueue_suspend && r.plural == "rayjobs" && t.sub.empty() && r.crd != nullptr;
+  // Kueue's mutating webhook: queued until admitted (server.h); it runs after the schema's
+  // defaults, as admission webhooks do in kube-apiserver.
+  if (kueue_job && old == nullptr) kueue::DefaultRayJob(obj);
   FieldErrs errs = ValidateMeta(r, obj, old);
   if (r.crd != nullptr) {
     const json* old_obj = old;
@@ -237,6 +235,11 @@ json Server::Admit(const httplib::Request& req, httplib::Response& res, const Ta
   if (!errs.empty()) {
     std::string name = obj["metadata"].value("name", "");
     throw InvalidError(r, name, errs);
+  }
+  // Kueue's validating webhook runs after the API server's own validation, and denies with 403.
+  if (kueue_job) {
+    const std::string denied = kueue::ValidateRayJob(obj, old);
+    if (!denied.empty()) throw ApiError(403, "Forbidden", denied);
   }
   return obj;
 }

@@ -99,6 +99,10 @@ std::vector<std::string> NameCheck(const ResourceInfo& r, const std::string& nam
 
 }  // namespace
 
+std::vector<std::string> IsDns1123Subdomain(const std::string& v) {
+  return CheckSubdomain(v);
+}
+
 FieldErrs ValidateMeta(const ResourceInfo& r, const json& obj, const json* old) {
   FieldErrs errs;
   const json& md =

@@ -22,6 +22,9 @@ FieldErrs ValidateMeta(const ResourceInfo& r, const nlohmann::json& obj, const n
 // and unknown ObjectMeta fields; returns their paths, e.g. "spec.foo", "metadata.bar".
 std::vector<std::string> PruneUnknown(const nlohmann::json& schema, nlohmann::json& obj);
 
+// apimachinery's IsDNS1123Subdomain: the problems with V as a subdomain (empty when valid).
+std::vector<std::string> IsDns1123Subdomain(const std::string& v);
+
 // Applies `default`s from the schema, recursively, where a field is absent.
 void ApplyDefaults(const nlohmann::json& schema, nlohmann::json& obj);
 

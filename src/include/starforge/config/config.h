@@ -68,7 +68,7 @@ struct Config {
   int64_t kuberay_ttl_seconds = 600;             // FORGE_KUBERAY_TTL_SECONDS
   int64_t kuberay_prerunning_deadline_s = 1800;  // FORGE_KUBERAY_PRERUNNING_DEADLINE_S
   SubmissionMode kuberay_submission_mode = SubmissionMode::kK8sJobMode;
-  int64_t kueue_max_worker_groups = 17;  // FORGE_KUEUE_MAX_WORKER_GROUPS
+  int64_t kueue_max_worker_groups = 6;  // FORGE_KUEUE_MAX_WORKER_GROUPS
 
   // Storage.
   std::string storage_root = "/starforge";  // FORGE_STORAGE_ROOT (absolute path)
