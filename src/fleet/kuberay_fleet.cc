@@ -45,8 +45,8 @@ constexpr const char* kFieldManager = "starforge";
 // collect-errors.txt and archiving ends (the RayJob's TTL frees the cluster regardless).
 constexpr int kMaxCollectAttempts = 5;
 // Informer index names.
-constexpr const char* kByCluster = "by-cluster";         // pods by their RayCluster
-constexpr const char* kBySubmitter = "by-submitter";     // pods by their submitter Job
+constexpr const char* kByCluster = "by-cluster";          // pods by their RayCluster
+constexpr const char* kBySubmitter = "by-submitter";      // pods by their submitter Job
 constexpr const char* kByNamePrefix = "involved-prefix";  // events by DashPrefixes(name)
 
 std::vector<json> Values(const std::map<std::string, json>& m) {
