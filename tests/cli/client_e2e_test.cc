@@ -135,7 +135,7 @@ TEST_F(ClientE2e, LoginThenTheExampleRunsToSucceededAndEveryViewShowsIt) {
       HasSubstr(
           "checkpoint written to " +
           (root_->path() / "storage/jobs" / id / "checkpoints/tiny-train-step200.json").string()));
-  EXPECT_THAT(r.err, HasSubstr("uploading " + kExamples + "/tiny-train/: 3 files"));
+  EXPECT_THAT(r.err, HasSubstr("uploaded " + kExamples + "/tiny-train/: 3 files"));
   EXPECT_THAT(r.err, ContainsRegex("\njob/" + id + " Succeeded \\(Completed\\)(: [^\n]*)?\n$"));
 
   r = Forge("get jobs", "");
