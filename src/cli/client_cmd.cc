@@ -1,6 +1,7 @@
 // `forge login`, `submit`, `get`, `describe`, `logs`, `cancel`, `capacity`, `doctor`: clients of
 // the REST API of `forge serve` (docs/cli.md; the contract is docs of src/api). kubectl habits: -o
 // wide|json|yaml|name, --watch, `describe` sections, exit codes a script can branch on.
+#include <poll.h>
 #include <sys/socket.h>
 #include <termios.h>
 #include <unistd.h>
@@ -346,7 +347,7 @@ int SendByDigest(Context& c, ApiClient& client, std::vector<FormPart> parts, con
                  bool ask_first, json* job) {
   json info;
   if (ask_first && !client.GetJson("/api/v1/capsules/" + sha, &info).ok()) return 409;
-  parts[1] = FormPart{"capsuleSha256", sha, {}, "", ""};
+  parts[1] = FormPart{"capsuleSha256", sha, {}, "", "", {}};
   const ApiError e = client.PostForm("/api/v1/jobs", parts, nullptr, job);
   if (e.status == 409) return 409;
   if (!e.ok()) return Report(c, e);
@@ -386,6 +387,11 @@ bool BuildWhileUploading(ApiClient& client, std::vector<FormPart> parts,
       return 0;
     }
   };
+  // The request starts with the archive's first bytes, not before the hashing pass: a server
+  // drops a body that stays silent for a few seconds (api::ServerOptions::read_timeout_s).
+  pollfd ready{sv[0], POLLIN, 0};
+  while (::poll(&ready, 1, -1) < 0 && errno == EINTR) {
+  }
   *sent = client.PostForm("/api/v1/jobs", parts, nullptr, job);
   ::shutdown(sv[0], SHUT_RDWR);  // a build still sending (the POST ended early) stops sending
   finish();
@@ -473,7 +479,15 @@ int SendJob(Context& c, ApiClient& client, const config::Config& cfg, const fs::
     remember(stored, after);
     return 0;
   };
-  if (streaming) {
+  // A body the server dropped midway (silent too long while a big file was deflated, on a busy
+  // machine) is sent again whole below, like any later submit's: the build itself went on.
+  const bool cut = streaming && !streamed.ok() &&
+                   (streamed.kind == ApiError::Kind::kUnreachable || streamed.status == 400 ||
+                    streamed.status == 408);
+  if (cut)
+    c.err << "forge: the upload while building was cut (" << streamed.message
+          << "); sending the finished capsule\n";
+  if (streaming && !cut) {
     if (!streamed.ok()) return Report(c, streamed);
     c.err << "uploaded " << dir.string() << ": " << n << (n == 1 ? " file" : " files") << ", "
           << capsule::FormatBytes(files.TotalBytes()) << " (capsule " << ShortDigest(built.sha256)
