@@ -117,9 +117,21 @@ Hashed HashFile(const InputFile& in, const ReuseIndex* reuse, std::vector<char>&
   Hashed h;
   const std::string shown = Printable(in.path);
   if (reuse != nullptr) {
-    // The index vouches for the file by its stat identity: no need to open it.
+    // The index vouches for the file by its stat identity: no need to open it. Collect's stat
+    // of the file serves (a file changed since then is caught as it would be a moment after
+    // this stat: by the digest cache's check after the build, or by the next build).
     struct stat st {};
-    if (::stat(in.source.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+    if (in.has_stat) {
+      st.st_mode = S_IFREG | (in.executable ? S_IXUSR : 0);
+      st.st_dev = static_cast<dev_t>(in.dev);
+      st.st_ino = static_cast<ino_t>(in.ino);
+      st.st_size = static_cast<off_t>(in.size);
+      st.st_mtim = {static_cast<time_t>(in.mtime_ns / 1'000'000'000),
+                    static_cast<long>(in.mtime_ns % 1'000'000'000)};
+      st.st_ctim = {static_cast<time_t>(in.ctime_ns / 1'000'000'000),
+                    static_cast<long>(in.ctime_ns % 1'000'000'000)};
+    }
+    if ((in.has_stat || ::stat(in.source.c_str(), &st) == 0) && S_ISREG(st.st_mode)) {
       if (const EntryRecord* r =
               reuse->ByStat(in.path, st.st_dev, st.st_ino, static_cast<uint64_t>(st.st_size),
                             Nanos(st.st_mtim), Nanos(st.st_ctim))) {
@@ -299,7 +311,7 @@ class PrivateDir {
 
 // One entry of the capsule as the writer will emit it, prepared by a worker.
 struct Prepared {
-  enum class Kind { kBytes, kStream, kReuse };
+  enum class Kind { kBytes, kStream, kReuse, kCopied };  // kCopied: by the writer, header too
   Kind kind = Kind::kBytes;
   internal::ZipEntryInfo info;
   std::vector<uint8_t> bytes;  // kBytes: the entry's data (compressed or not)
@@ -369,7 +381,9 @@ class Mapped {
       : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {
     struct stat st {};
     if (fd_.get() < 0 || ::fstat(fd_.get(), &st) != 0 || st.st_size <= 0) return;
-    void* m = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_SHARED, fd_.get(), 0);
+    // Populated up front: the writer hashes most of it, and one fault per page costs more.
+    void* m = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_SHARED | MAP_POPULATE,
+                     fd_.get(), 0);
     if (m == MAP_FAILED) return;
     data_ = static_cast<const uint8_t*>(m);
     size_ = static_cast<uint64_t>(st.st_size);
@@ -559,7 +573,7 @@ BuildResult Build(const std::vector<InputFile>& files, const jobspec::JobSpec& s
     pool.clear();
   };
 
-  internal::ZipWriter zip(out.get());
+  internal::ZipWriter zip(out.get(), options.tee_fd);
   internal::Compressor own = internal::NewCompressor();
   std::string error;
   bool over = false;
@@ -581,8 +595,17 @@ BuildResult Build(const std::vector<InputFile>& files, const jobspec::JobSpec& s
       error = p.error;
       break;
     }
-    const uint64_t offset = zip.Begin(p.info);
-    switch (p.kind) {
+    uint64_t offset = 0;
+    // An unchanged entry whose local header the previous capsule holds as this build would
+    // write it is copied header and all; consecutive ones become a single kernel copy.
+    const bool copied = p.kind == Prepared::Kind::kReuse &&
+                        zip.CopyEntry(p.info, previous->data(), previous->size(), previous->fd(),
+                                      p.reuse_offset, &offset);
+    if (copied) ++result.entries_reused;
+    if (!copied) offset = zip.Begin(p.info);
+    switch (copied ? Prepared::Kind::kCopied : p.kind) {
+      case Prepared::Kind::kCopied:
+        break;
       case Prepared::Kind::kBytes:
         zip.Data(std::move(p.bytes));
         break;

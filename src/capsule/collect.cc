@@ -215,18 +215,27 @@ class Walker {
       out_->warnings.push_back("skipping " + shown + ": " + SpecialKind(st.st_mode));
       return;
     }
-    if (::faccessat(AT_FDCWD, source.c_str(), R_OK, AT_EACCESS) != 0) {
+    // A file of the caller's with the owner's read bit is readable (an ACL cannot take that
+    // from the owner): no access() call for the usual tree, one syscall less per file.
+    if (!(st.st_uid == euid_ && (st.st_mode & S_IRUSR)) &&
+        ::faccessat(AT_FDCWD, source.c_str(), R_OK, AT_EACCESS) != 0) {
       out_->errors.push_back(shown + ": cannot read: " + ErrnoText(errno));
       return;
     }
-    out_->files.push_back(
-        InputFile{logical, source, static_cast<uint64_t>(st.st_size), (st.st_mode & S_IXUSR) != 0});
+    InputFile f{logical, source, static_cast<uint64_t>(st.st_size), (st.st_mode & S_IXUSR) != 0};
+    f.has_stat = true;
+    f.dev = st.st_dev;
+    f.ino = st.st_ino;
+    f.mtime_ns = st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec;
+    f.ctime_ns = st.st_ctim.tv_sec * 1'000'000'000LL + st.st_ctim.tv_nsec;
+    out_->files.push_back(std::move(f));
   }
 
   std::string root_;
   IgnoreRules rules_;
   CollectResult* out_;
   std::vector<DirId> ancestors_;
+  const uid_t euid_ = ::geteuid();
   size_t visited_ = 0;
   bool too_many_reported_ = false;
 };

@@ -1,6 +1,7 @@
 #include "internal.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zip.h>
 
@@ -24,6 +25,27 @@ void ZipFileCloser::operator()(zip_file* f) const {
 void Fd::Reset(int fd) {
   if (fd_ >= 0) ::close(fd_);
   fd_ = fd;
+}
+
+bool WriteCacheFile(const std::filesystem::path& path, std::string_view content) {
+  const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : ".";
+  std::string tmp = (dir / ("." + path.filename().string() + ".tmp-XXXXXX")).string();
+  Fd fd(::mkostemp(tmp.data(), O_CLOEXEC));
+  if (fd.get() < 0) return false;
+  size_t done = 0;
+  while (done < content.size()) {
+    const ssize_t n = ::write(fd.get(), content.data() + done, content.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+  const bool ok = done == content.size() && ::fchmod(fd.get(), 0644) == 0;
+  fd.Reset();
+  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    ::unlink(tmp.c_str());
+    return false;
+  }
+  return true;
 }
 
 long ReadFull(int fd, char* buf, size_t size) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <string_view>
 
@@ -42,6 +43,12 @@ long ReadFull(int fd, char* buf, size_t size);
 
 // SHA-256 (hex) and size of the file at `path`; false with *error set when it cannot be read.
 bool HashPath(const std::string& path, std::string* hex, uint64_t* size, std::string* error);
+
+// Writes a cache file (the reuse index, a digest cache entry) whole: a temporary file in the
+// same directory renamed over `path`, so a reader sees the old or the new contents, never half.
+// No fsync: a cache lost in a crash costs a rebuild, and an fsync costs a disk flush. False
+// when it could not be written (nothing is left behind).
+bool WriteCacheFile(const std::filesystem::path& path, std::string_view content);
 
 // strerror(errnum) as a std::string (thread-safe).
 std::string ErrnoText(int errnum);

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "starforge/common/atomic_file.h"
+#include "internal.h"
 
 namespace starforge::capsule {
 
@@ -118,7 +118,9 @@ void ReuseIndex::Save(const std::filesystem::path& file, const std::filesystem::
             std::to_string(r.mtime_ns) + "\t" + std::to_string(r.ctime_ns) + "\t" + r.path + "\n";
   }
   std::filesystem::create_directories(file.parent_path(), ec);
-  WriteFileAtomic(file, text);
+  // Load checks the magic line, the capsule's identity and every record, and a torn file ends
+  // without its newline: a cache, written without fsync (internal.h).
+  internal::WriteCacheFile(file, text);
 }
 
 const EntryRecord* ReuseIndex::ByStat(std::string_view path, uint64_t dev, uint64_t ino,

@@ -1,6 +1,7 @@
 #include "zip_writer.h"
 
 #include <libdeflate.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@ namespace {
 
 constexpr size_t kBuffer = 1 << 20;
 constexpr uint64_t kMaxQueued = 64 << 20;
+constexpr uint64_t kRunBytes = 8 << 20;  // copied entries queued as one copy_file_range
 constexpr uint32_t kMax32 = 0xffffffffu;
 // 1980-01-01 00:00:00, the earliest DOS date: every entry carries it.
 constexpr uint16_t kDosTime = 0;
@@ -91,7 +93,7 @@ void EncodeEntry(libdeflate_compressor* c, std::vector<uint8_t> data, bool try_d
   *out = std::move(data);
 }
 
-ZipWriter::ZipWriter(int fd) : fd_(fd) {
+ZipWriter::ZipWriter(int fd, int tee_fd) : fd_(fd), tee_fd_(tee_fd) {
   buf_.reserve(kBuffer);
   thread_ = std::thread([this] { WriteLoop(); });
 }
@@ -107,6 +109,45 @@ ZipWriter::~ZipWriter() {
 
 uint64_t ZipWriter::Begin(const ZipEntryInfo& e) {
   central_.push_back({e, offset_});
+  const std::string h = LocalHeader(e);
+  Put(h.data(), h.size());
+  return offset_;
+}
+
+bool ZipWriter::CopyEntry(const ZipEntryInfo& e, const uint8_t* src, uint64_t src_size, int src_fd,
+                          uint64_t data_offset, uint64_t* new_data_offset) {
+  const std::string h = LocalHeader(e);
+  if (data_offset < h.size() || data_offset > src_size || src_size - data_offset < e.comp_size ||
+      std::memcmp(src + data_offset - h.size(), h.data(), h.size()) != 0)
+    return false;
+  const uint64_t begin = data_offset - h.size(), size = h.size() + e.comp_size;
+  central_.push_back({e, offset_});
+  sha_.Update(src + begin, size);
+  offset_ += size;
+  *new_data_offset = offset_ - e.comp_size;
+  if (run_.size > 0 && run_.src_fd == src_fd && run_.src_offset + run_.size == begin) {
+    run_.size += size;
+    // Handed over every few MiB, so the write thread copies while this one hashes on.
+    if (run_.size >= kRunBytes) FlushRun();
+    return true;
+  }
+  FlushRun();
+  FlushBuffer();
+  run_.data = src + begin;
+  run_.size = size;
+  run_.src_fd = src_fd;
+  run_.src_offset = begin;
+  return true;
+}
+
+void ZipWriter::FlushRun() {
+  if (run_.size == 0) return;
+  Chunk c = run_;
+  run_ = Chunk();
+  Enqueue(std::move(c));
+}
+
+std::string ZipWriter::LocalHeader(const ZipEntryInfo& e) {
   const bool zip64 = NeedsZip64(e);
   Bytes extra;
   if (zip64) extra.U16(0x0001).U16(16).U64(e.size).U64(e.comp_size);
@@ -124,8 +165,7 @@ uint64_t ZipWriter::Begin(const ZipEntryInfo& e) {
       .U16(extra.str().size())
       .Raw(e.name)
       .Raw(extra.str());
-  Put(h.str().data(), h.str().size());
-  return offset_;
+  return h.str();
 }
 
 void ZipWriter::Data(const void* data, size_t size) {
@@ -133,6 +173,7 @@ void ZipWriter::Data(const void* data, size_t size) {
 }
 
 void ZipWriter::Data(std::vector<uint8_t> data) {
+  FlushRun();
   if (data.size() < kBuffer) {
     Put(data.data(), data.size());
     return;
@@ -147,6 +188,7 @@ void ZipWriter::Data(std::vector<uint8_t> data) {
 }
 
 void ZipWriter::DataFromFile(const void* data, size_t size, int src_fd, uint64_t src_offset) {
+  FlushRun();
   if (size < kBuffer) {
     Put(data, size);
     return;
@@ -243,6 +285,7 @@ std::string ZipWriter::error() {
 }
 
 void ZipWriter::Put(const void* data, size_t size) {
+  FlushRun();
   sha_.Update(data, size);
   offset_ += size;
   const auto* p = static_cast<const uint8_t*>(data);
@@ -276,6 +319,19 @@ void ZipWriter::Enqueue(Chunk chunk) {
   cv_.notify_all();
 }
 
+void ZipWriter::Tee(const uint8_t* p, size_t size) {
+  while (tee_fd_ >= 0 && size > 0) {
+    const ssize_t n = ::send(tee_fd_, p, size, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      tee_fd_ = -1;  // the reader went away: its side reports why
+      return;
+    }
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+}
+
 void ZipWriter::WriteLoop() {
   while (true) {
     Chunk c;
@@ -289,6 +345,7 @@ void ZipWriter::WriteLoop() {
     const uint8_t* p = c.owned.empty() ? c.data : c.owned.data();
     size_t size = c.size;
     std::string failed;
+    Tee(p, size);
     if (c.src_fd >= 0) {
       // The kernel copies page cache to page cache; any failure (another filesystem, an old
       // kernel) falls back to write() of the mapped bytes from where it stopped.

@@ -55,8 +55,9 @@ void EncodeEntry(libdeflate_compressor* c, std::vector<uint8_t> data, bool try_d
 // costs max(SHA-256, write) rather than their sum.
 class ZipWriter {
  public:
-  // Writes to `fd` (not owned), which must be empty and at offset 0.
-  explicit ZipWriter(int fd);
+  // Writes to `fd` (not owned), which must be empty and at offset 0, and every byte also to
+  // `tee_fd` when >= 0 (BuildOptions::tee_fd).
+  explicit ZipWriter(int fd, int tee_fd = -1);
   ~ZipWriter();
   ZipWriter(const ZipWriter&) = delete;
   ZipWriter& operator=(const ZipWriter&) = delete;
@@ -70,6 +71,13 @@ class ZipWriter {
   // `src_fd` at `src_offset` (mapped): they are hashed from memory and copied file to file by
   // the kernel (copy_file_range), without passing through this process.
   void DataFromFile(const void* data, size_t size, int src_fd, uint64_t src_offset);
+  // Copies an entry of an earlier archive written by this writer as it is, local header and
+  // data — when the header there (ending at `data_offset` of the `src_size` bytes mapped at
+  // `src`) is exactly the one Begin(e) would write, so the bytes are those of a fresh write.
+  // Entries contiguous in `src` become one kernel copy (copy_file_range from `src_fd`). Same
+  // contract as DataFromFile for `src`. False (nothing written) when the header differs.
+  bool CopyEntry(const ZipEntryInfo& e, const uint8_t* src, uint64_t src_size, int src_fd,
+                 uint64_t data_offset, uint64_t* new_data_offset);
   // The central directory and end records; then waits for every write. False on a write error
   // (see error()).
   bool Finish();
@@ -91,16 +99,21 @@ class ZipWriter {
     int src_fd = -1;  // with data: copy_file_range from here, falling back to write(data)
     uint64_t src_offset = 0;
   };
+  static std::string LocalHeader(const ZipEntryInfo& e);
   void Put(const void* data, size_t size);
+  void FlushRun();
+  void Tee(const uint8_t* p, size_t size);  // on the write thread
   void FlushBuffer();
   void Enqueue(Chunk chunk);
   void WriteLoop();
 
   int fd_;
+  int tee_fd_;  // the write thread's; -1 once a send failed
   uint64_t offset_ = 0;
   std::vector<uint8_t> buf_;
   std::vector<Central> central_;
   Sha256 sha_;
+  Chunk run_;  // copied entries not yet queued (size 0: none), contiguous in their source
 
   std::mutex mu_;
   std::condition_variable cv_;

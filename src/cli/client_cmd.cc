@@ -1,6 +1,8 @@
 // `forge login`, `submit`, `get`, `describe`, `logs`, `cancel`, `capacity`, `doctor`: clients of
 // the REST API of `forge serve` (docs/cli.md; the contract is docs of src/api). kubectl habits: -o
 // wide|json|yaml|name, --watch, `describe` sections, exit codes a script can branch on.
+#include <poll.h>
+#include <sys/socket.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -345,12 +347,57 @@ int SendByDigest(Context& c, ApiClient& client, std::vector<FormPart> parts, con
                  bool ask_first, json* job) {
   json info;
   if (ask_first && !client.GetJson("/api/v1/capsules/" + sha, &info).ok()) return 409;
-  parts[1] = FormPart{"capsuleSha256", sha, {}, "", ""};
+  parts[1] = FormPart{"capsuleSha256", sha, {}, "", "", {}};
   const ApiError e = client.PostForm("/api/v1/jobs", parts, nullptr, job);
   if (e.status == 409) return 409;
   if (!e.ok()) return Report(c, e);
   c.err << "capsule " << ShortDigest(sha) << " is already on the server: nothing uploaded\n";
   return 0;
+}
+
+// Builds the capsule on another thread while this one uploads it, its bytes passed through a
+// socket pair as they are written (BuildOptions::tee_fd), the part sent with chunked encoding:
+// the upload costs no time of its own. *built is the build's result; the return value the
+// POST's. False (nothing done) when the socket pair cannot be made.
+bool BuildWhileUploading(ApiClient& client, std::vector<FormPart> parts,
+                         const capsule::CollectResult& files, const jobspec::JobSpec& spec,
+                         capsule::BuildOptions opts, capsule::BuildResult* built, ApiError* sent,
+                         json* job) {
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return false;
+  opts.tee_fd = sv[1];
+  std::thread builder([&] {
+    *built = capsule::Build(files.files, spec, opts);
+    ::shutdown(sv[1], SHUT_WR);  // the reader sees the end
+  });
+  bool joined = false;
+  auto finish = [&] {
+    if (!joined) builder.join();
+    joined = true;
+  };
+  parts[1] = FormPart{"capsule", "", {}, "capsule.zip", "application/zip", {}};
+  parts[1].reader = [&](char* buf, size_t room) -> std::optional<size_t> {
+    while (true) {
+      const ssize_t n = ::recv(sv[0], buf, room, 0);
+      if (n > 0) return static_cast<size_t>(n);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return std::nullopt;
+      finish();  // the end of the archive: sent whole only if the build succeeded
+      if (!built->ok()) return std::nullopt;
+      return 0;
+    }
+  };
+  // The request starts with the archive's first bytes, not before the hashing pass: a server
+  // drops a body that stays silent for a few seconds (api::ServerOptions::read_timeout_s).
+  pollfd ready{sv[0], POLLIN, 0};
+  while (::poll(&ready, 1, -1) < 0 && errno == EINTR) {
+  }
+  *sent = client.PostForm("/api/v1/jobs", parts, nullptr, job);
+  ::shutdown(sv[0], SHUT_RDWR);  // a build still sending (the POST ended early) stops sending
+  finish();
+  ::close(sv[0]);
+  ::close(sv[1]);
+  return true;
 }
 
 // Sends the code the cheapest way (docs/capsule.md, "Submitting"): unchanged since the last
@@ -362,7 +409,8 @@ int SendJob(Context& c, ApiClient& client, const config::Config& cfg, const fs::
             const std::string& spec_text, const std::string& job_file, json* job) {
   const fs::path state = SubmitCacheDir(c, dir);
   const capsule::DigestCache digests(state.empty() ? fs::path() : state / "digests");
-  const capsule::Fingerprint before = digests.Compute(files.files, spec);
+  // From the walk's own stats: an unchanged resubmit costs one stat per file, not two.
+  const capsule::Fingerprint before = digests.FromWalk(files.files, spec);
   std::vector<FormPart> parts(2);
   parts[0].name = "spec";
   parts[0].data = spec_text;
@@ -400,7 +448,14 @@ int SendJob(Context& c, ApiClient& client, const config::Config& cfg, const fs::
     const int percent = p.bytes_total ? static_cast<int>(100 * p.bytes_done / p.bytes_total) : 100;
     progress.Show(std::string(what) + " " + dir.string() + ": " + std::to_string(percent) + "%");
   };
-  const capsule::BuildResult built = capsule::Build(files.files, spec, opts);
+  // Nothing to borrow from (a first submit from this directory): the capsule is uploaded as it
+  // is written. The server may hold the same capsule from another checkout, which only the
+  // finished build's digest would tell: a first submit sends it anyway, but in no more time.
+  capsule::BuildResult built;
+  ApiError streamed;
+  const bool streaming = reuse.empty() && BuildWhileUploading(client, parts, files, spec, opts,
+                                                              &built, &streamed, job);
+  if (!streaming) built = capsule::Build(files.files, spec, opts);
   progress.Clear();
   if (!built.ok()) {
     for (const auto& e : built.errors)
@@ -415,6 +470,30 @@ int SendJob(Context& c, ApiClient& client, const config::Config& cfg, const fs::
       fs::remove(reuse.capsule(), ec);
   }
   const capsule::Fingerprint after = digests.Compute(files.files, spec);
+  const size_t n = files.files.size();
+  // The server's digest: its own reading of the JobSpec may differ from ours (its defaults).
+  auto accepted = [&] {
+    std::string stored = built.sha256;
+    if (job->contains("capsule") && (*job)["capsule"].is_object())
+      stored = (*job)["capsule"].value("sha256", stored);
+    remember(stored, after);
+    return 0;
+  };
+  // A body the server dropped midway (silent too long while a big file was deflated, on a busy
+  // machine) is sent again whole below, like any later submit's: the build itself went on.
+  const bool cut = streaming && !streamed.ok() &&
+                   (streamed.kind == ApiError::Kind::kUnreachable || streamed.status == 400 ||
+                    streamed.status == 408);
+  if (cut)
+    c.err << "forge: the upload while building was cut (" << streamed.message
+          << "); sending the finished capsule\n";
+  if (streaming && !cut) {
+    if (!streamed.ok()) return Report(c, streamed);
+    c.err << "uploaded " << dir.string() << ": " << n << (n == 1 ? " file" : " files") << ", "
+          << capsule::FormatBytes(files.TotalBytes()) << " (capsule " << ShortDigest(built.sha256)
+          << ", " << capsule::FormatBytes(built.size) << ", sent while it was built)\n";
+    return accepted();
+  }
 
   // The same tree and JobSpec may be on the server already (sent from another checkout).
   if (const int sent = SendByDigest(c, client, parts, built.sha256, /*ask_first=*/true, job);
@@ -422,7 +501,6 @@ int SendJob(Context& c, ApiClient& client, const config::Config& cfg, const fs::
     if (sent == 0) remember(built.sha256, after);
     return sent;
   }
-  const size_t n = files.files.size();
   c.err << "uploading " << dir.string() << ": " << n << (n == 1 ? " file" : " files") << ", "
         << capsule::FormatBytes(files.TotalBytes()) << " (capsule " << ShortDigest(built.sha256)
         << ", " << capsule::FormatBytes(built.size) << "; " << built.entries_reused
@@ -441,12 +519,7 @@ int SendJob(Context& c, ApiClient& client, const config::Config& cfg, const fs::
       job);
   progress.Clear();
   if (!e.ok()) return Report(c, e);
-  // The server's digest: its own reading of the JobSpec may differ from ours (its defaults).
-  std::string stored = built.sha256;
-  if (job->contains("capsule") && (*job)["capsule"].is_object())
-    stored = (*job)["capsule"].value("sha256", stored);
-  remember(stored, after);
-  return 0;
+  return accepted();
 }
 
 struct SubmitOptions {

@@ -198,13 +198,26 @@ void SetTls(CURL* c, const TlsOptions& tls, std::array<curl_blob, 3>* blobs) {
                CURLOPT_SSLKEY_BLOB, CURLOPT_SSLKEYTYPE);
 }
 
+// A streamed form part's bytes (FormPart::reader).
+size_t OnPartRead(char* buf, size_t size, size_t n, void* user) {
+  const auto* p = static_cast<const FormPart*>(user);
+  try {
+    if (std::optional<size_t> got = p->reader(buf, size * n)) return *got;
+  } catch (...) {  // never across libcurl's C frames: the transfer ends with a read error
+  }
+  return CURL_READFUNC_ABORT;
+}
+
 // The form's parts as a libcurl mime structure bound to `c`.
 CurlPtr<curl_mime> Form(CURL* c, const std::vector<FormPart>& parts) {
   CurlPtr<curl_mime> mime(curl_mime_init(c), &curl_mime_free);
   for (const FormPart& p : parts) {
     curl_mimepart* part = curl_mime_addpart(mime.get());
     curl_mime_name(part, p.name.c_str());
-    if (!p.file.empty()) {
+    if (p.reader) {
+      curl_mime_data_cb(part, -1, &OnPartRead, nullptr, nullptr,
+                        const_cast<void*>(static_cast<const void*>(&p)));
+    } else if (!p.file.empty()) {
       curl_mime_filedata(part, p.file.c_str());
     } else {
       curl_mime_data(part, p.data.data(), p.data.size());

@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 
@@ -11,6 +12,7 @@
 #include <ctime>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <thread>
 
 #include "capsule_test_support.h"
 #include "starforge/capsule/inspect.h"
@@ -216,6 +218,48 @@ TEST(Build, SameTreeTwiceIsByteIdenticalWhateverTheThreadCount) {
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_EQ(a.sha256, b.sha256);
   EXPECT_EQ(ReadFile(t / "a.zip"), ReadFile(t / "b.zip"));
+}
+
+// What `forge submit` uploads while the capsule is written (BuildOptions::tee_fd) is the file's
+// bytes exactly, including a big stored file streamed by the writer.
+TEST(Build, TheTeeReceivesExactlyTheArchive) {
+  TempDir t;
+  MakeTree(t / "code");
+  Write(t / "code/data/big.bin", RandomBytes(5u << 20, 9));
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  std::string received;
+  std::thread reader([&] {
+    char buf[65536];
+    ssize_t n;
+    while ((n = ::recv(sv[0], buf, sizeof buf, 0)) > 0)
+      received.append(buf, static_cast<size_t>(n));
+  });
+  BuildOptions opts;
+  opts.tee_fd = sv[1];
+  BuildResult r = BuildDir(t / "code", t / "a.zip", opts);
+  ::shutdown(sv[1], SHUT_WR);
+  reader.join();
+  ::close(sv[0]);
+  ::close(sv[1]);
+  ASSERT_TRUE(r.ok()) << Joined(r.errors);
+  EXPECT_EQ(received.size(), r.size);
+  EXPECT_TRUE(received == ReadFile(t / "a.zip"));
+}
+
+// A reader that goes away stops the copy, never the build.
+TEST(Build, ATeeWhoseReaderWentAwayDoesNotFailTheBuild) {
+  TempDir t;
+  MakeTree(t / "code");
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  ::close(sv[0]);
+  BuildOptions opts;
+  opts.tee_fd = sv[1];
+  BuildResult r = BuildDir(t / "code", t / "a.zip", opts);
+  ::close(sv[1]);
+  ASSERT_TRUE(r.ok()) << Joined(r.errors);
+  EXPECT_EQ(r.sha256, BuildDir(t / "code", t / "b.zip").sha256);
 }
 
 TEST(Build, AFileChangedWhileBuildingIsAnError) {

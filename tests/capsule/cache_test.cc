@@ -45,6 +45,27 @@ TEST(DigestCache, KeyFollowsEveryInput) {
   EXPECT_EQ(cache.Compute(renamed, MiniSpec(), "runner").key, "");
 }
 
+// `forge submit` looks up with the walk's stats and remembers only when a fresh stat after the
+// build gives the same key: both must agree on an unchanged tree, and differ on a changed one.
+TEST(DigestCache, TheWalksStatsGiveTheSameKeyAsAFreshStat) {
+  TempDir t;
+  Write(t / "code/a.py", "a");
+  Write(t / "code/b.py", "b");
+  DigestCache cache(t / "cache");
+  auto files = Collect(t / "code").files;
+  ASSERT_TRUE(files[0].has_stat);
+  EXPECT_EQ(cache.FromWalk(files, MiniSpec(), "r").key, cache.Compute(files, MiniSpec(), "r").key);
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  Write(t / "code/a.py", "A");
+  EXPECT_NE(cache.FromWalk(files, MiniSpec(), "r").key, cache.Compute(files, MiniSpec(), "r").key);
+  // A list not from Collect (no identity) is stat'ed.
+  auto listed = Collect(t / "code").files;
+  for (auto& f : listed)
+    f.has_stat = false;
+  EXPECT_EQ(cache.FromWalk(listed, MiniSpec(), "r").key,
+            cache.Compute(listed, MiniSpec(), "r").key);
+}
+
 TEST(DigestCache, RemembersOnlyWhenNotRacy) {
   TempDir t;
   Write(t / "code/a.py", "a");

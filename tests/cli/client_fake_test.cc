@@ -189,12 +189,15 @@ TEST_F(ClientFake, SubmitSendsTheJobSpecTextAndTheCodeAsACapsule) {
   Result r = Forge("submit proj/job.yaml");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, "job/j-0000000001 submitted\n");
-  EXPECT_THAT(r.err, ContainsRegex("^uploading proj/: 4 files, [0-9.]+ KiB \\(capsule "
-                                   "sha256-[0-9a-f]{12}, [0-9.]+ KiB; 0 entries reused from the "
-                                   "last build\\)\n$"));
+  // A first submit: nothing to borrow from, so the capsule is uploaded while it is built.
+  EXPECT_THAT(r.err, ContainsRegex("^uploaded proj/: 4 files, [0-9.]+ KiB \\(capsule "
+                                   "sha256-[0-9a-f]{12}, [0-9.]+ KiB, sent while it was "
+                                   "built\\)\n$"));
   EXPECT_EQ(api.last_spec(), ReadFile(job)) << "the server parses the user's own text";
   const std::string sha = Sha256Hex(api.last_code());
-  EXPECT_EQ(api.last_code_filename(), "sha256-" + sha + ".zip");
+  EXPECT_EQ(api.last_code_filename(), "capsule.zip");
+  EXPECT_THAT(r.err, HasSubstr("(capsule sha256-" + sha.substr(0, 12) + ", "))
+      << "what went is what was built";
 
   std::ofstream(home / "got.zip", std::ios::binary) << api.last_code();
   const capsule::InspectResult inspected = capsule::Inspect(home.path() / "got.zip");

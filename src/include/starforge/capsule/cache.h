@@ -30,6 +30,11 @@ class DigestCache {
   Fingerprint Compute(const std::vector<InputFile>& files, const jobspec::JobSpec& spec,
                       std::optional<std::string_view> runner = std::nullopt) const;
 
+  // The same from the identities Collect recorded in `files` (InputFile::has_stat), without a
+  // stat: what an unchanged resubmit looks up. Files without one are stat'ed.
+  Fingerprint FromWalk(const std::vector<InputFile>& files, const jobspec::JobSpec& spec,
+                       std::optional<std::string_view> runner = std::nullopt) const;
+
   // The digest remembered for `fp`, if any.
   std::optional<std::string> Lookup(const Fingerprint& fp) const;
 
@@ -38,6 +43,8 @@ class DigestCache {
   void Remember(const Fingerprint& fp, const std::string& sha256) const;
 
  private:
+  Fingerprint Make(const std::vector<InputFile>& files, const jobspec::JobSpec& spec,
+                   std::optional<std::string_view> runner, bool from_walk) const;
   std::filesystem::path dir_;
 };
 

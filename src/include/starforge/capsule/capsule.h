@@ -44,6 +44,11 @@ struct BuildOptions {
   const ReuseIndex* reuse = nullptr;
   // Called on the calling thread, at most about ten times a second.
   std::function<void(const BuildProgress&)> progress;
+  // When >= 0, every byte of the archive is also sent here, in order, as it is written (a
+  // socket the caller uploads from while the capsule is built; send() without SIGPIPE). Not
+  // owned; the build does not close it. A failed send stops the copy, not the build: the caller
+  // learns from its own end. The bytes sent equal the file's only when the build succeeds.
+  int tee_fd = -1;
 };
 
 struct BuildResult {

@@ -20,7 +20,16 @@ struct InputFile {
   std::filesystem::path source;  // where to read it (symlinks already resolved)
   uint64_t size = 0;             // at walk time; the build re-checks
   bool executable = false;       // the owner's x bit at walk time
-  friend bool operator==(const InputFile&, const InputFile&) = default;
+  // The source's stat identity at walk time (Collect sets it; explicit lists need not): lets
+  // the digest cache and the reuse index vouch for an unchanged file without a second stat.
+  bool has_stat = false;
+  uint64_t dev = 0, ino = 0;
+  int64_t mtime_ns = 0, ctime_ns = 0;
+  // What the file is, not when it was looked at: the identity fields are not compared.
+  friend bool operator==(const InputFile& a, const InputFile& b) {
+    return a.path == b.path && a.source == b.source && a.size == b.size &&
+           a.executable == b.executable;
+  }
 };
 
 struct CollectResult {

@@ -33,6 +33,10 @@ struct TlsOptions {
   std::string_view client_key_pem;
 };
 
+// Fills `buf` with up to `room` next bytes of a streamed body: how many (0 at its end), or
+// nullopt when the data cannot be read (the exchange ends with Fault::kReadBody).
+using BodyReader = std::function<std::optional<size_t>(char* buf, size_t room)>;
+
 // One part of a multipart/form-data body.
 struct FormPart {
   std::string name;
@@ -40,11 +44,10 @@ struct FormPart {
   std::filesystem::path file;  // when non-empty, sent instead of `data`
   std::string filename;        // Content-Disposition filename ("" = none)
   std::string content_type;    // "" = libcurl's default
+  // When set, the part's bytes come from here, of a length not known in advance: the body is
+  // sent with chunked transfer encoding (HTTP/1.1) as the reader produces it.
+  BodyReader reader;
 };
-
-// Fills `buf` with up to `room` next bytes of a streamed body: how many (0 at its end), or
-// nullopt when the data cannot be read (the exchange ends with Fault::kReadBody).
-using BodyReader = std::function<std::optional<size_t>(char* buf, size_t room)>;
 
 struct Progress {
   int64_t sent = 0;        // body bytes uploaded so far
