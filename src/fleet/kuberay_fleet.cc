@@ -1186,8 +1186,8 @@ std::optional<KubeRayFleet::PodView> KubeRayFleet::CachedPod(const std::string& 
       v.nodes.push_back(std::move(node));
     v.node_pods = i.all_pods->Select([](const json& p) {
       const std::string phase = Str(Field(p, "status"), "phase");
-      return !Str(Field(p, "spec"), "nodeName").empty() && phase != kPodSucceeded &&
-             phase != kPodFailed;
+      return !Str(Field(p, "spec"), "nodeName").empty() && phase != kuberay::kPodSucceeded &&
+             phase != kuberay::kPodFailed;
     });
   }
   return v;
