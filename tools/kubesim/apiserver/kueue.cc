@@ -96,16 +96,7 @@ std::string ValidateRayJob(const json& obj, const json* old) {
     }
   }
   if (errs.empty()) return "";
-  std::string agg;
-  if (errs.size() == 1) {
-    agg = errs[0].ToString();
-  } else {
-    agg = "[";
-    for (size_t i = 0; i < errs.size(); ++i)
-      agg += (i ? ", " : "") + errs[i].ToString();
-    agg += "]";
-  }
-  return "admission webhook \"vrayjob.kb.io\" denied the request: " + agg;
+  return "admission webhook \"vrayjob.kb.io\" denied the request: " + AggregateMessage(errs);
 }
 
 }  // namespace kubesim::kueue

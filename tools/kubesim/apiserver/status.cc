@@ -93,16 +93,16 @@ ApiError ConflictError(const ResourceInfo& r, const std::string& name) {
   return e;
 }
 
+std::string AggregateMessage(const FieldErrs& errs) {
+  if (errs.size() == 1) return errs[0].ToString();
+  std::string agg = "[";
+  for (size_t i = 0; i < errs.size(); ++i)
+    agg += (i ? ", " : "") + errs[i].ToString();
+  return agg + "]";
+}
+
 ApiError InvalidError(const ResourceInfo& r, const std::string& name, const FieldErrs& errs) {
-  std::string agg;
-  if (errs.size() == 1) {
-    agg = errs[0].ToString();
-  } else {
-    agg = "[";
-    for (size_t i = 0; i < errs.size(); ++i)
-      agg += (i ? ", " : "") + errs[i].ToString();
-    agg += "]";
-  }
+  const std::string agg = AggregateMessage(errs);
   ApiError e(422, "Invalid", r.QualifiedKind() + " \"" + name + "\" is invalid: " + agg);
   json causes = json::array();
   for (const auto& fe : errs) {

@@ -53,6 +53,8 @@ ApiError BadRequest(std::string message);
 ApiError NotFoundError(const ResourceInfo& r, const std::string& name);
 ApiError AlreadyExistsError(const ResourceInfo& r, const std::string& name);
 ApiError ConflictError(const ResourceInfo& r, const std::string& name);
+// The errors joined as apimachinery's aggregate prints them: one alone, else "[a, b]".
+std::string AggregateMessage(const FieldErrs& errs);
 ApiError InvalidError(const ResourceInfo& r, const std::string& name, const FieldErrs& errs);
 ApiError ExpiredError(std::string message);
 ApiError PathNotFound();
