@@ -122,6 +122,20 @@ FieldErrors CheckAgainstCluster(const JobSpec& spec, const config::Config& cfg) 
                       " (one per pool; the primary pool's group holds its machines after the "
                       "head). Use fewer pools, or submit without `queue`"});
   }
+  if (spec.queue) {
+    // Kueue's RayJob webhook names the head's PodSet "head" and refuses a worker group of that
+    // name (kueue pkg/controller/jobs/rayjob, ValidateOnCreate); say so at submit rather than
+    // leave the job failing at create with the webhook's words.
+    for (size_t i = 0; i < spec.pools.size(); ++i) {
+      const Pool& pool = spec.pools[i];
+      const bool is_worker_group = i > 0 || pool.machines > 1;
+      if (is_worker_group && pool.name == "head") {
+        errors.push_back({"pools[" + std::to_string(i) + "].name",
+                          "Kueue reserves the worker group name \"head\" for the Ray head; "
+                          "rename the pool, or submit without `queue`"});
+      }
+    }
+  }
   for (const auto& [key, value] : spec.env) {
     if (HasUnsafeControl(value)) {
       errors.push_back(

@@ -432,7 +432,7 @@ TEST_F(ClientFake, GetJobsFollowsEveryPageAndShowsOnlyYourOwnByDefault) {
   EXPECT_THAT(r.out,
               ContainsRegex("^ID             NAME    PHASE     REASON   AGE   FLEET   OWNER   "
                             "CAPSULE   MESSAGE\n"
-                            "j-0000000003   job-3   Running   <none>   [0-9]s    local   admin   "
+                            "j-0000000003   job-3   Running   <none>   [0-9]+s +local   admin   "
                             "<none>    <none>\n"));
   EXPECT_THAT(r.out, HasSubstr("job-3   Running"));
   EXPECT_THAT(r.out, Not(HasSubstr("Succeeded")));
@@ -498,8 +498,8 @@ TEST_F(ClientFake, WatchPrintsRowsAsTheyChange) {
   change.join();
   EXPECT_EQ(r.code, 124) << "runs until interrupted";
   EXPECT_THAT(r.out, ContainsRegex("^ID             NAME   PHASE     REASON   AGE\n" + id +
-                                   "   w      Running   <none>   [0-9]s\n" + id +
-                                   "   w      Succeeded   Completed   [0-9]s\n$"))
+                                   "   w      Running   <none>   [0-9]+s\n" + id +
+                                   "   w      Succeeded   Completed   [0-9]+s\n$"))
       << "later rows keep the first table's columns where they fit";
 }
 

@@ -398,6 +398,26 @@ TEST(Render, QueueAddsKueueLabelAndLimitsWorkerGroups) {
   MustRender(kTwoPool, {{"FORGE_KUEUE_MAX_WORKER_GROUPS", "1"}});
 }
 
+TEST(Render, QueueRefusesAWorkerGroupNamedHead) {
+  std::string job = std::string(kTwoPool) + "queue: team-a\n";
+  job.replace(job.find("name: rollout"), 13, "name: head");
+  FieldErrors errors = RenderErrors(job.c_str(), {});
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].path, "pools[1].name");
+  EXPECT_THAT(errors[0].message, HasSubstr("reserves the worker group name \"head\""));
+  // A one-machine primary pool is the head itself, not a worker group: its name is free.
+  MustRender(R"(
+name: one
+image: img:1
+entrypoint: [python, x.py]
+queue: team-a
+pools: [{name: head, gpuSeries: h200, gpusPerMachine: 8}]
+)");
+  // Without a queue there is no Kueue webhook to refuse it.
+  job.replace(job.find("queue: team-a\n"), 14, "");
+  MustRender(job.c_str());
+}
+
 TEST(Render, NoSecretEverAppearsInTheOutput) {
   const std::map<std::string, std::string> env = {
       {"FORGE_K8S_API_SERVER", "https://k8s:6443"},
