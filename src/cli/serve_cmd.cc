@@ -408,8 +408,9 @@ int Serve(Context& c, const ServeOptions& o) {
   pl.state_dir = control;
   pl.sandbox = sandbox.sandbox;
   pl.sandbox_error = sandbox.error;
-  pl.admission = &local;
+  pl.machine = &local;
   playground::LocalBackend pg_local(std::move(pl));
+  pg_local.Readopt();  // before the controller starts local jobs into its share
   if (pg_local.Command().empty())
     spdlog::info("local playgrounds: refused ({} is not found; FORGE_LOCAL_VLLM_COMMAND)",
                  cfg.local_vllm_command);

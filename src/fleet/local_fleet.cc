@@ -139,11 +139,14 @@ struct LocalFleet::Impl {
   struct Held {
     Need need;
     std::vector<int> gpu_ids;
+    // Set for a share held by a process that is not a job (LocalFleet::Hold): the lock that
+    // process holds while it lives. Jobs are watched through their own run.lock.
+    std::optional<fs::path> lock;
   };
 
   std::mutex mu;
   std::vector<Waiting> queue;        // FIFO: by queued_at, then job id
-  std::map<std::string, Held> held;  // launched and alive, or being launched
+  std::map<std::string, Held> held;  // launched and alive, or being launched; and Hold()s
   std::set<std::string> launching;   // being launched right now (outside mu)
   std::function<void(const std::string&)> notify;
 
@@ -240,8 +243,8 @@ struct LocalFleet::Impl {
   // Forgets jobs whose runner is gone (their lock is free), so their resources count as free.
   void DropEnded() {
     for (auto it = held.begin(); it != held.end();) {
-      if (!launching.count(it->first) &&
-          local::ProbeLock(Paths(it->first).lock) == LockState::kFree)
+      const fs::path& lock = it->second.lock ? *it->second.lock : Paths(it->first).lock;
+      if (!launching.count(it->first) && local::ProbeLock(lock) == LockState::kFree)
         it = held.erase(it);
       else
         ++it;
@@ -268,11 +271,23 @@ struct LocalFleet::Impl {
       usage = fmt::format("{} of {} in use", used.cpus, options.resources.cpus);
     }
     // Counts only: the message goes to the job's owner, who may not see other users' jobs.
-    if (!held.empty()) usage += " by " + Plural(static_cast<int64_t>(held.size()), "job", "jobs");
+    usage += HeldBy();
     std::string message = "waiting for " + need + ": " + usage;
     if (position > 0)
       message += "; " + Plural(static_cast<int64_t>(position), "job", "jobs") + " ahead of it";
     return message;
+  }
+
+  // " by 2 jobs and 1 playground", or "" when nothing is held.
+  std::string HeldBy() const {
+    int64_t jobs = 0;
+    int64_t others = 0;
+    for (const auto& [id, h] : held)
+      (h.lock ? others : jobs) += 1;
+    std::string by;
+    if (jobs > 0) by = Plural(jobs, "job", "jobs");
+    if (others > 0) by += (by.empty() ? "" : " and ") + Plural(others, "playground", "playgrounds");
+    return by.empty() ? "" : " by " + by;
   }
 
   // ---- Starting jobs ----------------------------------------------------------------------
@@ -286,7 +301,7 @@ struct LocalFleet::Impl {
       while (!queue.empty() && Fits(queue.front().need)) {
         Waiting w = std::move(queue.front());
         queue.erase(queue.begin());
-        Held h{w.need, FreeGpus(w.need.gpus)};
+        Held h{w.need, FreeGpus(w.need.gpus), std::nullopt};
         held[w.job_id] = h;
         launching.insert(w.job_id);
         batch.emplace_back(std::move(w), h.gpu_ids);
@@ -864,7 +879,7 @@ SubmitResult LocalFleet::Submit(const SubmitRequest& request) {
     }
     // A runner holds the lock but has not recorded its launch yet: it is launched.
     if (local::ProbeLock(p.lock) == LockState::kHeld) {
-      impl_->held.try_emplace(id, Impl::Held{w.need, {}});
+      impl_->held.try_emplace(id, Impl::Held{w.need, {}, std::nullopt});
       return result;
     }
     impl_->Enqueue(std::move(w));
@@ -987,13 +1002,67 @@ Status LocalFleet::Release(const std::string& job_id, const std::string& /*handl
   return Status::Ok();
 }
 
+Status LocalFleet::Hold(const std::string& holder, int64_t cpus, int64_t gpus,
+                        const fs::path& lock, std::vector<int>* gpu_ids) {
+  std::lock_guard<std::mutex> guard(impl_->mu);
+  impl_->DropEnded();
+  if (auto it = impl_->held.find(holder); it != impl_->held.end()) {
+    *gpu_ids = it->second.gpu_ids;
+    return Status::Ok();
+  }
+  const Need need{std::max<int64_t>(cpus, 1), gpus};
+  if (!impl_->Fits(need)) {
+    const Need used = impl_->InUse();
+    const LocalResources& have = impl_->options.resources;
+    std::string what = Plural(need.cpus, "CPU", "CPUs");
+    if (need.gpus > 0) what += " and " + Plural(need.gpus, "GPU", "GPUs");
+    return Status::Retryable(reasons::kWaitingForResources,
+                             fmt::format("waiting for {}: {} of {} CPUs and {} of {} GPUs in use{}",
+                                         what, used.cpus, have.cpus, used.gpus, have.gpus,
+                                         impl_->HeldBy()));
+  }
+  Impl::Held h{need, impl_->FreeGpus(need.gpus), lock};
+  *gpu_ids = h.gpu_ids;
+  impl_->held[holder] = std::move(h);
+  impl_->launching.insert(holder);  // its process does not hold the lock yet
+  return Status::Ok();
+}
+
+void LocalFleet::HoldStarted(const std::string& holder) {
+  std::lock_guard<std::mutex> guard(impl_->mu);
+  impl_->launching.erase(holder);
+}
+
+void LocalFleet::Readopt(const std::string& holder, int64_t cpus, const std::vector<int>& gpu_ids,
+                         const fs::path& lock) {
+  std::lock_guard<std::mutex> guard(impl_->mu);
+  impl_->held.try_emplace(holder, Impl::Held{{std::max<int64_t>(cpus, 1),
+                                              static_cast<int64_t>(gpu_ids.size())},
+                                             gpu_ids,
+                                             lock});
+}
+
+void LocalFleet::Unhold(const std::string& holder) {
+  {
+    std::lock_guard<std::mutex> guard(impl_->mu);
+    impl_->launching.erase(holder);
+    if (impl_->held.erase(holder) == 0) return;
+  }
+  impl_->StartQueued();  // what it held may be what the head of the queue waits for
+}
+
 nlohmann::json LocalFleet::Capacity() {
   std::lock_guard<std::mutex> lock(impl_->mu);
   impl_->DropEnded();
   const Need used = impl_->InUse();
   nlohmann::json jobs = nlohmann::json::array();
   size_t running = 0;
+  size_t playgrounds = 0;
   for (const auto& [id, h] : impl_->held) {
+    if (h.lock) {  // not a job: counted in the totals, not listed (its id is not a job's)
+      ++playgrounds;
+      continue;
+    }
     const bool starting = impl_->launching.count(id) > 0;
     if (!starting) ++running;
     jobs.push_back({{"id", id},
@@ -1014,6 +1083,7 @@ nlohmann::json LocalFleet::Capacity() {
           {"gpusInUse", used.gpus},
           {"running", running},
           {"waiting", impl_->queue.size()},
+          {"playgrounds", playgrounds},
           {"jobs", jobs}};
 }
 

@@ -10,11 +10,14 @@
 #include <csignal>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <thread>
 
 #include "starforge/common/atomic_file.h"
+#include "starforge/common/quantity.h"
 #include "starforge/common/reasons.h"
 #include "starforge/fleet/local_process.h"
 #include "starforge/kuberay/playground.h"
@@ -70,7 +73,8 @@ int FreeLoopbackPort(std::string* error) {
 // group, and of forge serve's own environment only what configures vLLM and the GPUs (VLLM_*,
 // HF_*, CUDA_VISIBLE_DEVICES; KUBESIM_VLLM_* for kubesim's emulator).
 std::vector<std::string> ServerEnvironment(const fleet::LocalSandbox& sandbox,
-                                           const std::string& command, const std::string& marker) {
+                                           const std::string& command, const std::string& marker,
+                                           const std::optional<std::vector<int>>& gpu_ids) {
   std::map<std::string, std::string> env = local::SandboxEnvironment(sandbox);
   env["PATH"] = fs::path(command).parent_path().string() + ":" + env["PATH"];
   for (char** e = environ; *e != nullptr; ++e) {
@@ -83,6 +87,13 @@ std::vector<std::string> ServerEnvironment(const fleet::LocalSandbox& sandbox,
       env[name] = entry.substr(eq + 1);
     }
   }
+  // The GPUs the local fleet holds for it, as a job gets its own (none: "", no GPU).
+  if (gpu_ids) {
+    std::string cuda;
+    for (int g : *gpu_ids)
+      cuda += (cuda.empty() ? "" : ",") + std::to_string(g);
+    env["CUDA_VISIBLE_DEVICES"] = cuda;
+  }
   std::vector<std::string> out;
   for (const auto& [k, v] : env)
     out.push_back(k + "=" + v);
@@ -92,6 +103,28 @@ std::vector<std::string> ServerEnvironment(const fleet::LocalSandbox& sandbox,
 
 std::string Marker(const std::string& id) {
   return "FORGE_PLAYGROUND_ID=" + id;
+}
+
+// The local fleet's name for a playground's share of the machine (never a job id).
+std::string Holder(const std::string& id) {
+  return "playground:" + id;
+}
+
+// What a playground takes of the machine's CPUs: its quantity rounded up, at least 1 (as a job).
+int64_t Cpus(const Spec& spec) {
+  if (spec.cpus) {
+    if (auto q = Quantity::Parse(*spec.cpus)) return std::max<int64_t>(1, q->Value());
+  }
+  return 1;
+}
+
+std::vector<int> GpuIds(const json& launch) {
+  std::vector<int> ids;
+  if (auto it = launch.find("gpus"); it != launch.end() && it->is_array()) {
+    for (const json& g : *it)
+      if (g.is_number_integer()) ids.push_back(g.get<int>());
+  }
+  return ids;
 }
 
 // What of the filesystem the command needs: its directory and, for <prefix>/bin/<command> (a
@@ -143,7 +176,7 @@ fleet::Admission LocalBackend::Admit(const store::Playground& row, const Spec& s
                 options_.sandbox_error + "); start the playground with fleet kuberay",
             "fleet"};
   }
-  if (options_.admission == nullptr) return {};
+  if (options_.machine == nullptr) return {};
   kuberay::PlaygroundRender in;
   in.id = row.id;
   in.machine.name = kuberay::kPlaygroundPool;
@@ -151,7 +184,7 @@ fleet::Admission LocalBackend::Admit(const store::Playground& row, const Spec& s
   in.machine.gpus_per_machine = spec.gpus;
   in.machine.cpus_per_machine = spec.cpus;
   in.machine.memory_per_machine = spec.memory;
-  return AdmitAsJob(*options_.admission, kuberay::PlaygroundAsJobSpec(in));
+  return AdmitAsJob(*options_.machine, kuberay::PlaygroundAsJobSpec(in));
 }
 
 Status LocalBackend::Create(const store::Playground& row, const Spec& spec) {
@@ -167,6 +200,27 @@ Status LocalBackend::Create(const store::Playground& row, const Spec& spec) {
   if (ec) {
     return Status::Retryable(kCreateFailed, "cannot create " + dir.string() + ": " + ec.message());
   }
+  // Its share of the machine first: local jobs must not be started onto its CPUs and GPUs.
+  std::optional<std::vector<int>> gpu_ids;
+  if (options_.machine != nullptr) {
+    gpu_ids.emplace();
+    const Status held =
+        options_.machine->Hold(Holder(row.id), Cpus(spec), spec.gpus, lock, &*gpu_ids);
+    if (!held.ok()) return held;
+  }
+  // Gives the share back unless the server was started (then its lock ends the share).
+  bool started = false;
+  struct GiveBack {
+    std::function<void()> f;
+    ~GiveBack() { f(); }
+  } give_back{[&] {
+    if (options_.machine == nullptr) return;
+    if (started) {
+      options_.machine->HoldStarted(Holder(row.id));
+    } else {
+      options_.machine->Unhold(Holder(row.id));
+    }
+  }};
   std::string error;
   const int port = FreeLoopbackPort(&error);
   if (port == 0) return Status::Retryable(kCreateFailed, error);
@@ -201,7 +255,7 @@ Status LocalBackend::Create(const store::Playground& row, const Spec& spec) {
   local::SpawnSpec s;
   s.program = options_.sandbox->bwrap;
   s.argv = local::ServerSandboxArgv(*options_.sandbox, read_only, argv);
-  s.env = ServerEnvironment(*options_.sandbox, command, Marker(row.id));
+  s.env = ServerEnvironment(*options_.sandbox, command, Marker(row.id), gpu_ids);
   s.cwd = dir;
   s.lock = lock;
   s.log = dir / "server.log";
@@ -212,16 +266,31 @@ Status LocalBackend::Create(const store::Playground& row, const Spec& spec) {
   const local::SpawnResult r = local::SpawnDetached(s, [&](pid_t pid) -> std::string {
     const json launch = {{"pid", pid},
                          {"port", port},
+                         {"cpus", Cpus(spec)},
+                         {"gpus", gpu_ids.value_or(std::vector<int>{})},
                          {"startTime", local::ProcStartTime(pid).value_or(0)},
                          {"command", argv}};
     return WriteFileAtomic(dir / "launch.json", launch.dump() + "\n");
   });
+  started = r.ok || r.lock_held;
   if (r.lock_held) return Status::Ok();  // another pass started it a moment ago
   if (!r.ok) {
     return r.retryable ? Status::Retryable(kCreateFailed, r.error)
                        : Status::Permanent(kCreateFailed, r.error);
   }
   return Status::Ok();
+}
+
+void LocalBackend::Readopt() {
+  if (options_.machine == nullptr) return;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(options_.state_dir / "playgrounds", ec)) {
+    const fs::path lock = e.path() / "server.lock";
+    const std::optional<json> launch = local::ReadJson(e.path() / "launch.json");
+    if (!launch || local::ProbeLock(lock) != local::LockState::kHeld) continue;
+    options_.machine->Readopt(Holder(e.path().filename().string()),
+                              launch->value("cpus", int64_t{1}), GpuIds(*launch), lock);
+  }
 }
 
 Observation LocalBackend::Observe(const store::Playground& row, const Spec&) {
@@ -242,6 +311,7 @@ Observation LocalBackend::Observe(const store::Playground& row, const Spec&) {
     return o;
   }
   if (lock == local::LockState::kFree) {
+    if (options_.machine != nullptr) options_.machine->Unhold(Holder(row.id));
     o.state = store::PlaygroundState::kFailed;
     o.reason = kServerExited;
     std::string tail;
@@ -286,7 +356,10 @@ Status LocalBackend::Delete(const store::Playground& row) {
   }
   // Most servers are gone within a moment of the signal: wait that long rather than a resync.
   for (int i = 0; i < 40; ++i) {
-    if (local::ProbeLock(lock) == local::LockState::kFree) return Status::Ok();
+    if (local::ProbeLock(lock) == local::LockState::kFree) {
+      if (options_.machine != nullptr) options_.machine->Unhold(Holder(row.id));
+      return Status::Ok();
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return Status::Retryable(kDeleteFailed, "the model server (process group " +

@@ -193,8 +193,14 @@ bool Manager::Reconcile(const std::string& id) {
         p.reason = s.reason();
         p.message = s.message();
       });
-    } else {
+    } else if (s.reason() != row->reason || s.message() != row->message) {
+      // Still Starting, tried again at the next pass; the row says why meanwhile (e.g. the
+      // local fleet's CPUs or GPUs are in use), once per change.
       spdlog::warn("playground {}: create: {}", id, s.message());
+      store_.UpdatePlayground(id, [&](Playground& p) {
+        p.reason = s.reason();
+        p.message = s.message();
+      });
     }
     return true;
   }

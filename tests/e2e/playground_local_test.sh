@@ -126,6 +126,15 @@ logs=$(as_alice playground logs "$pg")
 [[ ! -e "$FORGE_STORAGE_ROOT/jobs/$job/ckpt/final/planted" ]] || fail "the server wrote the model"
 say "sandbox: model read-only, no state directory"
 
+# --- its share of the machine: local jobs are not started onto the CPUs its server holds -----------
+held() {  # the local fleet's playgrounds and CPUs in use, as "P C"
+  curl -fsS -H "Authorization: Bearer $alice" "$FORGE_SERVER/api/v1/capacity" |
+    python3 -c 'import json,sys; f=[c for c in json.load(sys.stdin)["fleets"] if c["fleet"]=="local"][0]; print(f.get("playgrounds"), f["cpusInUse"])'
+}
+read -r p c <<<"$(held)"
+[[ "$p" == 1 && "$c" -ge 1 ]] || fail "the running server holds no share of the machine: playgrounds=$p cpusInUse=$c"
+say "capacity: 1 playground holding $c CPU(s)"
+
 # --- chat: the CLI streams; the openai client, streamed and not ---------------------------------
 answer=$(as_alice playground chat "$pg" -m "hello local")
 [[ "$answer" == *"You said: hello local"* ]] || fail "chat answered: $answer"
@@ -159,7 +168,9 @@ start_serve
 wait_state "$pg" Ready 30
 as_alice playground chat "$pg" -m "still there" | grep -q "You said: still there" ||
   fail "no answer after the restart"
-say "forge serve killed and restarted: the server was adopted"
+read -r p c <<<"$(held)"
+[[ "$p" == 1 && "$c" -ge 1 ]] || fail "after the restart the server's share is not held: playgrounds=$p cpusInUse=$c"
+say "forge serve killed and restarted: the server was adopted, its share held again"
 
 # --- stop, then a TTL ------------------------------------------------------------------------------
 short=$(as_alice playground start --model "$model" --gpus 0 --ttl 60s -o json | field '["id"]')

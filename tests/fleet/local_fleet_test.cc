@@ -336,6 +336,72 @@ TEST_F(LocalFleetTest, GpusAreHandedOutByIndex) {
   EXPECT_EQ(WaitEnded(fleet, "j-g0").state, State::kSucceeded);
 }
 
+// A local playground's model server holds its CPUs and GPUs as a running job does (LocalFleet::
+// Hold): jobs are not started onto them, and get them once its lock is free.
+TEST_F(LocalFleetTest, APlaygroundsShareKeepsJobsOffItsGpusUntilItsServerEnds) {
+  LocalFleet fleet(Options(/*cpus=*/2, /*gpus=*/2), *store_);
+  const fs::path lock = tmp_.path() / "server.lock";
+  std::vector<int> ids;
+  ASSERT_TRUE(fleet.Hold("playground:p-1", 1, 1, lock, &ids).ok());
+  EXPECT_EQ(ids, std::vector<int>{0});
+  EXPECT_TRUE(fleet.Hold("playground:p-1", 1, 1, lock, &ids).ok()) << "the same holder again";
+  EXPECT_EQ(ids, std::vector<int>{0});
+  std::vector<int> more;
+  const Status refused = fleet.Hold("playground:p-2", 1, 2, tmp_.path() / "other.lock", &more);
+  EXPECT_TRUE(refused.retryable());
+  EXPECT_EQ(refused.reason(), "WaitingForResources");
+  EXPECT_EQ(refused.message(),
+            "waiting for 1 CPU and 2 GPUs: 1 of 2 CPUs and 1 of 2 GPUs in use by 1 playground");
+
+  // A one-GPU job gets the other GPU.
+  ASSERT_TRUE(fleet.Submit(PyJob("j-one", kHello, ", gpuSeries: h200, gpusPerMachine: 1", "", 1))
+                  .status.ok());
+  EXPECT_EQ(WaitEnded(fleet, "j-one").state, State::kSucceeded);
+  EXPECT_THAT(DriverLog("j-one"), HasSubstr("cuda=[1]\n"));
+
+  // Its server starts and holds its lock: a two-GPU job waits, and says for what.
+  const int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX), 0);
+  fleet.HoldStarted("playground:p-1");
+  ASSERT_TRUE(fleet.Submit(PyJob("j-two", kHello, ", gpuSeries: h200, gpusPerMachine: 2", "", 2))
+                  .status.ok());
+  EXPECT_EQ(fleet.Observe("j-two", "local:j-two", {}).message,
+            "waiting for 1 CPU and 2 GPUs: 1 of 2 CPUs and 1 of 2 GPUs in use by 1 playground");
+  const nlohmann::json cap = fleet.Capacity();
+  EXPECT_EQ(cap["gpusInUse"], 1);
+  EXPECT_EQ(cap["playgrounds"], 1);
+  EXPECT_EQ(cap["jobs"].size(), 1u) << "listed: the waiting job, not the playground";
+  // After a restart the server still runs: its share is held again before jobs start.
+  {
+    LocalFleet restarted(Options(/*cpus=*/2, /*gpus=*/2), *store_);
+    restarted.Readopt("playground:p-1", 1, {0}, lock);
+    EXPECT_EQ(restarted.Observe("j-two", "local:j-two", {}).state, State::kPending);
+    EXPECT_EQ(restarted.Capacity()["gpusInUse"], 1);
+  }
+  EXPECT_EQ(fleet.Observe("j-two", "local:j-two", {}).state, State::kPending);
+
+  // The server exits (its lock is free): the job gets both GPUs.
+  ::close(fd);
+  const Observation o = WaitEnded(fleet, "j-two");
+  EXPECT_EQ(o.state, State::kSucceeded) << o.message;
+  EXPECT_THAT(DriverLog("j-two"), HasSubstr("cuda=[0,1]\n"));
+  EXPECT_EQ(fleet.Capacity()["playgrounds"], 0);
+}
+
+TEST_F(LocalFleetTest, UnholdGivesAShareBackAtOnce) {
+  LocalFleet fleet(Options(/*cpus=*/1), *store_);
+  std::vector<int> ids;
+  ASSERT_TRUE(fleet.Hold("playground:p-1", 1, 0, tmp_.path() / "server.lock", &ids).ok());
+  EXPECT_TRUE(ids.empty());
+  ASSERT_TRUE(fleet.Submit(PyJob("j-1", kHello, "", "", 1)).status.ok());
+  EXPECT_EQ(fleet.Observe("j-1", "local:j-1", {}).message,
+            "waiting for 1 CPU: 1 of 1 in use by 1 playground")
+      << "being started (no lock yet) still holds";
+  fleet.Unhold("playground:p-1");  // its server could not be started
+  EXPECT_EQ(WaitEnded(fleet, "j-1").state, State::kSucceeded);
+}
+
 TEST_F(LocalFleetTest, CancelOfAWaitingJobTakesItOutOfTheQueue) {
   LocalFleet fleet(Options(/*cpus=*/1), *store_);
   ASSERT_TRUE(fleet.Submit(PyJob("j-run", kGated, "", GateYaml("run"), 1)).status.ok());

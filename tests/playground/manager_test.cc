@@ -28,6 +28,7 @@ class FakeBackend : public Backend {
   }
   Status Create(const store::Playground& row, const Spec&) override {
     ++creates;
+    if (!create_error.ok()) return create_error;
     created.insert(row.id);
     return Status::Ok();
   }
@@ -51,6 +52,7 @@ class FakeBackend : public Backend {
     return Status::Ok();
   }
   int creates = 0;
+  Status create_error = Status::Ok();
   std::set<std::string> created;
   std::set<std::string> ready;
 };
@@ -131,6 +133,21 @@ TEST_F(ManagerTest, StartsObservesAndServesOnlyItsOwner) {
             404);
   EXPECT_TRUE(manager_->List(bob_).empty());
   EXPECT_EQ(manager_->List(alice_).size(), 1u);
+}
+
+TEST_F(ManagerTest, ACreateThatMustWaitSaysWhyAndIsTriedAgain) {
+  const store::Playground p = manager_->Create(alice_, Body());
+  fake_.create_error = Status::Retryable(
+      "WaitingForResources", "waiting for 1 CPU and 1 GPU: 2 of 2 CPUs and 1 of 1 GPUs in use");
+  manager_->Reconcile(p.id);
+  store::Playground row = manager_->Get(alice_, p.id);
+  EXPECT_EQ(row.state, PlaygroundState::kStarting);
+  EXPECT_EQ(row.reason, "WaitingForResources");
+  EXPECT_THAT(row.message, HasSubstr("in use"));
+  fake_.create_error = Status::Ok();
+  manager_->Reconcile(p.id);
+  EXPECT_EQ(fake_.creates, 2);
+  EXPECT_EQ(manager_->Get(alice_, p.id).state, PlaygroundState::kPending);
 }
 
 TEST_F(ManagerTest, TheModelMustBeAnExistingDirectoryOfTheUsersJob) {

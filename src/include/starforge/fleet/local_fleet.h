@@ -93,6 +93,21 @@ class LocalFleet : public Fleet {
   Status Release(const std::string& job_id, const std::string& handle) override;
   nlohmann::json Capacity() override;
 
+  // A share of this machine for a process that is not a job (a local playground's model
+  // server): `cpus` (at least 1) and `gpus` come off what jobs may use, as a running job's do,
+  // until Unhold, or until `lock` is free once HoldStarted said the process holds it. Jobs
+  // already waiting are not ahead of it. Retryable WaitingForResources, saying what is in use,
+  // when it does not fit now. `gpu_ids`: the GPUs to give the process. Idempotent per holder.
+  Status Hold(const std::string& holder, int64_t cpus, int64_t gpus,
+              const std::filesystem::path& lock, std::vector<int>* gpu_ids);
+  // The holder's process now holds its lock: the share ends when the lock is free.
+  void HoldStarted(const std::string& holder);
+  // After a restart: a process that runs already holds `gpu_ids` (no check: it has them).
+  void Readopt(const std::string& holder, int64_t cpus, const std::vector<int>& gpu_ids,
+               const std::filesystem::path& lock);
+  // Gives the share back now and starts what waited for it.
+  void Unhold(const std::string& holder);
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;

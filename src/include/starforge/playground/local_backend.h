@@ -34,7 +34,9 @@ struct LocalBackendOptions {
   // the server would otherwise read whatever forge serve can, on a user's arguments.
   std::optional<fleet::LocalSandbox> sandbox;
   std::string sandbox_error;          // why there is none (said in the refusal)
-  fleet::Fleet* admission = nullptr;  // the local fleet: Admit() of a one-machine JobSpec
+  // The local fleet: Admit() of a one-machine JobSpec, and the server's share of the machine
+  // (Hold), so that local jobs do not take the CPUs and GPUs a model server uses.
+  fleet::LocalFleet* machine = nullptr;
   std::string path;                   // where the command is looked up ("" = this process's PATH)
   // SIGTERM to the server's process group, then SIGKILL after this long.
   std::chrono::milliseconds stop_grace{10'000};
@@ -64,6 +66,9 @@ class LocalBackend : public Backend {
   std::string Command() const;
   // The refusal when Command() is "" (names FORGE_LOCAL_VLLM_COMMAND).
   std::string NotFoundMessage() const;
+  // After a restart: the servers that still run hold their share of the machine again, before
+  // local jobs are started into it.
+  void Readopt();
 
  private:
   std::filesystem::path Dir(const std::string& id) const;
