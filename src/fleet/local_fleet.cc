@@ -1002,8 +1002,8 @@ Status LocalFleet::Release(const std::string& job_id, const std::string& /*handl
   return Status::Ok();
 }
 
-Status LocalFleet::Hold(const std::string& holder, int64_t cpus, int64_t gpus,
-                        const fs::path& lock, std::vector<int>* gpu_ids) {
+Status LocalFleet::Hold(const std::string& holder, int64_t cpus, int64_t gpus, const fs::path& lock,
+                        std::vector<int>* gpu_ids) {
   std::lock_guard<std::mutex> guard(impl_->mu);
   impl_->DropEnded();
   if (auto it = impl_->held.find(holder); it != impl_->held.end()) {
@@ -1016,10 +1016,10 @@ Status LocalFleet::Hold(const std::string& holder, int64_t cpus, int64_t gpus,
     const LocalResources& have = impl_->options.resources;
     std::string what = Plural(need.cpus, "CPU", "CPUs");
     if (need.gpus > 0) what += " and " + Plural(need.gpus, "GPU", "GPUs");
-    return Status::Retryable(reasons::kWaitingForResources,
-                             fmt::format("waiting for {}: {} of {} CPUs and {} of {} GPUs in use{}",
-                                         what, used.cpus, have.cpus, used.gpus, have.gpus,
-                                         impl_->HeldBy()));
+    return Status::Retryable(
+        reasons::kWaitingForResources,
+        fmt::format("waiting for {}: {} of {} CPUs and {} of {} GPUs in use{}", what, used.cpus,
+                    have.cpus, used.gpus, have.gpus, impl_->HeldBy()));
   }
   Impl::Held h{need, impl_->FreeGpus(need.gpus), lock};
   *gpu_ids = h.gpu_ids;
@@ -1036,10 +1036,10 @@ void LocalFleet::HoldStarted(const std::string& holder) {
 void LocalFleet::Readopt(const std::string& holder, int64_t cpus, const std::vector<int>& gpu_ids,
                          const fs::path& lock) {
   std::lock_guard<std::mutex> guard(impl_->mu);
-  impl_->held.try_emplace(holder, Impl::Held{{std::max<int64_t>(cpus, 1),
-                                              static_cast<int64_t>(gpu_ids.size())},
-                                             gpu_ids,
-                                             lock});
+  impl_->held.try_emplace(
+      holder,
+      Impl::Held{
+          {std::max<int64_t>(cpus, 1), static_cast<int64_t>(gpu_ids.size())}, gpu_ids, lock});
 }
 
 void LocalFleet::Unhold(const std::string& holder) {

@@ -284,7 +284,8 @@ Status LocalBackend::Create(const store::Playground& row, const Spec& spec) {
 void LocalBackend::Readopt() {
   if (options_.machine == nullptr) return;
   std::error_code ec;
-  for (const fs::directory_entry& e : fs::directory_iterator(options_.state_dir / "playgrounds", ec)) {
+  for (const fs::directory_entry& e :
+       fs::directory_iterator(options_.state_dir / "playgrounds", ec)) {
     const fs::path lock = e.path() / "server.lock";
     const std::optional<json> launch = local::ReadJson(e.path() / "launch.json");
     if (!launch || local::ProbeLock(lock) != local::LockState::kHeld) continue;

@@ -33,11 +33,11 @@ struct LocalBackendOptions {
   // The local jobs' sandbox (fleet::ProbeSandbox). Unset: local playgrounds are refused, since
   // the server would otherwise read whatever forge serve can, on a user's arguments.
   std::optional<fleet::LocalSandbox> sandbox;
-  std::string sandbox_error;          // why there is none (said in the refusal)
+  std::string sandbox_error;  // why there is none (said in the refusal)
   // The local fleet: Admit() of a one-machine JobSpec, and the server's share of the machine
   // (Hold), so that local jobs do not take the CPUs and GPUs a model server uses.
   fleet::LocalFleet* machine = nullptr;
-  std::string path;                   // where the command is looked up ("" = this process's PATH)
+  std::string path;  // where the command is looked up ("" = this process's PATH)
   // SIGTERM to the server's process group, then SIGKILL after this long.
   std::chrono::milliseconds stop_grace{10'000};
 };
