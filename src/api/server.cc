@@ -195,14 +195,14 @@ struct Server::Impl {
         controller(c),
         fleets(std::move(f)),
         http(FrontOptionsOf(options)),
-        own_budget(options.disk_budget != nullptr
-                       ? nullptr
-                       : std::make_unique<DiskBudget>(
-                             options.upload_space_bytes > 0
-                                 ? std::function<int64_t()>(
-                                       [n = options.upload_space_bytes] { return n; })
-                                 : DiskBudget::FreeSpaceOf(options.state_dir),
-                             options.upload_keep_free_bytes)),
+        own_budget(
+            options.disk_budget != nullptr
+                ? nullptr
+                : std::make_unique<DiskBudget>(
+                      options.upload_space_bytes > 0
+                          ? std::function<int64_t()>([n = options.upload_space_bytes] { return n; })
+                          : DiskBudget::FreeSpaceOf(options.state_dir),
+                      options.upload_keep_free_bytes)),
         upload_budget(options.disk_budget != nullptr ? options.disk_budget : own_budget.get()) {
     uploads = options.state_dir / "uploads";
     for (const auto& r : Routes())

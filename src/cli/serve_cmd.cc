@@ -335,11 +335,10 @@ int Serve(Context& c, const ServeOptions& o) {
   // One disk budget for the state directory: the API's uploads and the controller's packagings
   // hold their bytes in it (disk_budget.h), so together they cannot fill the disk.
   api::ServerOptions defaults;
-  DiskBudget disk_budget(
-      o.upload_space_bytes > 0
-          ? std::function<int64_t()>([n = o.upload_space_bytes] { return n; })
-          : DiskBudget::FreeSpaceOf(control),
-      o.upload_space_bytes > 0 ? 0 : defaults.upload_keep_free_bytes);
+  DiskBudget disk_budget(o.upload_space_bytes > 0
+                             ? std::function<int64_t()>([n = o.upload_space_bytes] { return n; })
+                             : DiskBudget::FreeSpaceOf(control),
+                         o.upload_space_bytes > 0 ? 0 : defaults.upload_keep_free_bytes);
   controller::Options ctl_options;
   ctl_options.disk_budget = &disk_budget;
   ctl_options.storage_root = cfg.storage_root;

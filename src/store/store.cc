@@ -12,9 +12,9 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstring>
 #include <map>
 #include <mutex>
-#include <cstring>
 #include <string_view>
 #include <system_error>
 #include <tuple>
