@@ -96,8 +96,11 @@ class Server:
     def start(self):
         log = open(os.path.join(self.root, "serve.log"), "a")
         prefix = ["nice", "-n", str(self.nice)] if self.nice else []
+        # In a session of its own, as a service runs (systemd unit, pod): with the kernel's
+        # autogroup scheduling a session shares the CPU as one, so a server in the bench's
+        # session would compete with the bench's own clients for one share.
         self.proc = subprocess.Popen(prefix + [self.forge, "serve", "--resync-ms", "1000"],
-                                     env=self.env,
+                                     env=self.env, start_new_session=True,
                                      stdout=log, stderr=subprocess.STDOUT)
         for _ in range(600):
             try:

@@ -550,6 +550,7 @@ struct Front::Impl final : ConnCounter {
       if (c->deadline <= now) expired.push_back(fd);
     for (int fd : expired) {
       std::shared_ptr<Conn> c = Unpark(fd);
+      if (!c) continue;  // listed just above; the check keeps GCC's -Wnull-dereference quiet
       if (c->state == Conn::State::kHead && !c->Pending().empty()) {
         ++head_timeouts;
         const std::string answer =

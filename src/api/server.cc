@@ -25,7 +25,6 @@
 #include "starforge/api/logs.h"
 #include "starforge/api/playground_routes.h"
 #include "starforge/api/routes.h"
-#include "starforge/api/upload_budget.h"
 #include "starforge/api/watch.h"
 #include "starforge/capsule/accept.h"
 #include "starforge/capsule/capsule.h"
@@ -168,7 +167,10 @@ struct Server::Impl {
   Clock::time_point capacity_read;
   // Names this process in resourceVersions: another server's change numbers are not ours.
   const std::string epoch = std::to_string(NowMs());
-  UploadBudget upload_budget;
+  // Disk space held by uploads (and the controller's packagings, when serve shares it): the
+  // options' budget, or this server's own.
+  std::unique_ptr<DiskBudget> own_budget;
+  DiskBudget* upload_budget;
   LoginCodes login_codes;  // forge console --login
 
   struct Route {
@@ -193,10 +195,15 @@ struct Server::Impl {
         controller(c),
         fleets(std::move(f)),
         http(FrontOptionsOf(options)),
-        upload_budget(options.upload_space_bytes > 0
+        own_budget(
+            options.disk_budget != nullptr
+                ? nullptr
+                : std::make_unique<DiskBudget>(
+                      options.upload_space_bytes > 0
                           ? std::function<int64_t()>([n = options.upload_space_bytes] { return n; })
-                          : UploadBudget::FreeSpaceOf(options.state_dir),
-                      options.upload_keep_free_bytes) {
+                          : DiskBudget::FreeSpaceOf(options.state_dir),
+                      options.upload_keep_free_bytes)),
+        upload_budget(options.disk_budget != nullptr ? options.disk_budget : own_budget.get()) {
     uploads = options.state_dir / "uploads";
     for (const auto& r : Routes())
       routes.push_back({r, std::regex(PathRegex(r.path))});
@@ -514,27 +521,27 @@ struct Server::Impl {
     bool has_ref = false;
     std::string error;  // a malformed request, found while reading
     bool too_large = false;
-    UploadBudget::Reservation space;  // disk space held for this upload and its check
+    DiskBudget::Reservation space;  // disk space held for this upload and its check
   };
 
-  // Holds `bytes` of the disk for this request (upload_budget.h), or refuses it: 503 while
+  // Holds `bytes` of the disk for this request (disk_budget.h), or refuses it: 503 while
   // other uploads hold the space, 507 when the disk is too full for it even alone. Either is the
   // server's condition, never the user's code.
-  void ReserveSpace(Call& c, UploadBudget::Reservation& r, int64_t bytes) {
-    const UploadBudget::Refusal refusal = upload_budget.Reserve(r, bytes);
-    if (refusal == UploadBudget::Refusal::kNone) return;
+  void ReserveSpace(Call& c, DiskBudget::Reservation& r, int64_t bytes) {
+    const DiskBudget::Refusal refusal = upload_budget->Reserve(r, bytes);
+    if (refusal == DiskBudget::Refusal::kNone) return;
     // The rest of the body is not wanted: the connection closes after the answer.
     c.body_read = true;
     c.res.set_header("Connection", "close");
     switch (refusal) {
-      case UploadBudget::Refusal::kNone:
+      case DiskBudget::Refusal::kNone:
         return;
-      case UploadBudget::Refusal::kBusy:
+      case DiskBudget::Refusal::kBusy:
         c.res.set_header("Retry-After", "30");
         throw ApiError{503, api_errors::kUnavailable,
                        "the server's free disk space is held by other uploads in progress; retry "
                        "in a little while (this is not a problem with your code)"};
-      case UploadBudget::Refusal::kFull:
+      case DiskBudget::Refusal::kFull:
         c.res.set_header("Retry-After", "300");
         throw ApiError{507, api_errors::kInsufficientStorage,
                        "the server has too little free disk space for an upload of up to " +
@@ -1605,7 +1612,7 @@ struct Server::Impl {
     }
     m.latency_count = cm.latency_count;
     m.latency_sum_seconds = static_cast<double>(cm.latency_sum_us.load()) / 1e6;
-    // The HTTP front and the upload space (front.h, upload_budget.h).
+    // The HTTP front and the upload space (front.h, disk_budget.h).
     const FrontStats f = http.Stats();
     std::string text = MetricsText(m);
     for (const auto& [name, help, type, value] :
@@ -1623,7 +1630,7 @@ struct Server::Impl {
               "Connections closed: the request's head did not arrive in time", "counter",
               f.head_timeouts},
              {"starforge_upload_reserved_bytes", "Disk space held by uploads in progress", "gauge",
-              upload_budget.reserved()},
+              upload_budget->reserved()},
          }) {
       text += fmt::format("# HELP {0} {1}\n# TYPE {0} {2}\n{0} {3}\n", name, help, type, value);
     }

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <regex>
 
@@ -25,6 +26,7 @@
 #include "starforge/api/server.h"
 #include "starforge/cli/forge.h"
 #include "starforge/common/atomic_file.h"
+#include "starforge/common/disk_budget.h"
 #include "starforge/common/format.h"
 #include "starforge/controller/controller.h"
 #include "starforge/doctor/doctor.h"
@@ -330,7 +332,15 @@ int Serve(Context& c, const ServeOptions& o) {
     spdlog::info("kuberay fleet: not available ({})", kuberay_setup.message);
   }
 
+  // One disk budget for the state directory: the API's uploads and the controller's packagings
+  // hold their bytes in it (disk_budget.h), so together they cannot fill the disk.
+  api::ServerOptions defaults;
+  DiskBudget disk_budget(o.upload_space_bytes > 0
+                             ? std::function<int64_t()>([n = o.upload_space_bytes] { return n; })
+                             : DiskBudget::FreeSpaceOf(control),
+                         o.upload_space_bytes > 0 ? 0 : defaults.upload_keep_free_bytes);
   controller::Options ctl_options;
+  ctl_options.disk_budget = &disk_budget;
   ctl_options.storage_root = cfg.storage_root;
   ctl_options.state_dir = control;
   ctl_options.resync = std::chrono::milliseconds(o.resync_ms);
@@ -375,10 +385,7 @@ int Serve(Context& c, const ServeOptions& o) {
   server_options.max_connections = o.max_connections;
   server_options.max_connections_per_client = o.max_connections_per_client;
   server_options.head_timeout_s = o.head_timeout_s;
-  if (o.upload_space_bytes > 0) {
-    server_options.upload_space_bytes = o.upload_space_bytes;
-    server_options.upload_keep_free_bytes = 0;
-  }
+  server_options.disk_budget = &disk_budget;
   if (kuberay_setup.available) {
     doctor::RunOptions doctor_options;
     doctor_options.config = cfg;

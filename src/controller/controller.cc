@@ -1,10 +1,13 @@
 #include "starforge/controller/controller.h"
 
 #include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -214,11 +217,38 @@ class Reconciler {
 
     capsule::ExtractLimits limits;
     limits.max_total_bytes = static_cast<uint64_t>(options_.capsule_max_bytes);
+    // Held until this step returns (work/ is emptied by then, or the capsule moved on): the
+    // unpacked code, and the capsule built from it, at most about as large again. Without it two
+    // packagings could each pass the free-space check and then fill the disk together.
+    DiskBudget::Reservation space;
+    if (options_.disk_budget != nullptr) {
+      limits.hold_space = [&](uint64_t declared) -> std::string {
+        const int64_t bytes = 2 * static_cast<int64_t>(declared);  // ≤ 2 × capsule_max_bytes
+        switch (options_.disk_budget->Reserve(space, bytes)) {
+          case DiskBudget::Refusal::kNone:
+            return "";
+          case DiskBudget::Refusal::kBusy:
+            return fmt::format(
+                "waiting for disk space: unpacking and packing this code needs {}, held now by "
+                "other uploads and packagings",
+                capsule::FormatBytes(static_cast<uint64_t>(bytes)));
+          case DiskBudget::Refusal::kFull:
+            break;
+        }
+        return fmt::format(
+            "the state directory's disk has less than the {} free that unpacking and packing "
+            "this code needs; free some space",
+            capsule::FormatBytes(static_cast<uint64_t>(bytes)));
+      };
+    }
     const capsule::ExtractResult extracted = capsule::ExtractZip(job.upload_path, code, limits);
     if (extracted.local_errno != 0) {
-      // Our disk, not the user's archive: retried with backoff while the operator frees space.
+      // Our disk, not the user's archive: retried with backoff while the operator frees space
+      // (or other packagings and uploads give theirs back), with an event that says why.
       fs::remove_all(work, ec);
-      return RetryUntilSubmitDeadline(job, "unpacking the upload: " + Join(extracted.errors));
+      const std::string why = "unpacking the upload: " + Join(extracted.errors);
+      store_.RecordEvent(job.id, "Warning", reasons::kPackagingWarning, why, kSource);
+      return RetryUntilSubmitDeadline(job, why);
     }
     if (!extracted.ok()) {
       fs::remove_all(work, ec);
@@ -761,6 +791,17 @@ std::optional<milliseconds> Controller::ReconcileStep(const std::string& job_id,
 }
 
 void Controller::Worker(Lane worst) {
+  // The controller's steps (unpacking, packaging, the store writes of each phase) are background
+  // work: below the API's request threads, so a burst of submits is answered first and packaged
+  // a moment later, rather than every request waiting behind the packaging of the ones before
+  // it (RocksDB lowers its compaction threads the same way). Raising one's own nice needs no
+  // privilege; a failure leaves the thread as it was.
+  if (options_.worker_nice > 0) {
+    const auto tid = static_cast<id_t>(::gettid());
+    errno = 0;
+    const int nice = ::getpriority(PRIO_PROCESS, tid);  // -1 is a valid nice value: errno tells
+    if (errno == 0) ::setpriority(PRIO_PROCESS, tid, std::min(19, nice + options_.worker_nice));
+  }
   while (std::optional<std::string> key = queue_.Get(worst)) {
     Lane lane = Lane::kResync;
     std::optional<milliseconds> next = ReconcileStep(*key, &lane);

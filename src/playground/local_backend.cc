@@ -14,6 +14,7 @@
 #include <iterator>
 #include <map>
 #include <optional>
+#include <sstream>
 #include <thread>
 
 #include "starforge/common/atomic_file.h"
@@ -406,7 +407,11 @@ Status LocalBackend::Logs(const store::Playground& row, int64_t tail_lines, std:
   const std::streamoff size = in.tellg();
   const std::streamoff from = std::max<std::streamoff>(0, size - (4 << 20));
   in.seekg(from);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // rdbuf(), not istreambuf_iterator: GCC 12 -O2 sees a null pointer in the iterator's inlined
+  // buffer reads (-Wnull-dereference) and the Release build stops.
+  std::ostringstream whole;
+  whole << in.rdbuf();
+  std::string text = whole.str();
   if (tail_lines > 0) {
     size_t pos = text.size();
     if (pos > 0 && text[pos - 1] == '\n') --pos;

@@ -19,6 +19,7 @@
 
 #include "starforge/capsule/capsule.h"
 #include "starforge/capsule/extract.h"
+#include "starforge/common/disk_budget.h"
 #include "starforge/controller/controller.h"
 #include "starforge/jobspec/parse.h"
 #include "starforge/objstore/fs_store.h"
@@ -276,6 +277,10 @@ class ControllerTest : public ::testing::Test {
   }
 
   Job Get(const std::string& id) { return *store_->GetJob(id); }
+  std::string LastEventMessage(const std::string& id) {
+    const auto events = store_->ListEvents(id);
+    return events.empty() ? "" : events.back().message;
+  }
 
   // Reconciles (synchronously, ignoring delays) until `until` holds or the job is done.
   Job Drive(const std::string& id, const std::function<bool(const Job&)>& until = nullptr,
@@ -591,6 +596,44 @@ TEST_F(ControllerTest, ObjectStoreFaultsAreRetriedOrFailTheJob) {
   EXPECT_EQ(job.phase, Phase::kFailed);
   EXPECT_EQ(job.reason, store::reasons::kStorageFailed);
   EXPECT_THAT(job.message, HasSubstr("scripted failure"));
+}
+
+// Two packagings (or a packaging and an upload) must not both pass a free-space check and then
+// fill the disk together: a packaging holds its bytes in the budget the uploads use, and waits
+// while others hold them.
+TEST_F(ControllerTest, APackagingHoldsDiskSpaceInTheUploadsBudgetAndWaitsForIt) {
+  DiskBudget budget([] { return int64_t{100'000}; }, 0);
+  Options o = FastOptions(root());
+  o.disk_budget = &budget;
+  controller_ = std::make_unique<Controller>(
+      *store_, std::map<std::string, fleet::Fleet*>{{"local", &fleet_}}, objects_, o);
+  // 30,000 bytes of code: its packaging holds 60,000 (the code and the capsule built from it).
+  const Job created = Submit(Spec(), "local", {{"train.py", std::string(30'000, 'x')}});
+  DriveTo(created.id, Phase::kPackaging);
+
+  // Another packaging (or upload) in progress holds 50,000: 60,000 more do not fit.
+  DiskBudget::Reservation other;
+  ASSERT_EQ(budget.Reserve(other, 50'000), DiskBudget::Refusal::kNone);
+  ASSERT_TRUE(controller_->Reconcile(created.id));  // retried later
+  Job job = Get(created.id);
+  EXPECT_EQ(job.phase, Phase::kPackaging);
+  EXPECT_THAT(LastEventMessage(created.id), HasSubstr("waiting for disk space"));
+  EXPECT_TRUE(fleet_.submits.empty());
+  EXPECT_FALSE(fs::exists(root() / "control/work" / created.id / "code"));
+  EXPECT_EQ(budget.reserved(), 50'000);
+
+  // Once the other one is done, the packaging goes on and gives its space back after.
+  other = DiskBudget::Reservation();
+  job = DriveTo(created.id, Phase::kSubmitting);
+  EXPECT_EQ(job.phase, Phase::kSubmitting);
+  EXPECT_EQ(budget.reserved(), 0);
+
+  // More than the disk has even alone: retried too (the operator may free space), saying so.
+  const Job big = Submit(Spec(), "local", {{"train.py", std::string(60'000, 'y')}});
+  DriveTo(big.id, Phase::kPackaging);
+  ASSERT_TRUE(controller_->Reconcile(big.id));
+  EXPECT_EQ(Get(big.id).phase, Phase::kPackaging);
+  EXPECT_THAT(LastEventMessage(big.id), HasSubstr("free some space"));
 }
 
 TEST_F(ControllerTest, LeftoversOfAnInterruptedPackagingAreReplaced) {

@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "starforge/common/disk_budget.h"
 #include "starforge/config/config.h"
 #include "starforge/controller/controller.h"
 #include "starforge/fleet/fleet.h"
@@ -26,8 +27,10 @@ struct ServerOptions {
   std::filesystem::path storage_root;      // logs under jobs/<id>/logs
   std::filesystem::path state_dir;         // FORGE_STATE_DIR: uploads/ (never under storage_root)
   int64_t max_upload_bytes = 512LL << 20;  // FORGE_CAPSULE_MAX_BYTES
-  // Disk space for uploads in progress (upload_budget.h): 0 = the state directory's free space;
-  // `upload_keep_free_bytes` of it is never handed to uploads.
+  // Disk space for uploads in progress (disk_budget.h), shared with the controller's packagings;
+  // null: the server's own, of `upload_space_bytes` (0 = the state directory's free space), of
+  // which `upload_keep_free_bytes` is never handed out.
+  DiskBudget* disk_budget = nullptr;
   int64_t upload_space_bytes = 0;
   int64_t upload_keep_free_bytes = 64LL << 20;
   config::Config config;  // for JobSpec defaults (fleet, images, deadlines)

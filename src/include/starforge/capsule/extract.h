@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,10 @@ namespace starforge::capsule {
 struct ExtractLimits {
   uint64_t max_total_bytes = 4ULL << 30;  // sum of the files' uncompressed sizes
   size_t max_entries = 100'000;
+  // ExtractZip only: called with the archive's declared unpacked size (within the limits) before
+  // anything is written, to hold that much disk (DiskBudget); a non-empty answer refuses the
+  // archive as the destination's fault (local_errno ENOSPC, the answer as the error).
+  std::function<std::string(uint64_t declared)> hold_space;
 };
 
 struct ExtractResult {

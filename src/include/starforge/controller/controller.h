@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "starforge/common/disk_budget.h"
 #include "starforge/config/config.h"
 #include "starforge/controller/work_queue.h"
 #include "starforge/fleet/fleet.h"
@@ -38,6 +39,9 @@ struct Options {
   // Workers that serve only terminal jobs' archive and release (work_queue.h, Lane::kCleanup),
   // beside `workers`, which serve them first too.
   int cleanup_workers = 2;
+  // The workers' nice value, added to the server's (0: as the server). Background work below the
+  // API's requests: see Controller::Worker.
+  int worker_nice = 5;
   std::chrono::milliseconds resync{1000};  // requeue of Pending/Running jobs (polled fleets)
   // Pending/Running jobs of a fleet that notifies every change (Fleet::NotifiesChanges): looked
   // at when it says so, and otherwise only every sync_period (±10 %, spread out) as a safety net
@@ -46,6 +50,9 @@ struct Options {
   std::chrono::milliseconds backoff_base{200};  // failed step: base * 2^n …
   std::chrono::milliseconds backoff_max{30'000};
   int64_t capsule_max_bytes = 512LL << 20;
+  // Disk space a packaging holds while it unpacks the code and builds the capsule in work/ (the
+  // API's uploads hold theirs in the same budget); null: checked against the free space only.
+  DiskBudget* disk_budget = nullptr;
   // FORGE_SUBMIT_DEADLINE_S: how long Packaging and Submitting retry transient errors, counted
   // from the start of Packaging, before the job fails with SubmitDeadlineExceeded.
   std::chrono::seconds submit_deadline{1800};

@@ -1,15 +1,15 @@
-#include "starforge/api/upload_budget.h"
+#include "starforge/common/disk_budget.h"
 
 #include <sys/statvfs.h>
 
 #include <utility>
 
-namespace starforge::api {
+namespace starforge {
 
-UploadBudget::UploadBudget(std::function<int64_t()> free_bytes, int64_t keep_free)
+DiskBudget::DiskBudget(std::function<int64_t()> free_bytes, int64_t keep_free)
     : free_bytes_(std::move(free_bytes)), keep_free_(keep_free) {}
 
-std::function<int64_t()> UploadBudget::FreeSpaceOf(std::filesystem::path dir) {
+std::function<int64_t()> DiskBudget::FreeSpaceOf(std::filesystem::path dir) {
   return [dir = std::move(dir)]() -> int64_t {
     struct statvfs st {};
     if (::statvfs(dir.c_str(), &st) != 0) return INT64_MAX;  // unknown: writes will tell
@@ -17,7 +17,7 @@ std::function<int64_t()> UploadBudget::FreeSpaceOf(std::filesystem::path dir) {
   };
 }
 
-UploadBudget::Refusal UploadBudget::Reserve(Reservation& r, int64_t bytes) {
+DiskBudget::Refusal DiskBudget::Reserve(Reservation& r, int64_t bytes) {
   if (bytes <= 0) return Refusal::kNone;
   // Space already written by uploads in progress is gone from the free space too: counting it
   // again as reserved errs on the safe side, and lasts only while those requests run.
@@ -30,20 +30,20 @@ UploadBudget::Refusal UploadBudget::Reserve(Reservation& r, int64_t bytes) {
   return Refusal::kNone;
 }
 
-int64_t UploadBudget::reserved() const {
+int64_t DiskBudget::reserved() const {
   std::lock_guard lock(mu_);
   return reserved_;
 }
 
-void UploadBudget::Release(int64_t bytes) {
+void DiskBudget::Release(int64_t bytes) {
   std::lock_guard lock(mu_);
   reserved_ -= bytes;
 }
 
-UploadBudget::Reservation::Reservation(Reservation&& o) noexcept
+DiskBudget::Reservation::Reservation(Reservation&& o) noexcept
     : budget_(std::exchange(o.budget_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
 
-UploadBudget::Reservation& UploadBudget::Reservation::operator=(Reservation&& o) noexcept {
+DiskBudget::Reservation& DiskBudget::Reservation::operator=(Reservation&& o) noexcept {
   if (this != &o) {
     if (budget_) budget_->Release(bytes_);
     budget_ = std::exchange(o.budget_, nullptr);
@@ -52,8 +52,8 @@ UploadBudget::Reservation& UploadBudget::Reservation::operator=(Reservation&& o)
   return *this;
 }
 
-UploadBudget::Reservation::~Reservation() {
+DiskBudget::Reservation::~Reservation() {
   if (budget_) budget_->Release(bytes_);
 }
 
-}  // namespace starforge::api
+}  // namespace starforge

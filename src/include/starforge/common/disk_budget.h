@@ -1,8 +1,9 @@
-// Disk space for uploads in progress. A submit's upload (and the scratch copy its check
-// unpacks) is reserved against the free space of the state directory's file system before it
-// is written, so that concurrent uploads cannot together fill the disk: a reservation that does
-// not fit is refused (the caller answers 503 + Retry-After while others hold space, 507 when the
-// disk is too full even alone). Thread-safe.
+// Disk space of the state directory's file system, held before it is written: a submit's upload
+// (the API) and a packaging's unpacked code and capsule (the controller) reserve their bytes
+// against the free space first, so that concurrent uploads and packagings cannot each pass a
+// free-space check and then together fill the disk. A reservation that does not fit is refused
+// (the API answers 503 + Retry-After while others hold space, 507 when the disk is too full even
+// alone; the controller retries the packaging later). Thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -10,12 +11,12 @@
 #include <functional>
 #include <mutex>
 
-namespace starforge::api {
+namespace starforge {
 
-class UploadBudget {
+class DiskBudget {
  public:
   // `free_bytes` says how much the file system has free now; `keep_free` is never handed out.
-  UploadBudget(std::function<int64_t()> free_bytes, int64_t keep_free);
+  DiskBudget(std::function<int64_t()> free_bytes, int64_t keep_free);
   // The free space of `dir`'s file system (statvfs: what an unprivileged writer may use).
   static std::function<int64_t()> FreeSpaceOf(std::filesystem::path dir);
 
@@ -31,8 +32,8 @@ class UploadBudget {
     int64_t bytes() const { return bytes_; }
 
    private:
-    friend class UploadBudget;
-    UploadBudget* budget_ = nullptr;
+    friend class DiskBudget;
+    DiskBudget* budget_ = nullptr;
     int64_t bytes_ = 0;
   };
 
@@ -49,4 +50,4 @@ class UploadBudget {
   int64_t reserved_ = 0;
 };
 
-}  // namespace starforge::api
+}  // namespace starforge
