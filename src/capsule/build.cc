@@ -330,21 +330,9 @@ void Encode(libdeflate_compressor* c, std::vector<uint8_t> data, bool try_deflat
 // Reads a user's file again for the writing pass, refusing it if it is no longer the file that
 // was hashed. Small and compressible files are read whole and encoded here; big stored ones
 // are left to the writer, which streams them (their CRC comes from the hashing pass).
-void PrepareFile(const InputFile& in, const Hashed& h, const ReuseIndex* reuse,
-                 libdeflate_compressor* c, Prepared* p) {
+void PrepareFile(const InputFile& in, const Hashed& h, libdeflate_compressor* c, Prepared* p) {
   p->info.name = in.path;
   p->info.executable = h.executable;
-  if (reuse != nullptr) {
-    if (const EntryRecord* r = reuse->ByDigest(h.sha256); r != nullptr && r->size == h.size) {
-      p->kind = Prepared::Kind::kReuse;
-      p->info.method = r->method;
-      p->info.crc32 = r->crc32;
-      p->info.size = r->size;
-      p->info.comp_size = r->comp_size;
-      p->reuse_offset = r->data_offset;
-      return;
-    }
-  }
   Fd fd(::open(in.source.c_str(), O_RDONLY | O_CLOEXEC));
   struct stat st {};
   if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0 || !SameFile(st, h)) {
@@ -372,6 +360,21 @@ void PrepareFile(const InputFile& in, const Hashed& h, const ReuseIndex* reuse,
   }
   data.resize(h.size);
   Encode(c, std::move(data), !h.store, p);
+}
+
+// The entry of a file whose contents the previous capsule holds (`r`): its bytes are copied
+// from there, not read or deflated.
+Prepared ReusedEntry(const InputFile& in, const Hashed& h, const EntryRecord& r) {
+  Prepared p;
+  p.kind = Prepared::Kind::kReuse;
+  p.info.name = in.path;
+  p.info.executable = h.executable;
+  p.info.method = r.method;
+  p.info.crc32 = r.crc32;
+  p.info.size = r.size;
+  p.info.comp_size = r.comp_size;
+  p.reuse_offset = r.data_offset;
+  return p;
 }
 
 // A read-only map of the previous capsule, whose entries a build copies.
@@ -515,25 +518,38 @@ BuildResult Build(const std::vector<InputFile>& files, const jobspec::JobSpec& s
   entries.push_back({kRunnerPath, SIZE_MAX, runner});
   entries.push_back({kManifestPath, SIZE_MAX, manifest_text});
   std::sort(entries.begin(), entries.end(), by_path);
-  std::vector<size_t> user_order;  // positions in `entries` of the user's files
-  for (size_t k = 0; k < entries.size(); ++k)
-    if (entries[k].file != SIZE_MAX) user_order.push_back(k);
+  // Entries whose contents the previous capsule holds are prepared by the writer itself (a
+  // lookup): only the others go to the workers, so an unchanged entry costs no hand-over
+  // between threads — which, on a busy machine, means waiting for a worker to be scheduled.
+  std::vector<const EntryRecord*> reused(entries.size(), nullptr);
+  std::vector<size_t> work_order;  // positions in `entries` of the user's files to read
+  for (size_t k = 0; k < entries.size(); ++k) {
+    if (entries[k].file == SIZE_MAX) continue;
+    const Hashed& h = hashed[entries[k].file];
+    if (reuse != nullptr) {
+      if (const EntryRecord* r = reuse->ByDigest(h.sha256); r != nullptr && r->size == h.size) {
+        reused[k] = r;
+        continue;
+      }
+    }
+    work_order.push_back(k);
+  }
 
   std::vector<Prepared> prepared(entries.size());
   std::vector<char> done(entries.size(), 0);
   std::mutex mu;
   std::condition_variable cv;
-  size_t claim = 0;        // next index into user_order a worker takes
-  size_t written = 0;      // user files the writer has finished
+  size_t claim = 0;        // next index into work_order a worker takes
+  size_t written = 0;      // entries of work_order the writer has finished
   uint64_t in_flight = 0;  // bytes claimed and not yet written
   bool stop = false;
   auto weight = [&](size_t j) {
-    const Hashed& h = hashed[entries[user_order[j]].file];
+    const Hashed& h = hashed[entries[work_order[j]].file];
     return h.store && h.size >= kStreamStoredBytes ? 0 : h.size + 1;
   };
   report(BuildProgress::Phase::kWriting, 0);
   std::vector<std::thread> pool;
-  for (size_t t = 0; t < threads; ++t) {
+  for (size_t t = 0; t < std::min(threads, work_order.size()); ++t) {
     pool.emplace_back([&] {
       internal::Compressor c = internal::NewCompressor();
       while (true) {
@@ -541,19 +557,19 @@ BuildResult Build(const std::vector<InputFile>& files, const jobspec::JobSpec& s
         {
           std::unique_lock<std::mutex> lock(mu);
           cv.wait(lock, [&] {
-            return stop || claim >= user_order.size() || claim == written ||
+            return stop || claim >= work_order.size() || claim == written ||
                    in_flight + weight(claim) <= kInFlightBytes;
           });
-          if (stop || claim >= user_order.size()) return;
+          if (stop || claim >= work_order.size()) return;
           j = claim++;
           in_flight += weight(j);
         }
-        const size_t k = user_order[j];
+        const size_t k = work_order[j];
         Prepared p;
         if (!c) {
           p.error = "out of memory for the compressor";
         } else {
-          PrepareFile(files[entries[k].file], hashed[entries[k].file], reuse, c.get(), &p);
+          PrepareFile(files[entries[k].file], hashed[entries[k].file], c.get(), &p);
         }
         std::lock_guard<std::mutex> lock(mu);
         prepared[k] = std::move(p);
@@ -574,6 +590,8 @@ BuildResult Build(const std::vector<InputFile>& files, const jobspec::JobSpec& s
   };
 
   internal::ZipWriter zip(out.get(), options.tee_fd);
+  if (reuse != nullptr)
+    zip.ResumeHashFrom(previous->data(), previous->size(), reuse->checkpoints());
   internal::Compressor own = internal::NewCompressor();
   std::string error;
   bool over = false;
@@ -586,6 +604,8 @@ BuildResult Build(const std::vector<InputFile>& files, const jobspec::JobSpec& s
       p.info.name = std::string(e.path);
       const bool deflate = !LooksIncompressible(e.bytes.substr(0, kHeadBytes));
       Encode(own.get(), std::vector<uint8_t>(e.bytes.begin(), e.bytes.end()), deflate, &p);
+    } else if (reused[k] != nullptr) {
+      p = ReusedEntry(files[e.file], hashed[e.file], *reused[k]);
     } else {
       std::unique_lock<std::mutex> lock(mu);
       cv.wait(lock, [&] { return done[k] != 0; });
@@ -677,10 +697,12 @@ BuildResult Build(const std::vector<InputFile>& files, const jobspec::JobSpec& s
       r.ctime_ns = Nanos(h.ctime);
       result.entries.push_back(std::move(r));
       input_done += h.size;
-      std::lock_guard<std::mutex> lock(mu);
-      ++written;
-      in_flight -= weight(written - 1);
-      cv.notify_all();
+      if (reused[k] == nullptr) {
+        std::lock_guard<std::mutex> lock(mu);
+        ++written;
+        in_flight -= weight(written - 1);
+        cv.notify_all();
+      }
     }
     if (zip.bytes() > max_bytes) {
       over = true;
@@ -704,6 +726,8 @@ BuildResult Build(const std::vector<InputFile>& files, const jobspec::JobSpec& s
   }
   result.size = zip.bytes();
   result.sha256 = zip.HexDigest();
+  result.checkpoints = zip.checkpoints();
+  result.bytes_hashed = zip.bytes_hashed();
   if (result.size > max_bytes) {
     result.errors.push_back(
         TooBigMessage("the capsule is " + FormatBytes(result.size) + ",", max_bytes, files));

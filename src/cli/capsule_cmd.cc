@@ -108,7 +108,7 @@ int Build(Context& c, const std::string& dir, const std::string& job_file,
       c.err << "forge: " << e << "\n";
     return kExitInvalid;
   }
-  capsule::ReuseIndex::Save(index_file, r.path, r.entries);
+  capsule::ReuseIndex::Save(index_file, r.path, r.entries, r.checkpoints);
   c.out << "capsule  " << r.path.string() << "\n"
         << "sha256   " << r.sha256 << "\n"
         << "size     " << r.size << " bytes (" << capsule::FormatBytes(r.size) << ")\n"
