@@ -110,41 +110,47 @@ int64_t Nanos(const timespec& ts) {
   return ts.tv_sec * 1'000'000'000LL + ts.tv_nsec;
 }
 
+// Takes `in`'s digest from `reuse` when the stat identity Collect recorded is the one the index
+// vouches for; false (nothing set) otherwise.
+bool FromIndex(const InputFile& in, const ReuseIndex& reuse, Hashed* h) {
+  if (!in.has_stat) return false;
+  const EntryRecord* r = reuse.ByStat(in.path, in.dev, in.ino, in.size, in.mtime_ns, in.ctime_ns);
+  if (r == nullptr) return false;
+  h->dev = static_cast<dev_t>(in.dev);
+  h->ino = static_cast<ino_t>(in.ino);
+  h->mtime = {static_cast<time_t>(in.mtime_ns / 1'000'000'000),
+              static_cast<long>(in.mtime_ns % 1'000'000'000)};
+  h->ctime = {static_cast<time_t>(in.ctime_ns / 1'000'000'000),
+              static_cast<long>(in.ctime_ns % 1'000'000'000)};
+  h->executable = in.executable;
+  h->sha256 = r->sha256;
+  h->crc32 = r->crc32;
+  h->size = r->size;
+  h->store = r->method == internal::kMethodStore;
+  h->from_index = true;
+  return true;
+}
+
 // Hashes one file, or takes its digest from `reuse` when its stat identity is unchanged. `stop`
 // lets a worker give up early once the capsule is known to be too big.
 Hashed HashFile(const InputFile& in, const ReuseIndex* reuse, std::vector<char>& buf,
                 std::atomic<uint64_t>& bytes_done, const std::atomic<bool>& stop) {
   Hashed h;
   const std::string shown = Printable(in.path);
-  if (reuse != nullptr) {
-    // The index vouches for the file by its stat identity: no need to open it. Collect's stat
-    // of the file serves (a file changed since then is caught as it would be a moment after
-    // this stat: by the digest cache's check after the build, or by the next build).
+  if (reuse != nullptr && !in.has_stat) {
+    // A list of files without their stat identities (Build's callers other than Collect):
+    // one stat here lets the index vouch for the file. (Collect's are looked up by Build.)
     struct stat st {};
-    if (in.has_stat) {
-      st.st_mode = S_IFREG | (in.executable ? S_IXUSR : 0);
-      st.st_dev = static_cast<dev_t>(in.dev);
-      st.st_ino = static_cast<ino_t>(in.ino);
-      st.st_size = static_cast<off_t>(in.size);
-      st.st_mtim = {static_cast<time_t>(in.mtime_ns / 1'000'000'000),
-                    static_cast<long>(in.mtime_ns % 1'000'000'000)};
-      st.st_ctim = {static_cast<time_t>(in.ctime_ns / 1'000'000'000),
-                    static_cast<long>(in.ctime_ns % 1'000'000'000)};
-    }
-    if ((in.has_stat || ::stat(in.source.c_str(), &st) == 0) && S_ISREG(st.st_mode)) {
-      if (const EntryRecord* r =
-              reuse->ByStat(in.path, st.st_dev, st.st_ino, static_cast<uint64_t>(st.st_size),
-                            Nanos(st.st_mtim), Nanos(st.st_ctim))) {
-        h.dev = st.st_dev;
-        h.ino = st.st_ino;
-        h.mtime = st.st_mtim;
-        h.ctime = st.st_ctim;
-        h.executable = (st.st_mode & S_IXUSR) != 0;
-        h.sha256 = r->sha256;
-        h.crc32 = r->crc32;
-        h.size = r->size;
-        h.store = r->method == internal::kMethodStore;
-        h.from_index = true;
+    if (::stat(in.source.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+      InputFile known = in;
+      known.has_stat = true;
+      known.executable = (st.st_mode & S_IXUSR) != 0;
+      known.dev = static_cast<uint64_t>(st.st_dev);
+      known.ino = static_cast<uint64_t>(st.st_ino);
+      known.size = static_cast<uint64_t>(st.st_size);
+      known.mtime_ns = Nanos(st.st_mtim);
+      known.ctime_ns = Nanos(st.st_ctim);
+      if (FromIndex(known, *reuse, &h)) {
         bytes_done.fetch_add(h.size, std::memory_order_relaxed);
         return h;
       }
@@ -430,26 +436,43 @@ BuildResult Build(const std::vector<InputFile>& files, const jobspec::JobSpec& s
   };
   const ReuseIndex* reuse =
       options.reuse != nullptr && !options.reuse->empty() ? options.reuse : nullptr;
+  // The previous capsule is mapped (and its pages mapped in) on a thread of its own while the
+  // files are hashed: it is needed only by the writing pass. Joined before `previous` goes.
   std::optional<Mapped> previous;
-  if (reuse != nullptr) {
-    previous.emplace(reuse->capsule());
-    if (previous->data() == nullptr) reuse = nullptr;
-  }
+  std::jthread mapper;
+  if (reuse != nullptr) mapper = std::jthread([&] { previous.emplace(reuse->capsule()); });
 
-  // Pass 1: hash every file for the manifest, in parallel (or take the digest from `reuse`).
+  // Pass 1: hash every file for the manifest, in parallel. Files whose stat identity the index
+  // vouches for take their digest from it here, on this thread: a lookup each, no hand-over.
   report(BuildProgress::Phase::kHashing, 0);
   std::vector<Hashed> hashed(files.size());
-  std::atomic<size_t> next{0};
+  std::vector<size_t> to_hash;
   std::atomic<uint64_t> hashed_bytes{0};
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (reuse == nullptr || !FromIndex(files[i], *reuse, &hashed[i])) {
+      to_hash.push_back(i);
+      continue;
+    }
+    hashed_bytes.fetch_add(hashed[i].size, std::memory_order_relaxed);
+  }
+  std::atomic<size_t> next{0};
   std::atomic<uint64_t> stored_bytes{0};
   std::atomic<bool> too_big{false};
+  for (size_t i = 0; i < files.size(); ++i) {
+    // Files that will be stored count in full: crossing the limit with them alone ends the
+    // build before reading the rest of a huge tree.
+    if (hashed[i].from_index && hashed[i].store &&
+        stored_bytes.fetch_add(hashed[i].size) + hashed[i].size + overhead > max_bytes)
+      too_big.store(true);
+  }
   RunParallel(
-      threads,
+      std::min(threads, to_hash.size()),
       [&](size_t) {
         std::vector<char> buf(kReadBuffer);
         while (!too_big.load()) {
-          const size_t i = next.fetch_add(1);
-          if (i >= files.size()) break;
+          const size_t k = next.fetch_add(1);
+          if (k >= to_hash.size()) break;
+          const size_t i = to_hash[k];
           hashed[i] = HashFile(files[i], reuse, buf, hashed_bytes, too_big);
           // Files that will be stored count in full: crossing the limit with them alone ends
           // the build before reading the rest of a huge tree.
@@ -518,6 +541,8 @@ BuildResult Build(const std::vector<InputFile>& files, const jobspec::JobSpec& s
   entries.push_back({kRunnerPath, SIZE_MAX, runner});
   entries.push_back({kManifestPath, SIZE_MAX, manifest_text});
   std::sort(entries.begin(), entries.end(), by_path);
+  if (mapper.joinable()) mapper.join();
+  if (previous && previous->data() == nullptr) reuse = nullptr;  // gone since the index was read
   // Entries whose contents the previous capsule holds are prepared by the writer itself (a
   // lookup): only the others go to the workers, so an unchanged entry costs no hand-over
   // between threads — which, on a busy machine, means waiting for a worker to be scheduled.
