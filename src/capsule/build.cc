@@ -110,41 +110,47 @@ int64_t Nanos(const timespec& ts) {
   return ts.tv_sec * 1'000'000'000LL + ts.tv_nsec;
 }
 
+// Takes `in`'s digest from `reuse` when the stat identity Collect recorded is the one the index
+// vouches for; false (nothing set) otherwise.
+bool FromIndex(const InputFile& in, const ReuseIndex& reuse, Hashed* h) {
+  if (!in.has_stat) return false;
+  const EntryRecord* r = reuse.ByStat(in.path, in.dev, in.ino, in.size, in.mtime_ns, in.ctime_ns);
+  if (r == nullptr) return false;
+  h->dev = static_cast<dev_t>(in.dev);
+  h->ino = static_cast<ino_t>(in.ino);
+  h->mtime = {static_cast<time_t>(in.mtime_ns / 1'000'000'000),
+              static_cast<long>(in.mtime_ns % 1'000'000'000)};
+  h->ctime = {static_cast<time_t>(in.ctime_ns / 1'000'000'000),
+              static_cast<long>(in.ctime_ns % 1'000'000'000)};
+  h->executable = in.executable;
+  h->sha256 = r->sha256;
+  h->crc32 = r->crc32;
+  h->size = r->size;
+  h->store = r->method == internal::kMethodStore;
+  h->from_index = true;
+  return true;
+}
+
 // Hashes one file, or takes its digest from `reuse` when its stat identity is unchanged. `stop`
 // lets a worker give up early once the capsule is known to be too big.
 Hashed HashFile(const InputFile& in, const ReuseIndex* reuse, std::vector<char>& buf,
                 std::atomic<uint64_t>& bytes_done, const std::atomic<bool>& stop) {
   Hashed h;
   const std::string shown = Printable(in.path);
-  if (reuse != nullptr) {
-    // The index vouches for the file by its stat identity: no need to open it. Collect's stat
-    // of the file serves (a file changed since then is caught as it would be a moment after
-    // this stat: by the digest cache's check after the build, or by the next build).
+  if (reuse != nullptr && !in.has_stat) {
+    // A list of files without their stat identities (Build's callers other than Collect):
+    // one stat here lets the index vouch for the file. (Collect's are looked up by Build.)
     struct stat st {};
-    if (in.has_stat) {
-      st.st_mode = S_IFREG | (in.executable ? S_IXUSR : 0);
-      st.st_dev = static_cast<dev_t>(in.dev);
-      st.st_ino = static_cast<ino_t>(in.ino);
-      st.st_size = static_cast<off_t>(in.size);
-      st.st_mtim = {static_cast<time_t>(in.mtime_ns / 1'000'000'000),
-                    static_cast<long>(in.mtime_ns % 1'000'000'000)};
-      st.st_ctim = {static_cast<time_t>(in.ctime_ns / 1'000'000'000),
-                    static_cast<long>(in.ctime_ns % 1'000'000'000)};
-    }
-    if ((in.has_stat || ::stat(in.source.c_str(), &st) == 0) && S_ISREG(st.st_mode)) {
-      if (const EntryRecord* r =
-              reuse->ByStat(in.path, st.st_dev, st.st_ino, static_cast<uint64_t>(st.st_size),
-                            Nanos(st.st_mtim), Nanos(st.st_ctim))) {
-        h.dev = st.st_dev;
-        h.ino = st.st_ino;
-        h.mtime = st.st_mtim;
-        h.ctime = st.st_ctim;
-        h.executable = (st.st_mode & S_IXUSR) != 0;
-        h.sha256 = r->sha256;
-        h.crc32 = r->crc32;
-        h.size = r->size;
-        h.store = r->method == internal::kMethodStore;
-        h.from_index = true;
+    if (::stat(in.source.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+      InputFile known = in;
+      known.has_stat = true;
+      known.executable = (st.st_mode & S_IXUSR) != 0;
+      known.dev = static_cast<uint64_t>(st.st_dev);
+      known.ino = static_cast<uint64_t>(st.st_ino);
+      known.size = static_cast<uint64_t>(st.st_size);
+      known.mtime_ns = Nanos(st.st_mtim);
+      known.ctime_ns = Nanos(st.st_ctim);
+      if (FromIndex(known, *reuse, &h)) {
         bytes_done.fetch_add(h.size, std::memory_order_relaxed);
         return h;
       }
@@ -330,21 +336,9 @@ void Encode(libdeflate_compressor* c, std::vector<uint8_t> data, bool try_deflat
 // Reads a user's file again for the writing pass, refusing it if it is no longer the file that
 // was hashed. Small and compressible files are read whole and encoded here; big stored ones
 // are left to the writer, which streams them (their CRC comes from the hashing pass).
-void PrepareFile(const InputFile& in, const Hashed& h, const ReuseIndex* reuse,
-                 libdeflate_compressor* c, Prepared* p) {
+void PrepareFile(const InputFile& in, const Hashed& h, libdeflate_compressor* c, Prepared* p) {
   p->info.name = in.path;
   p->info.executable = h.executable;
-  if (reuse != nullptr) {
-    if (const EntryRecord* r = reuse->ByDigest(h.sha256); r != nullptr && r->size == h.size) {
-      p->kind = Prepared::Kind::kReuse;
-      p->info.method = r->method;
-      p->info.crc32 = r->crc32;
-      p->info.size = r->size;
-      p->info.comp_size = r->comp_size;
-      p->reuse_offset = r->data_offset;
-      return;
-    }
-  }
   Fd fd(::open(in.source.c_str(), O_RDONLY | O_CLOEXEC));
   struct stat st {};
   if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0 || !SameFile(st, h)) {
@@ -372,6 +366,21 @@ void PrepareFile(const InputFile& in, const Hashed& h, const ReuseIndex* reuse,
   }
   data.resize(h.size);
   Encode(c, std::move(data), !h.store, p);
+}
+
+// The entry of a file whose contents the previous capsule holds (`r`): its bytes are copied
+// from there, not read or deflated.
+Prepared ReusedEntry(const InputFile& in, const Hashed& h, const EntryRecord& r) {
+  Prepared p;
+  p.kind = Prepared::Kind::kReuse;
+  p.info.name = in.path;
+  p.info.executable = h.executable;
+  p.info.method = r.method;
+  p.info.crc32 = r.crc32;
+  p.info.size = r.size;
+  p.info.comp_size = r.comp_size;
+  p.reuse_offset = r.data_offset;
+  return p;
 }
 
 // A read-only map of the previous capsule, whose entries a build copies.
@@ -427,26 +436,43 @@ BuildResult Build(const std::vector<InputFile>& files, const jobspec::JobSpec& s
   };
   const ReuseIndex* reuse =
       options.reuse != nullptr && !options.reuse->empty() ? options.reuse : nullptr;
+  // The previous capsule is mapped (and its pages mapped in) on a thread of its own while the
+  // files are hashed: it is needed only by the writing pass. Joined before `previous` goes.
   std::optional<Mapped> previous;
-  if (reuse != nullptr) {
-    previous.emplace(reuse->capsule());
-    if (previous->data() == nullptr) reuse = nullptr;
-  }
+  std::jthread mapper;
+  if (reuse != nullptr) mapper = std::jthread([&] { previous.emplace(reuse->capsule()); });
 
-  // Pass 1: hash every file for the manifest, in parallel (or take the digest from `reuse`).
+  // Pass 1: hash every file for the manifest, in parallel. Files whose stat identity the index
+  // vouches for take their digest from it here, on this thread: a lookup each, no hand-over.
   report(BuildProgress::Phase::kHashing, 0);
   std::vector<Hashed> hashed(files.size());
-  std::atomic<size_t> next{0};
+  std::vector<size_t> to_hash;
   std::atomic<uint64_t> hashed_bytes{0};
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (reuse == nullptr || !FromIndex(files[i], *reuse, &hashed[i])) {
+      to_hash.push_back(i);
+      continue;
+    }
+    hashed_bytes.fetch_add(hashed[i].size, std::memory_order_relaxed);
+  }
+  std::atomic<size_t> next{0};
   std::atomic<uint64_t> stored_bytes{0};
   std::atomic<bool> too_big{false};
+  for (size_t i = 0; i < files.size(); ++i) {
+    // Files that will be stored count in full: crossing the limit with them alone ends the
+    // build before reading the rest of a huge tree.
+    if (hashed[i].from_index && hashed[i].store &&
+        stored_bytes.fetch_add(hashed[i].size) + hashed[i].size + overhead > max_bytes)
+      too_big.store(true);
+  }
   RunParallel(
-      threads,
+      std::min(threads, to_hash.size()),
       [&](size_t) {
         std::vector<char> buf(kReadBuffer);
         while (!too_big.load()) {
-          const size_t i = next.fetch_add(1);
-          if (i >= files.size()) break;
+          const size_t k = next.fetch_add(1);
+          if (k >= to_hash.size()) break;
+          const size_t i = to_hash[k];
           hashed[i] = HashFile(files[i], reuse, buf, hashed_bytes, too_big);
           // Files that will be stored count in full: crossing the limit with them alone ends
           // the build before reading the rest of a huge tree.
@@ -515,25 +541,40 @@ BuildResult Build(const std::vector<InputFile>& files, const jobspec::JobSpec& s
   entries.push_back({kRunnerPath, SIZE_MAX, runner});
   entries.push_back({kManifestPath, SIZE_MAX, manifest_text});
   std::sort(entries.begin(), entries.end(), by_path);
-  std::vector<size_t> user_order;  // positions in `entries` of the user's files
-  for (size_t k = 0; k < entries.size(); ++k)
-    if (entries[k].file != SIZE_MAX) user_order.push_back(k);
+  if (mapper.joinable()) mapper.join();
+  if (previous && previous->data() == nullptr) reuse = nullptr;  // gone since the index was read
+  // Entries whose contents the previous capsule holds are prepared by the writer itself (a
+  // lookup): only the others go to the workers, so an unchanged entry costs no hand-over
+  // between threads — which, on a busy machine, means waiting for a worker to be scheduled.
+  std::vector<const EntryRecord*> reused(entries.size(), nullptr);
+  std::vector<size_t> work_order;  // positions in `entries` of the user's files to read
+  for (size_t k = 0; k < entries.size(); ++k) {
+    if (entries[k].file == SIZE_MAX) continue;
+    const Hashed& h = hashed[entries[k].file];
+    if (reuse != nullptr) {
+      if (const EntryRecord* r = reuse->ByDigest(h.sha256); r != nullptr && r->size == h.size) {
+        reused[k] = r;
+        continue;
+      }
+    }
+    work_order.push_back(k);
+  }
 
   std::vector<Prepared> prepared(entries.size());
   std::vector<char> done(entries.size(), 0);
   std::mutex mu;
   std::condition_variable cv;
-  size_t claim = 0;        // next index into user_order a worker takes
-  size_t written = 0;      // user files the writer has finished
+  size_t claim = 0;        // next index into work_order a worker takes
+  size_t written = 0;      // entries of work_order the writer has finished
   uint64_t in_flight = 0;  // bytes claimed and not yet written
   bool stop = false;
   auto weight = [&](size_t j) {
-    const Hashed& h = hashed[entries[user_order[j]].file];
+    const Hashed& h = hashed[entries[work_order[j]].file];
     return h.store && h.size >= kStreamStoredBytes ? 0 : h.size + 1;
   };
   report(BuildProgress::Phase::kWriting, 0);
   std::vector<std::thread> pool;
-  for (size_t t = 0; t < threads; ++t) {
+  for (size_t t = 0; t < std::min(threads, work_order.size()); ++t) {
     pool.emplace_back([&] {
       internal::Compressor c = internal::NewCompressor();
       while (true) {
@@ -541,19 +582,19 @@ BuildResult Build(const std::vector<InputFile>& files, const jobspec::JobSpec& s
         {
           std::unique_lock<std::mutex> lock(mu);
           cv.wait(lock, [&] {
-            return stop || claim >= user_order.size() || claim == written ||
+            return stop || claim >= work_order.size() || claim == written ||
                    in_flight + weight(claim) <= kInFlightBytes;
           });
-          if (stop || claim >= user_order.size()) return;
+          if (stop || claim >= work_order.size()) return;
           j = claim++;
           in_flight += weight(j);
         }
-        const size_t k = user_order[j];
+        const size_t k = work_order[j];
         Prepared p;
         if (!c) {
           p.error = "out of memory for the compressor";
         } else {
-          PrepareFile(files[entries[k].file], hashed[entries[k].file], reuse, c.get(), &p);
+          PrepareFile(files[entries[k].file], hashed[entries[k].file], c.get(), &p);
         }
         std::lock_guard<std::mutex> lock(mu);
         prepared[k] = std::move(p);
@@ -574,6 +615,8 @@ BuildResult Build(const std::vector<InputFile>& files, const jobspec::JobSpec& s
   };
 
   internal::ZipWriter zip(out.get(), options.tee_fd);
+  if (reuse != nullptr)
+    zip.ResumeHashFrom(previous->data(), previous->size(), reuse->checkpoints());
   internal::Compressor own = internal::NewCompressor();
   std::string error;
   bool over = false;
@@ -586,6 +629,8 @@ BuildResult Build(const std::vector<InputFile>& files, const jobspec::JobSpec& s
       p.info.name = std::string(e.path);
       const bool deflate = !LooksIncompressible(e.bytes.substr(0, kHeadBytes));
       Encode(own.get(), std::vector<uint8_t>(e.bytes.begin(), e.bytes.end()), deflate, &p);
+    } else if (reused[k] != nullptr) {
+      p = ReusedEntry(files[e.file], hashed[e.file], *reused[k]);
     } else {
       std::unique_lock<std::mutex> lock(mu);
       cv.wait(lock, [&] { return done[k] != 0; });
@@ -677,10 +722,12 @@ BuildResult Build(const std::vector<InputFile>& files, const jobspec::JobSpec& s
       r.ctime_ns = Nanos(h.ctime);
       result.entries.push_back(std::move(r));
       input_done += h.size;
-      std::lock_guard<std::mutex> lock(mu);
-      ++written;
-      in_flight -= weight(written - 1);
-      cv.notify_all();
+      if (reused[k] == nullptr) {
+        std::lock_guard<std::mutex> lock(mu);
+        ++written;
+        in_flight -= weight(written - 1);
+        cv.notify_all();
+      }
     }
     if (zip.bytes() > max_bytes) {
       over = true;
@@ -704,6 +751,8 @@ BuildResult Build(const std::vector<InputFile>& files, const jobspec::JobSpec& s
   }
   result.size = zip.bytes();
   result.sha256 = zip.HexDigest();
+  result.checkpoints = zip.checkpoints();
+  result.bytes_hashed = zip.bytes_hashed();
   if (result.size > max_bytes) {
     result.errors.push_back(
         TooBigMessage("the capsule is " + FormatBytes(result.size) + ",", max_bytes, files));

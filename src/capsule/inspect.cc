@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <libdeflate.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zip.h>
@@ -61,169 +60,229 @@ bool ReadEntry(zip_t* za, zip_uint64_t index, uint64_t limit, std::string* keep,
   return true;
 }
 
-// The archive mapped read-only, with where each entry's data lies according to the central
-// directory: lets an entry be verified from memory with libdeflate (2-3x zlib's inflate, and a
-// carry-less-multiply CRC-32) instead of through libzip. Only a locator: every name, size and
-// CRC it finds must agree with what libzip read, else that entry goes through libzip as before.
+// The archive's central directory, read with pread (not mapped: a file truncated while it is
+// inspected must give an error, not SIGBUS), with where each entry's local header lies: lets an
+// entry be verified with libdeflate (2-3x zlib's inflate, and a carry-less-multiply CRC-32)
+// instead of through libzip. Only a locator: every name, size and CRC it finds must agree with
+// what libzip read, else that entry goes through libzip as before.
 class Located {
  public:
-  explicit Located(const std::filesystem::path& path) {
-    internal::Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  explicit Located(const std::filesystem::path& path)
+      : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {
     struct stat st {};
-    if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0 || st.st_size < 22) return;
-    void* m = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_SHARED, fd.get(), 0);
-    if (m == MAP_FAILED) return;
-    data_ = static_cast<const uint8_t*>(m);
+    if (fd_.get() < 0 || ::fstat(fd_.get(), &st) != 0) {
+      error_ = internal::ErrnoText(errno);
+      return;
+    }
+    if (!S_ISREG(st.st_mode)) {
+      error_ = "not a regular file";
+      return;
+    }
     size_ = static_cast<uint64_t>(st.st_size);
-    ::madvise(m, size_, MADV_WILLNEED);
-    Parse();
-  }
-  ~Located() {
-    if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
+    ::posix_fadvise(fd_.get(), 0, 0, POSIX_FADV_WILLNEED);
+    if (size_ >= 22) Parse();
   }
   Located(const Located&) = delete;
   Located& operator=(const Located&) = delete;
 
   struct Entry {
-    std::string_view name;
+    std::string name;
     uint16_t method = 0;
     uint32_t crc = 0;
     uint64_t comp_size = 0, size = 0;
-    const uint8_t* data = nullptr;  // comp_size bytes, inside the map
+    uint64_t header = 0;  // offset of the local header
+    bool located = false;
   };
   // Entry `index` (central directory order, libzip's too), or null.
   const Entry* At(zip_uint64_t index) const {
-    return index < entries_.size() && entries_[index].data ? &entries_[index] : nullptr;
+    return index < entries_.size() && entries_[index].located ? &entries_[index] : nullptr;
   }
-  const uint8_t* data() const { return data_; }
-  uint64_t size() const { return size_; }
+  // Why the file could not be opened ("" when it was).
+  const std::string& error() const { return error_; }
+  int fd() const { return fd_.get(); }
+  uint64_t size() const { return size_; }  // when it was opened
+  // Exactly `n` bytes at `offset`; false if the file ends before (it shrank) or cannot be read.
+  bool Read(uint64_t offset, void* buf, size_t n) const {
+    auto* p = static_cast<char*>(buf);
+    while (n > 0) {
+      const ssize_t got = ::pread(fd_.get(), p, n, static_cast<off_t>(offset));
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) return false;
+      p += got;
+      offset += static_cast<uint64_t>(got);
+      n -= static_cast<size_t>(got);
+    }
+    return true;
+  }
 
  private:
-  uint64_t U(uint64_t at, int n) const {
+  static uint64_t U(const uint8_t* p, int n) {
     uint64_t v = 0;
     for (int i = n - 1; i >= 0; --i)
-      v = (v << 8) | data_[at + static_cast<uint64_t>(i)];
+      v = (v << 8) | p[i];
     return v;
   }
   bool Fits(uint64_t at, uint64_t n) const { return at <= size_ && n <= size_ - at; }
 
   void Parse() {
     // The end record, no comment (a capsule has none), then zip64's when the fields say so.
-    const uint64_t end = size_ - 22;
-    if (U(end, 4) != 0x06054b50) return;
+    uint8_t end[22], locator[20], z64[56];
+    if (!Read(size_ - 22, end, sizeof end) || U(end, 4) != 0x06054b50) return;
     uint64_t count = U(end + 10, 2), cd_size = U(end + 12, 4), cd_offset = U(end + 16, 4);
     if (count == 0xffff || cd_size == 0xffffffff || cd_offset == 0xffffffff) {
-      if (end < 20 || U(end - 20, 4) != 0x07064b50) return;
-      const uint64_t z = U(end - 20 + 8, 8);
-      if (!Fits(z, 56) || U(z, 4) != 0x06064b50) return;
-      count = U(z + 32, 8);
-      cd_size = U(z + 40, 8);
-      cd_offset = U(z + 48, 8);
+      if (size_ < 42 || !Read(size_ - 42, locator, sizeof locator) || U(locator, 4) != 0x07064b50)
+        return;
+      const uint64_t z = U(locator + 8, 8);
+      if (!Fits(z, 56) || !Read(z, z64, sizeof z64) || U(z64, 4) != 0x06064b50) return;
+      count = U(z64 + 32, 8);
+      cd_size = U(z64 + 40, 8);
+      cd_offset = U(z64 + 48, 8);
     }
     if (!Fits(cd_offset, cd_size) || count > cd_size / 46) return;
+    std::vector<uint8_t> cd(cd_size);
+    if (!Read(cd_offset, cd.data(), cd.size())) return;
     entries_.assign(count, Entry{});
-    uint64_t at = cd_offset;
+    uint64_t at = 0;
     for (uint64_t i = 0; i < count; ++i) {
-      if (!Fits(at, 46) || U(at, 4) != 0x02014b50) return;
+      if (at > cd_size || cd_size - at < 46 || U(cd.data() + at, 4) != 0x02014b50) return;
+      const uint8_t* h = cd.data() + at;
       Entry e;
-      const uint16_t flags = static_cast<uint16_t>(U(at + 8, 2));
-      e.method = static_cast<uint16_t>(U(at + 10, 2));
-      e.crc = static_cast<uint32_t>(U(at + 16, 4));
-      e.comp_size = U(at + 20, 4);
-      e.size = U(at + 24, 4);
-      const uint64_t n = U(at + 28, 2), m = U(at + 30, 2), k = U(at + 32, 2);
-      uint64_t header = U(at + 42, 4);
-      if (!Fits(at + 46, n + m + k)) return;
-      e.name = {reinterpret_cast<const char*>(data_ + at + 46), n};
+      const uint16_t flags = static_cast<uint16_t>(U(h + 8, 2));
+      e.method = static_cast<uint16_t>(U(h + 10, 2));
+      e.crc = static_cast<uint32_t>(U(h + 16, 4));
+      e.comp_size = U(h + 20, 4);
+      e.size = U(h + 24, 4);
+      const uint64_t n = U(h + 28, 2), m = U(h + 30, 2), k = U(h + 32, 2);
+      e.header = U(h + 42, 4);
+      if (cd_size - at - 46 < n + m + k) return;
+      e.name.assign(reinterpret_cast<const char*>(h + 46), n);
       // zip64: the fields that do not fit, in APPNOTE's order.
-      for (uint64_t x = at + 46 + n; x + 4 <= at + 46 + n + m;) {
-        const uint64_t id = U(x, 2), len = U(x + 2, 2);
-        if (x + 4 + len > at + 46 + n + m) return;
+      for (uint64_t x = 46 + n; x + 4 <= 46 + n + m;) {
+        const uint64_t id = U(h + x, 2), len = U(h + x + 2, 2);
+        if (x + 4 + len > 46 + n + m) return;
         if (id == 0x0001) {
           uint64_t y = x + 4;
           auto take = [&](uint64_t& field) {
             if (field != 0xffffffff) return true;
             if (y + 8 > x + 4 + len) return false;
-            field = U(y, 8);
+            field = U(h + y, 8);
             y += 8;
             return true;
           };
-          if (!take(e.size) || !take(e.comp_size) || !take(header)) return;
+          if (!take(e.size) || !take(e.comp_size) || !take(e.header)) return;
         }
         x += 4 + len;
       }
       at += 46 + n + m + k;
-      // The local header: same name, no data descriptor; data right after it.
-      if ((flags & 0x0009) != 0 || !Fits(header, 30) || U(header, 4) != 0x04034b50) continue;
-      const uint64_t ln = U(header + 26, 2), lm = U(header + 28, 2);
-      if (ln != n || !Fits(header + 30, ln + lm) ||
-          std::memcmp(data_ + header + 30, e.name.data(), n) != 0 ||
-          !Fits(header + 30 + ln + lm, e.comp_size))
-        continue;
-      e.data = data_ + header + 30 + ln + lm;
-      entries_[i] = e;
+      // No data descriptor, and room for a local header with the same name; the header itself
+      // is read (and checked) with the entry's data.
+      if ((flags & 0x0009) != 0 || !Fits(e.header, 30 + n)) continue;
+      e.located = true;
+      entries_[i] = std::move(e);
     }
   }
 
-  const uint8_t* data_ = nullptr;
+  internal::Fd fd_;
+  std::string error_;
   uint64_t size_ = 0;
   std::vector<Entry> entries_;
 };
 
 // Entries at most this big are inflated whole into memory (libdeflate has no streaming API);
-// bigger ones go through libzip.
+// bigger ones go through libzip. Stored entries are read in chunks of kStoredChunk.
 constexpr uint64_t kInflateInMemory = 64 << 20;
+constexpr size_t kStoredChunk = 4 << 20;
 
-// Verifies one located entry from memory as ReadEntry does through libzip: its CRC, its size
-// (at most `limit`, else reported through *size) and its SHA-256. False when it cannot be
+constexpr const char* kShrank =
+    "the archive ends before this entry does (was it changed while it was being inspected?)";
+
+// Where entry `e`'s data starts: after a local header with its name and no data descriptor
+// (read from the file). False when there is none: the entry then goes through libzip.
+bool LocalData(const Located& l, const Located::Entry& e, uint64_t* data) {
+  uint8_t h[30];
+  std::string name(e.name.size(), '\0');
+  if (!l.Read(e.header, h, sizeof h) || !l.Read(e.header + 30, name.data(), name.size()))
+    return false;
+  const auto u16 = [&](int at) { return static_cast<uint64_t>(h[at] | (h[at + 1] << 8)); };
+  if (h[0] != 'P' || h[1] != 'K' || h[2] != 3 || h[3] != 4 || (u16(6) & 0x0008) != 0 ||
+      u16(26) != e.name.size() || name != e.name)
+    return false;
+  *data = e.header + 30 + u16(26) + u16(28);
+  return *data <= l.size() && e.comp_size <= l.size() - *data;
+}
+
+// Verifies one located entry as ReadEntry does through libzip: its CRC, its size (at most
+// `limit`, else reported through *size) and its SHA-256. False when it cannot be read or
 // inflated, with *error set.
-bool ReadLocated(const Located::Entry& e, uint64_t limit, std::vector<uint8_t>& buf,
-                 std::string* hex, uint64_t* size, std::string* error) {
-  const uint8_t* bytes = e.data;
-  if (e.method == ZIP_CM_DEFLATE) {
-    // Room for one byte more than the manifest says: an entry that inflates past it shows it.
-    buf.resize(std::min(e.size, limit + 1));
-    struct Free {
-      void operator()(libdeflate_decompressor* d) const { libdeflate_free_decompressor(d); }
-    };
-    static thread_local std::unique_ptr<libdeflate_decompressor, Free> d(
-        libdeflate_alloc_decompressor());
-    size_t got = 0;
-    const libdeflate_result r = d ? libdeflate_deflate_decompress(d.get(), e.data, e.comp_size,
-                                                                  buf.data(), buf.size(), &got)
-                                  : LIBDEFLATE_BAD_DATA;
-    if (r == LIBDEFLATE_INSUFFICIENT_SPACE) {
-      // More than buf.size() bytes: over the limit (the caller reports "size over …") or
-      // over the header's size.
-      *size = buf.size();
-      if (buf.size() > limit) return true;
-      *error = "inflates past the size in its header";
-      return false;
-    }
-    if (r != LIBDEFLATE_SUCCESS) {
-      *error = "Compression error";  // libzip's words for the same failure
-      return false;
-    }
-    bytes = buf.data();
-    *size = got;
-    if (got != e.size) {
-      *error = "Wrong size";
-      return false;
-    }
-  } else {
+bool ReadLocated(const Located& l, const Located::Entry& e, uint64_t data, uint64_t limit,
+                 std::vector<uint8_t>& in, std::vector<uint8_t>& out, std::string* hex,
+                 uint64_t* size, std::string* error) {
+  internal::Sha256 sha;
+  if (e.method == ZIP_CM_STORE) {
     *size = e.size;
     if (e.size != e.comp_size) {
       *error = "Wrong size";
       return false;
     }
+    if (*size > limit) return true;
+    in.resize(static_cast<size_t>(std::min<uint64_t>(kStoredChunk, e.size)));
+    uint32_t crc = 0;
+    for (uint64_t done = 0; done < e.size;) {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(in.size(), e.size - done));
+      if (!l.Read(data + done, in.data(), n)) {
+        *error = kShrank;
+        return false;
+      }
+      crc = libdeflate_crc32(crc, in.data(), n);
+      sha.Update(in.data(), n);
+      done += n;
+    }
+    if (crc != e.crc) {
+      *error = "CRC error";
+      return false;
+    }
+    *hex = sha.HexDigest();
+    return true;
+  }
+  in.resize(static_cast<size_t>(e.comp_size));
+  if (!l.Read(data, in.data(), in.size())) {
+    *error = kShrank;
+    return false;
+  }
+  // Room for one byte more than the manifest says: an entry that inflates past it shows it.
+  out.resize(static_cast<size_t>(std::min(e.size, limit + 1)));
+  struct Free {
+    void operator()(libdeflate_decompressor* d) const { libdeflate_free_decompressor(d); }
+  };
+  static thread_local std::unique_ptr<libdeflate_decompressor, Free> d(
+      libdeflate_alloc_decompressor());
+  size_t got = 0;
+  const libdeflate_result r =
+      d ? libdeflate_deflate_decompress(d.get(), in.data(), in.size(), out.data(), out.size(), &got)
+        : LIBDEFLATE_BAD_DATA;
+  if (r == LIBDEFLATE_INSUFFICIENT_SPACE) {
+    // More than out.size() bytes: over the limit (the caller reports "size over …") or over
+    // the header's size.
+    *size = out.size();
+    if (out.size() > limit) return true;
+    *error = "inflates past the size in its header";
+    return false;
+  }
+  if (r != LIBDEFLATE_SUCCESS) {
+    *error = "Compression error";  // libzip's words for the same failure
+    return false;
+  }
+  *size = got;
+  if (got != e.size) {
+    *error = "Wrong size";
+    return false;
   }
   if (*size > limit) return true;
-  if (libdeflate_crc32(0, bytes, *size) != e.crc) {
+  if (libdeflate_crc32(0, out.data(), *size) != e.crc) {
     *error = "CRC error";
     return false;
   }
-  internal::Sha256 sha;
-  sha.Update(bytes, *size);
+  sha.Update(out.data(), *size);
   *hex = sha.HexDigest();
   return true;
 }
@@ -324,7 +383,8 @@ InspectResult InspectEntries(const std::filesystem::path& capsule, const Located
   std::atomic<size_t> next{0};
   // An entry is read from the map when the central directory located it where libzip says it
   // is, with the same name, method, sizes and CRC; otherwise through libzip.
-  auto located_entry = [&](zip_t* handle, zip_uint64_t index, const Located::Entry** out) {
+  auto located_entry = [&](zip_t* handle, zip_uint64_t index, const Located::Entry** out,
+                           uint64_t* data) {
     if (index == kMissing) return false;
     const Located::Entry* e = located.At(index);
     zip_stat_t st;
@@ -336,7 +396,9 @@ InspectResult InspectEntries(const std::filesystem::path& capsule, const Located
         st.size != e->size || st.comp_size != e->comp_size || st.crc != e->crc ||
         st.comp_method != e->method || st.encryption_method != ZIP_EM_NONE)
       return false;
-    if (e->method == ZIP_CM_STORE || (e->method == ZIP_CM_DEFLATE && e->size <= kInflateInMemory)) {
+    if ((e->method == ZIP_CM_STORE || (e->method == ZIP_CM_DEFLATE && e->size <= kInflateInMemory &&
+                                       e->comp_size <= kInflateInMemory)) &&
+        LocalData(located, *e, data)) {
       *out = e;
       return true;
     }
@@ -344,8 +406,8 @@ InspectResult InspectEntries(const std::filesystem::path& capsule, const Located
   };
   auto verify = [&](zip_t* handle) {
     std::string digest, why;
-    uint64_t got = 0;
-    std::vector<uint8_t> buf;
+    uint64_t got = 0, data = 0;
+    std::vector<uint8_t> in, out;
     const Located::Entry* fast = nullptr;
     for (size_t w = next.fetch_add(1); w < work.size(); w = next.fetch_add(1)) {
       const ManifestEntry& m = *work[w].first;
@@ -353,8 +415,8 @@ InspectResult InspectEntries(const std::filesystem::path& capsule, const Located
       std::string& verdict = verdicts[w];
       if (work[w].second == kMissing) {
         verdict = shown + ": in the manifest but missing from the archive";
-      } else if (!(located_entry(handle, work[w].second, &fast)
-                       ? ReadLocated(*fast, m.size, buf, &digest, &got, &why)
+      } else if (!(located_entry(handle, work[w].second, &fast, &data)
+                       ? ReadLocated(located, *fast, data, m.size, in, out, &digest, &got, &why)
                        : ReadEntry(handle, work[w].second, m.size, nullptr, &digest, &got, &why))) {
         verdict = shown + ": cannot be read: " + why;
       } else if (got != m.size) {
@@ -405,24 +467,41 @@ InspectResult InspectEntries(const std::filesystem::path& capsule, const Located
 
 InspectResult Inspect(const std::filesystem::path& capsule, const InspectOptions& options) {
   const Located located(capsule);
-  // The archive's SHA-256 on its own thread: one more pass over bytes already in memory.
+  if (!located.error().empty()) {
+    InspectResult failed;
+    failed.problems.push_back(capsule.string() + ": " + located.error());
+    return failed;
+  }
+  if (options.opened) options.opened();
+  // The archive's SHA-256 on its own thread, from the same open file: one more pass over bytes
+  // the page cache already holds.
   std::string sha256, hash_error;
   uint64_t size = 0;
-  bool hashed = false;
   std::thread hasher([&] {
-    if (located.data() == nullptr) {
-      hashed = internal::HashPath(capsule.string(), &sha256, &size, &hash_error);
+    std::vector<char> buf(1 << 20);
+    internal::Sha256 sha;
+    while (true) {
+      const ssize_t n = ::pread(located.fd(), buf.data(), buf.size(), static_cast<off_t>(size));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        hash_error = capsule.string() + ": read error: " + internal::ErrnoText(errno);
+        return;
+      }
+      if (n == 0) break;
+      sha.Update(buf.data(), static_cast<size_t>(n));
+      size += static_cast<uint64_t>(n);
+    }
+    if (size != located.size()) {
+      hash_error = capsule.string() + ": changed while it was being inspected (" +
+                   std::to_string(located.size()) + " bytes when opened, " + std::to_string(size) +
+                   " read); inspect it again";
       return;
     }
-    internal::Sha256 sha;
-    sha.Update(located.data(), located.size());
     sha256 = sha.HexDigest();
-    size = located.size();
-    hashed = true;
   });
   InspectResult r = InspectEntries(capsule, located, options);
   hasher.join();
-  if (!hashed) {
+  if (!hash_error.empty()) {
     InspectResult failed;
     failed.problems.push_back(hash_error);
     return failed;

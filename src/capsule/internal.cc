@@ -8,7 +8,6 @@
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
-#include <vector>
 
 #include "starforge/capsule/manifest.h"
 
@@ -60,29 +59,6 @@ long ReadFull(int fd, char* buf, size_t size) {
     got += static_cast<size_t>(n);
   }
   return static_cast<long>(got);
-}
-
-bool HashPath(const std::string& path, std::string* hex, uint64_t* size, std::string* error) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) {
-    *error = path + ": " + ErrnoText(errno);
-    return false;
-  }
-  std::vector<char> buf(1 << 20);
-  Sha256 sha;
-  *size = 0;
-  while (true) {
-    const long n = ReadFull(fd.get(), buf.data(), buf.size());
-    if (n < 0) {
-      *error = path + ": " + ErrnoText(errno);
-      return false;
-    }
-    if (n == 0) break;
-    sha.Update(buf.data(), static_cast<size_t>(n));
-    *size += static_cast<uint64_t>(n);
-  }
-  *hex = sha.HexDigest();
-  return true;
 }
 
 std::string ErrnoText(int errnum) {

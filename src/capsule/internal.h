@@ -41,9 +41,6 @@ class Fd {
 // Reads until `size` bytes or end of file, retrying EINTR; -1 on error (errno set).
 long ReadFull(int fd, char* buf, size_t size);
 
-// SHA-256 (hex) and size of the file at `path`; false with *error set when it cannot be read.
-bool HashPath(const std::string& path, std::string* hex, uint64_t* size, std::string* error);
-
 // Writes a cache file (the reuse index, a digest cache entry) whole: a temporary file in the
 // same directory renamed over `path`, so a reader sees the old or the new contents, never half.
 // No fsync: a cache lost in a crash costs a rebuild, and an fsync costs a disk flush. False

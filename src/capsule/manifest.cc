@@ -4,7 +4,48 @@
 
 namespace starforge::capsule {
 
+namespace {
+
+// Strings that nlohmann::json::dump() writes as they are, but for '"' (escaped as \"): valid
+// UTF-8 without control characters or backslashes — every path Build accepts.
+bool Plain(std::string_view s) {
+  for (unsigned char c : s)
+    if (c < 0x20 || c == '\\') return false;
+  return IsValidUtf8(s);
+}
+
+void AppendQuoted(std::string* out, std::string_view s) {
+  *out += '"';
+  for (char c : s) {
+    if (c == '"') *out += '\\';
+    *out += c;
+  }
+  *out += '"';
+}
+
+}  // namespace
+
 std::string ToText(const Manifest& manifest) {
+  // The bytes of nlohmann's dump() below (sorted keys, no spaces), written directly: a build
+  // writes this for every file of the tree before it can write the archive's second entry.
+  bool plain = true;
+  for (const auto& f : manifest.files)
+    plain = plain && Plain(f.path) && Plain(f.sha256);
+  if (plain) {
+    std::string out = "{\"files\":[";
+    out.reserve(out.size() + manifest.files.size() * 160);
+    for (size_t i = 0; i < manifest.files.size(); ++i) {
+      const ManifestEntry& f = manifest.files[i];
+      out += i == 0 ? "{\"executable\":" : ",{\"executable\":";
+      out += f.executable ? "true" : "false";
+      out += ",\"path\":";
+      AppendQuoted(&out, f.path);
+      out += ",\"sha256\":";
+      AppendQuoted(&out, f.sha256);
+      out += ",\"size\":" + std::to_string(f.size) + "}";
+    }
+    return out + "],\"version\":" + std::to_string(manifest.version) + "}\n";
+  }
   nlohmann::json files = nlohmann::json::array();
   for (const auto& f : manifest.files) {
     files.push_back(

@@ -15,6 +15,9 @@ namespace {
 constexpr size_t kBuffer = 1 << 20;
 constexpr uint64_t kMaxQueued = 64 << 20;
 constexpr uint64_t kRunBytes = 8 << 20;  // copied entries queued as one copy_file_range
+// The archive's SHA-256 state is kept every MiB: resuming re-hashes less than that, and the
+// reuse index holds about 80 bytes per MiB of capsule.
+constexpr uint64_t kCheckpointBytes = 1 << 20;
 constexpr uint32_t kMax32 = 0xffffffffu;
 // 1980-01-01 00:00:00, the earliest DOS date: every entry carries it.
 constexpr uint16_t kDosTime = 0;
@@ -122,7 +125,7 @@ bool ZipWriter::CopyEntry(const ZipEntryInfo& e, const uint8_t* src, uint64_t sr
     return false;
   const uint64_t begin = data_offset - h.size(), size = h.size() + e.comp_size;
   central_.push_back({e, offset_});
-  sha_.Update(src + begin, size);
+  Hash(src + begin, size);
   offset_ += size;
   *new_data_offset = offset_ - e.comp_size;
   if (run_.size > 0 && run_.src_fd == src_fd && run_.src_offset + run_.size == begin) {
@@ -178,7 +181,7 @@ void ZipWriter::Data(std::vector<uint8_t> data) {
     Put(data.data(), data.size());
     return;
   }
-  sha_.Update(data.data(), data.size());
+  Hash(data.data(), data.size());
   offset_ += data.size();
   FlushBuffer();
   Chunk c;
@@ -193,7 +196,7 @@ void ZipWriter::DataFromFile(const void* data, size_t size, int src_fd, uint64_t
     Put(data, size);
     return;
   }
-  sha_.Update(data, size);
+  Hash(data, size);
   offset_ += size;
   FlushBuffer();
   Chunk c;
@@ -269,6 +272,7 @@ bool ZipWriter::Finish() {
       .U32(cd_offset >= kMax32 ? kMax32 : cd_offset)
       .U16(0);
   Put(end.str().data(), end.str().size());
+  if (same_prefix_) CatchUp();  // the whole archive is the previous one's
   FlushBuffer();
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -284,9 +288,73 @@ std::string ZipWriter::error() {
   return error_;
 }
 
+void ZipWriter::ResumeHashFrom(const uint8_t* data, uint64_t size,
+                               std::vector<HashCheckpoint> checkpoints) {
+  if (offset_ != 0 || data == nullptr) return;
+  prev_ = data;
+  prev_size_ = size;
+  // Only checkpoints inside the previous capsule, in increasing order, can be resumed from.
+  for (const HashCheckpoint& c : checkpoints) {
+    if (c.offset == 0 || c.offset % 64 != 0 || c.offset > size ||
+        (!prev_checkpoints_.empty() && c.offset <= prev_checkpoints_.back().offset))
+      break;
+    prev_checkpoints_.push_back(c);
+  }
+  same_prefix_ = true;
+}
+
+void ZipWriter::Hash(const void* data, size_t size) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  if (same_prefix_) {
+    if (offset_ <= prev_size_ && prev_size_ - offset_ >= size &&
+        (p == prev_ + offset_ || std::memcmp(p, prev_ + offset_, size) == 0))
+      return;  // still the previous capsule's bytes
+    CatchUp();
+  }
+  HashOn(p, size);
+}
+
+void ZipWriter::HashOn(const uint8_t* data, size_t size) {
+  while (size > 0) {
+    const uint64_t next = (sha_.bytes() / kCheckpointBytes + 1) * kCheckpointBytes;
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(size, next - sha_.bytes()));
+    sha_.Update(data, n);
+    hashed_ += n;
+    data += n;
+    size -= n;
+    if (sha_.bytes() == next) checkpoints_.push_back(sha_.Checkpoint());
+  }
+}
+
+void ZipWriter::CatchUp() {
+  same_prefix_ = false;
+  const uint64_t end = offset_;  // bytes [0, end) are the previous capsule's
+  // The last checkpoint at or before `end`, and the one before it.
+  const auto after =
+      std::upper_bound(prev_checkpoints_.begin(), prev_checkpoints_.end(), end,
+                       [](uint64_t offset, const HashCheckpoint& c) { return offset < c.offset; });
+  const size_t k = static_cast<size_t>(after - prev_checkpoints_.begin());
+  uint64_t from = 0;
+  if (k >= 2) {
+    // Cheap evidence that the checkpoints are this capsule's: the one before leads to the last.
+    const HashCheckpoint& before = prev_checkpoints_[k - 2];
+    const HashCheckpoint& last = prev_checkpoints_[k - 1];
+    ResumableSha256 check(before);
+    check.Update(prev_ + before.offset, last.offset - before.offset);
+    hashed_ += last.offset - before.offset;
+    if (check.Checkpoint() == last) {
+      sha_ = ResumableSha256(last);
+      checkpoints_.assign(prev_checkpoints_.begin(), prev_checkpoints_.begin() + k);
+      from = last.offset;
+    }
+  }
+  HashOn(prev_ + from, end - from);
+  prev_checkpoints_.clear();
+}
+
 void ZipWriter::Put(const void* data, size_t size) {
   FlushRun();
-  sha_.Update(data, size);
+  Hash(data, size);
   offset_ += size;
   const auto* p = static_cast<const uint8_t*>(data);
   while (size > 0) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "internal.h"
+#include "sha256_resume.h"
 
 struct libdeflate_compressor;
 
@@ -78,6 +79,13 @@ class ZipWriter {
   // contract as DataFromFile for `src`. False (nothing written) when the header differs.
   bool CopyEntry(const ZipEntryInfo& e, const uint8_t* src, uint64_t src_size, int src_fd,
                  uint64_t data_offset, uint64_t* new_data_offset);
+  // The previous capsule of the same tree (`size` bytes at `data`, mapped: the same contract as
+  // DataFromFile) and the SHA-256 checkpoints it was written with. As long as this archive's
+  // bytes are the previous one's, at the same offsets, they are not hashed: at the first byte
+  // that differs (or at Finish), hashing resumes from the last checkpoint before it — once the
+  // checkpoint before that one, run over the previous capsule's bytes, has led to it; otherwise
+  // from byte 0. Call before anything is written.
+  void ResumeHashFrom(const uint8_t* data, uint64_t size, std::vector<HashCheckpoint> checkpoints);
   // The central directory and end records; then waits for every write. False on a write error
   // (see error()).
   bool Finish();
@@ -86,6 +94,10 @@ class ZipWriter {
   std::string error();
   // The archive's SHA-256 (hex), after Finish.
   std::string HexDigest() { return sha_.HexDigest(); }
+  // The archive's SHA-256 state every kCheckpointBytes of it, after Finish (ReuseIndex::Save).
+  const std::vector<HashCheckpoint>& checkpoints() const { return checkpoints_; }
+  // Bytes this writer ran through SHA-256 (fewer than bytes() when it resumed).
+  uint64_t bytes_hashed() const { return hashed_; }
 
  private:
   struct Central {
@@ -100,6 +112,10 @@ class ZipWriter {
     uint64_t src_offset = 0;
   };
   static std::string LocalHeader(const ZipEntryInfo& e);
+  // Accounts for `size` bytes written at offset_ (before it moves on).
+  void Hash(const void* data, size_t size);
+  void HashOn(const uint8_t* data, size_t size);  // hashes, taking checkpoints
+  void CatchUp();  // hashes the previous capsule's bytes up to offset_: they are this archive's
   void Put(const void* data, size_t size);
   void FlushRun();
   void Tee(const uint8_t* p, size_t size);  // on the write thread
@@ -112,7 +128,14 @@ class ZipWriter {
   uint64_t offset_ = 0;
   std::vector<uint8_t> buf_;
   std::vector<Central> central_;
-  Sha256 sha_;
+  ResumableSha256 sha_;
+  std::vector<HashCheckpoint> checkpoints_;
+  uint64_t hashed_ = 0;
+  // ResumeHashFrom's: while same_prefix_, every byte so far is the previous capsule's.
+  bool same_prefix_ = false;
+  const uint8_t* prev_ = nullptr;
+  uint64_t prev_size_ = 0;
+  std::vector<HashCheckpoint> prev_checkpoints_;
   Chunk run_;  // copied entries not yet queued (size 0: none), contiguous in their source
 
   std::mutex mu_;

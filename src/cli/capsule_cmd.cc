@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <future>
 #include <iostream>
 
 #include "command.h"
@@ -45,6 +46,10 @@ int Build(Context& c, const std::string& dir, const std::string& job_file,
     if (!spec) return kExitInvalid;
   }
 
+  // The previous build's index is read while the tree is walked (neither needs the other).
+  const std::filesystem::path index_file = std::filesystem::path(dir) / kReuseIndexFile;
+  std::future<capsule::ReuseIndex> loading;
+  if (!list) loading = std::async(std::launch::async, capsule::ReuseIndex::Load, index_file);
   capsule::CollectResult files = capsule::Collect(dir);
   for (const auto& w : files.warnings)
     c.err << "forge: warning: " << w << "\n";
@@ -98,8 +103,7 @@ int Build(Context& c, const std::string& dir, const std::string& job_file,
     progress.Show(std::string(what) + " " + capsule::FormatBytes(p.bytes_done) + " of " +
                   capsule::FormatBytes(p.bytes_total) + " (" + std::to_string(percent) + "%)");
   };
-  const std::filesystem::path index_file = std::filesystem::path(dir) / kReuseIndexFile;
-  const capsule::ReuseIndex reuse = capsule::ReuseIndex::Load(index_file);
+  const capsule::ReuseIndex reuse = loading.get();
   opts.reuse = &reuse;
   capsule::BuildResult r = capsule::Build(files.files, *spec, opts);
   progress.Clear();
@@ -108,7 +112,7 @@ int Build(Context& c, const std::string& dir, const std::string& job_file,
       c.err << "forge: " << e << "\n";
     return kExitInvalid;
   }
-  capsule::ReuseIndex::Save(index_file, r.path, r.entries);
+  capsule::ReuseIndex::Save(index_file, r.path, r.entries, r.checkpoints);
   c.out << "capsule  " << r.path.string() << "\n"
         << "sha256   " << r.sha256 << "\n"
         << "size     " << r.size << " bytes (" << capsule::FormatBytes(r.size) << ")\n"

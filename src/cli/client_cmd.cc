@@ -463,7 +463,7 @@ int SendJob(Context& c, ApiClient& client, const config::Config& cfg, const fs::
     return kExitInvalid;
   }
   if (keep) {
-    capsule::ReuseIndex::Save(index_file, built.path, built.entries);
+    capsule::ReuseIndex::Save(index_file, built.path, built.entries, built.checkpoints);
     // Only the newest capsule is kept: the next build needs it, nothing needs the older one.
     if (!reuse.empty() && reuse.capsule().parent_path() == fs::absolute(opts.output_dir) &&
         reuse.capsule() != fs::absolute(built.path))

@@ -138,6 +138,26 @@ TEST(Build, ManifestListsEveryFileButItself) {
   EXPECT_EQ(*parsed, r.manifest);
 }
 
+// The manifest's text is nlohmann's dump() of it, byte for byte, whatever the names: ToText
+// writes the usual ones itself (faster) and leaves the rest to nlohmann.
+TEST(Build, ManifestTextIsTheJsonDumpForAnyName) {
+  for (const std::string name :
+       {"a.py", "dir/with space/x.py", "quote\"d.py", "\xc3\xbc/\xe5\x90\x8d.py", "back\\slash",
+        "tab\tand\x01control", "del\x7f", "{}[],:"}) {
+    SCOPED_TRACE(name);
+    Manifest m;
+    m.files.push_back({".starforge/jobspec.json", 554, std::string(64, 'a'), false});
+    m.files.push_back({name, 18446744073709551615ull, std::string(64, 'f'), true});
+    nlohmann::json files = nlohmann::json::array();
+    for (const auto& f : m.files)
+      files.push_back(
+          {{"path", f.path}, {"size", f.size}, {"sha256", f.sha256}, {"executable", f.executable}});
+    const nlohmann::json doc = {{"version", m.version}, {"files", files}};
+    EXPECT_EQ(ToText(m), doc.dump() + "\n");
+  }
+  EXPECT_EQ(ToText(Manifest{}), "{\"files\":[],\"version\":1}\n");
+}
+
 TEST(Build, PythonZipfileExtractsExactlyTheManifest) {
   TempDir t;
   MakeTree(t / "code");

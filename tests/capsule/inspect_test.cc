@@ -142,6 +142,30 @@ TEST_F(InspectTest, NotAZip) {
   EXPECT_FALSE(Inspect(t_ / "absent.zip").ok());
 }
 
+// A capsule someone truncates while it is inspected: an error saying so, not SIGBUS (the
+// archive is read, not mapped: a map's pages past the new end of the file would fault).
+TEST_F(InspectTest, AFileTruncatedWhileItIsInspectedIsAnErrorNotACrash) {
+  std::string noise(1 << 20, '\0');
+  uint64_t x = 1;
+  for (auto& c : noise) {
+    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    c = static_cast<char>(x >> 56);
+  }
+  Write(t_ / "code/data.bin", noise);
+  CollectResult c = Collect(t_ / "code");
+  BuildOptions opts;
+  opts.output = t_ / "big.zip";
+  opts.runner = "runner";
+  ASSERT_TRUE(Build(c.files, testing::MiniSpec(), opts).ok());
+  ASSERT_TRUE(Inspect(opts.output).ok());
+
+  InspectOptions io;
+  io.opened = [&] { fs::resize_file(opts.output, 4096); };
+  InspectResult r = Inspect(opts.output, io);
+  EXPECT_FALSE(r.ok());
+  EXPECT_THAT(Joined(r.problems), HasSubstr("changed while it was being inspected"));
+}
+
 TEST_F(InspectTest, ASingleTopLevelDirectoryIsReported) {
   const fs::path spec = t_ / "spec.json";
   Write(spec, R"([{"name": "only/a.py", "data": "x"}])");

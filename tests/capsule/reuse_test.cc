@@ -6,11 +6,14 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <functional>
+#include <string>
 #include <thread>
 
 #include "capsule_test_support.h"
 #include "starforge/capsule/capsule.h"
 #include "starforge/capsule/inspect.h"
+#include "starforge/common/sha256.h"
 
 namespace starforge::capsule {
 namespace {
@@ -70,7 +73,8 @@ Built BuildTree(const fs::path& code, const fs::path& out, const fs::path& index
   opts.reuse = &reuse;
   Built b{Build(c.files, MiniSpec(), opts), ""};
   EXPECT_TRUE(b.result.ok()) << Joined(b.result.errors);
-  if (!index.empty() && b.result.ok()) ReuseIndex::Save(index, b.result.path, b.result.entries);
+  if (!index.empty() && b.result.ok())
+    ReuseIndex::Save(index, b.result.path, b.result.entries, b.result.checkpoints);
   b.bytes = ReadFile(out);
   return b;
 }
@@ -121,14 +125,29 @@ TEST(Reuse, IncrementalBuildsAreByteIdenticalToFullBuilds) {
   }
 }
 
+// `index` (the text of one) with its last line, the SHA-256 of the rest, made to match again.
+std::string Resealed(const std::string& index) {
+  const std::string body = index.substr(0, index.rfind("end\t"));
+  return body + "end\t" + Sha256Hex(body) + "\n";
+}
+
+// A chmod (even to the same mode) sets every file's ctime to now: the files are "just written"
+// for the build that follows, however long the previous steps took on a loaded machine.
+void TouchAll(const fs::path& root) {
+  for (const auto& e : fs::recursive_directory_iterator(root))
+    if (e.is_regular_file()) fs::permissions(e.path(), e.status().permissions());
+}
+
 TEST(Reuse, UnchangedFilesAreNotReadOnceTheirTimesAreOldEnough) {
   TempDir t;
   MakeTree(t / "code");
   const fs::path index = t / "index";
+  TouchAll(t / "code");
   Built first = BuildTree(t / "code", t / "0.zip", index);
   // Just written: file times within the clock's granularity of the build are not trusted.
   for (const auto& e : first.result.entries)
     EXPECT_FALSE(e.has_stat) << e.path;
+  TouchAll(t / "code");
   Built fresh = BuildTree(t / "code", t / "1.zip", index);
   EXPECT_EQ(fresh.result.files_read, 8u);
   EXPECT_EQ(fresh.result.entries_reused, 8u);
@@ -148,6 +167,90 @@ TEST(Reuse, UnchangedFilesAreNotReadOnceTheirTimesAreOldEnough) {
   EXPECT_EQ(changed.bytes, BuildTree(t / "code", t / "full.zip").bytes);
 }
 
+// The archive's SHA-256 is not recomputed over the bytes it shares with the previous capsule at
+// the same offsets: it resumes from the state the index kept at the last MiB before the first
+// byte that differs. The digest stays the plain SHA-256 of the whole archive.
+TEST(Reuse, HashingResumesWhereTheArchiveFirstDiffers) {
+  TempDir t;
+  MakeTree(t / "code");  // data/big.bin (5 MiB) comes first in path order
+  const fs::path index = t / "index";
+  Built first = BuildTree(t / "code", t / "0.zip", index);
+  EXPECT_EQ(first.result.bytes_hashed, first.result.size);
+  EXPECT_EQ(first.result.checkpoints.size(), first.result.size >> 20);
+
+  struct Step {
+    const char* what;
+    std::function<void()> change;
+    // Past data/big.bin: less than half of the archive hashed. Only when nothing changed:
+    // .starforge/manifest.json, which changes with any file, is the archive's second entry.
+    bool resumes;
+  };
+  const std::vector<Step> steps = {
+      {"nothing", [] {}, true},
+      {"the last file", [&] { Write(t / "code/train.py", "print('bye')\n"); }, false},
+      {"nothing again", [] {}, true},
+      {"a file in the middle",
+       [&] { Write(t / "code/lib/a.py", Text(3000, "alpha") + "one more line\n"); }, false},
+      {"a file removed", [&] { fs::remove(t / "code/lib/c.py"); }, false},
+      {"a file renamed", [&] { fs::rename(t / "code/lib/b.py", t / "code/lib/b0.py"); }, false},
+      {"a file before all others", [&] { Write(t / "code/a.py", "x = 1\n"); }, false},
+      {"the first file",
+       [&] {
+         std::string s = ReadFile(t / "code/data/big.bin");
+         s[10] = static_cast<char>(s[10] ^ 1);
+         Write(t / "code/data/big.bin", s);
+       },
+       false},
+      {"back to the same first file", [&] { fs::remove(t / "code/a.py"); }, false},
+  };
+  int n = 1;
+  for (const Step& step : steps) {
+    SCOPED_TRACE(step.what);
+    step.change();
+    const fs::path out = t / (std::to_string(n++) + ".zip");
+    Built incremental = BuildTree(t / "code", out, index);
+    Built full = BuildTree(t / "code", t / "full.zip");
+    EXPECT_EQ(incremental.result.sha256, full.result.sha256);
+    EXPECT_EQ(incremental.result.sha256, Sha256Hex(incremental.bytes));
+    EXPECT_TRUE(incremental.bytes == full.bytes);
+    EXPECT_EQ(incremental.result.checkpoints, full.result.checkpoints);
+    if (step.resumes) {
+      EXPECT_LT(incremental.result.bytes_hashed, incremental.result.size / 2);
+    } else {
+      EXPECT_EQ(incremental.result.bytes_hashed, incremental.result.size);
+    }
+  }
+}
+
+// An index that Load accepts (its trailer matches) but whose hash states are not its capsule's
+// — a bug, or an index edited by hand — must not give a wrong digest: the state resumed from is
+// first checked against the one before it, over the capsule's bytes, and hashing otherwise
+// starts from byte 0.
+TEST(Reuse, HashStatesThatDoNotMatchTheCapsuleAreNotResumedFrom) {
+  TempDir t;
+  MakeTree(t / "code");
+  const fs::path index = t / "index";
+  BuildTree(t / "code", t / "0.zip", index);
+  std::string text = ReadFile(index);
+  // "checkpoints\t<n>" then n "<offset>\t<64 hex>" lines: every state becomes another one.
+  size_t at = text.find("\ncheckpoints\t");
+  ASSERT_NE(at, std::string::npos);
+  const int changed = std::stoi(text.substr(at + 13));
+  ASSERT_GE(changed, 5);
+  for (int i = 0; i < changed; ++i) {
+    at = text.find('\n', at + 1);
+    const size_t hex = text.find('\t', at) + 1;
+    text[hex] = text[hex] == '0' ? '1' : '0';
+  }
+  Write(index, Resealed(text));
+  ASSERT_EQ(ReuseIndex::Load(index).checkpoints().size(), static_cast<size_t>(changed));
+
+  Built incremental = BuildTree(t / "code", t / "1.zip", index);  // nothing changed
+  EXPECT_EQ(incremental.result.sha256, Sha256Hex(incremental.bytes));
+  EXPECT_GE(incremental.result.bytes_hashed, incremental.result.size);  // from byte 0
+  EXPECT_EQ(incremental.result.entries_reused, 8u);  // the entries themselves are still reused
+}
+
 TEST(Reuse, AnIndexWhoseCapsuleChangedOrIsDamagedIsIgnored) {
   TempDir t;
   MakeTree(t / "code");
@@ -165,16 +268,27 @@ TEST(Reuse, AnIndexWhoseCapsuleChangedOrIsDamagedIsIgnored) {
   BuildTree(t / "code", t / "1.zip", index);
   std::string text = ReadFile(index);
   ASSERT_FALSE(ReuseIndex::Load(index).empty());
-  Write(index, text.substr(0, text.size() - 5));  // a record cut short
+  // Cut short anywhere (a crash while it was written: it is not fsynced), or one byte changed.
+  for (size_t cut : {text.size() - 1, text.size() - 5, text.rfind("end\t"), text.size() / 2}) {
+    Write(index, text.substr(0, cut));
+    EXPECT_TRUE(ReuseIndex::Load(index).empty()) << cut;
+  }
+  std::string flipped = text;
+  flipped[text.size() / 2] = static_cast<char>(flipped[text.size() / 2] ^ 1);
+  Write(index, flipped);
   EXPECT_TRUE(ReuseIndex::Load(index).empty());
-  Write(index, "starforge-capsule-index 1\tsome-other-format\n" + text.substr(text.find('\n') + 1));
+  // Another format, even with a trailer that matches.
+  Write(index, Resealed("starforge-capsule-index 2\tsome-other-format\n" +
+                        text.substr(text.find('\n') + 1)));
   EXPECT_TRUE(ReuseIndex::Load(index).empty());
-  fs::remove(t / "1.zip");
   Write(index, text);
+  ASSERT_FALSE(ReuseIndex::Load(index).empty());
+  fs::remove(t / "1.zip");
   EXPECT_TRUE(ReuseIndex::Load(index).empty());  // the capsule is gone
   // And a build with an empty index is a full build.
   Built full = BuildTree(t / "code", t / "2.zip", index);
   EXPECT_EQ(full.result.entries_reused, 0u);
+  EXPECT_EQ(full.result.bytes_hashed, full.result.size);
 }
 
 }  // namespace

@@ -52,15 +52,19 @@ struct BuildOptions {
 };
 
 struct BuildResult {
-  std::vector<std::string> errors;   // non-empty → no file was written
-  std::string sha256;                // of the archive bytes: the capsule's identity
-  uint64_t size = 0;                 // archive bytes
-  std::filesystem::path path;        // where it was written
-  Manifest manifest;                 // as stored in .starforge/manifest.json
-  size_t user_files = 0;             // files of the user's (entries = user_files + 3)
-  std::vector<EntryRecord> entries;  // the user's files, for ReuseIndex::Save
+  std::vector<std::string> errors;          // non-empty → no file was written
+  std::string sha256;                       // of the archive bytes: the capsule's identity
+  uint64_t size = 0;                        // archive bytes
+  std::filesystem::path path;               // where it was written
+  Manifest manifest;                        // as stored in .starforge/manifest.json
+  size_t user_files = 0;                    // files of the user's (entries = user_files + 3)
+  std::vector<EntryRecord> entries;         // the user's files, for ReuseIndex::Save
+  std::vector<HashCheckpoint> checkpoints;  // the archive's SHA-256 states, for ReuseIndex::Save
   size_t files_read = 0;      // user files read to hash them (the others: digest from `reuse`)
   size_t entries_reused = 0;  // entries copied from the previous capsule, not read or deflated
+  // Archive bytes run through SHA-256: fewer than `size` when the archive starts with bytes of
+  // the previous capsule, whose hash state the reuse index kept.
+  uint64_t bytes_hashed = 0;
   bool ok() const { return errors.empty(); }
 };
 

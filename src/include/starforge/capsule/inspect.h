@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,6 +28,9 @@ struct InspectOptions {
   // to more than this (a zip bomb's manifest may claim anything).
   size_t max_entries = kMaxFiles + 3;
   uint64_t max_total_bytes = UINT64_MAX;
+  // Called once the file is open and its size known, before anything else is read (tests: the
+  // file changed under an inspection).
+  std::function<void()> opened;
 };
 
 // Opens `capsule` and checks it the way the runner will: every manifest entry present with its

@@ -5,6 +5,7 @@
 // (the zip is deterministic: an entry's bytes depend only on the file's contents).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -31,6 +32,14 @@ struct EntryRecord {
   int64_t mtime_ns = 0, ctime_ns = 0;
 };
 
+// SHA-256's chaining state after the first `offset` bytes of a capsule (a multiple of 64 bytes):
+// a build whose archive starts with the same bytes hashes on from here instead of from byte 0.
+struct HashCheckpoint {
+  uint64_t offset = 0;
+  std::array<uint32_t, 8> state{};
+  bool operator==(const HashCheckpoint&) const = default;
+};
+
 class ReuseIndex {
  public:
   ReuseIndex() = default;
@@ -39,17 +48,22 @@ class ReuseIndex {
   ReuseIndex(const ReuseIndex&) = delete;
   ReuseIndex& operator=(const ReuseIndex&) = delete;
 
-  // The index saved at `file`; empty when there is none, it is damaged, it was written by
-  // another capsule format, or the capsule it points to was removed, moved or changed.
+  // The index saved at `file`; empty when there is none, it is damaged or cut short (its last
+  // line is a SHA-256 of the rest), it was written by another capsule format, or the capsule it
+  // points to was removed, moved or changed.
   static ReuseIndex Load(const std::filesystem::path& file);
 
-  // Remembers `records` as the entries of `capsule` (which must exist). An index that cannot be
-  // written is simply not saved: the next build is a full one.
+  // Remembers `records` as the entries of `capsule` (which must exist) and `checkpoints` as its
+  // SHA-256 states (BuildResult::checkpoints). An index that cannot be written is simply not
+  // saved: the next build is a full one.
   static void Save(const std::filesystem::path& file, const std::filesystem::path& capsule,
-                   const std::vector<EntryRecord>& records);
+                   const std::vector<EntryRecord>& records,
+                   const std::vector<HashCheckpoint>& checkpoints);
 
   bool empty() const { return records_.empty(); }
   const std::filesystem::path& capsule() const { return capsule_; }
+  // The capsule's SHA-256 states, by increasing offset.
+  const std::vector<HashCheckpoint>& checkpoints() const { return checkpoints_; }
 
   // The record of `path` if its source still has the stat identity it had when it was read.
   const EntryRecord* ByStat(std::string_view path, uint64_t dev, uint64_t ino, uint64_t size,
@@ -60,6 +74,7 @@ class ReuseIndex {
  private:
   std::filesystem::path capsule_;
   std::vector<EntryRecord> records_;
+  std::vector<HashCheckpoint> checkpoints_;
   std::unordered_map<std::string_view, size_t> by_path_;
   std::unordered_map<std::string_view, size_t> by_digest_;
 };
