@@ -166,6 +166,18 @@ TEST(Transport, AnUnreadableBodyIsAReadFault) {
   EXPECT_FALSE(Transient(resp.fault));
 }
 
+// POSTs `parts` as multipart/form-data to `url`.
+Response PostForm(const std::string& url, const std::vector<FormPart>& parts) {
+  Request r;
+  r.method = "POST";
+  r.url = url;
+  r.form = &parts;
+  Transport t;
+  Response resp;
+  t.Perform(r, &resp);
+  return resp;
+}
+
 // Several `forge submit`s from one directory at once: one removes the capsule another is about to
 // send (issue 20). Here the file goes after the request is under way and before its body is read
 // (in the server's answer to `Expect: 100-continue`, which libcurl sends for bodies over 1 MiB):
@@ -199,13 +211,7 @@ TEST(Transport, AFormFileRemovedWhileTheRequestIsUnderWayIsSentWhole) {
   parts[0].file = file;
   parts[0].filename = "capsule.zip";
   parts[0].content_type = "application/zip";
-  Request r;
-  r.method = "POST";
-  r.url = server.Url("/form");
-  r.form = &parts;
-  Transport t;
-  Response resp;
-  t.Perform(r, &resp);
+  const Response resp = PostForm(server.Url("/form"), parts);
   EXPECT_TRUE(removed) << "the file was not removed during the exchange: nothing was tested";
   EXPECT_EQ(resp.fault, Fault::kNone) << resp.error;
   EXPECT_EQ(resp.status, 201);
@@ -229,13 +235,7 @@ TEST(Transport, AFormFileThatCannotBeOpenedIsAReadFaultNamingIt) {
   parts[0].data = "name: x";
   parts[1].name = "capsule";
   parts[1].file = "/nonexistent-dir/capsule.zip";
-  Request r;
-  r.method = "POST";
-  r.url = server.Url("/form");
-  r.form = &parts;
-  Transport t;
-  Response resp;
-  t.Perform(r, &resp);
+  const Response resp = PostForm(server.Url("/form"), parts);
   EXPECT_EQ(resp.fault, Fault::kReadBody);
   EXPECT_NE(resp.error.find("/nonexistent-dir/capsule.zip"), std::string::npos) << resp.error;
   EXPECT_NE(resp.error.find("No such file or directory"), std::string::npos) << resp.error;
