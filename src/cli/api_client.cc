@@ -284,7 +284,9 @@ ApiError ApiClient::Perform(Request& r) {
     ApiError e;
     e.kind = ApiError::Kind::kUnreachable;
     const std::string reason = TransportReason(resp);
-    if (resp.status == 0) {
+    if (resp.fault == net::Fault::kReadBody) {  // ours, not the server's or the network's
+      e.message = "could not send the request to " + server_ + ": " + reason;
+    } else if (resp.status == 0) {
       e.message = "cannot reach the StarForge server at " + server_ + ": " + reason +
                   " — is `forge serve` running? set FORGE_SERVER or run `forge login`";
     } else {

@@ -400,6 +400,68 @@ bool BuildWhileUploading(ApiClient& client, std::vector<FormPart> parts,
   return true;
 }
 
+// Sends the JobSpec with the capsule `built` (SendJob): reports the upload made while it was
+// built, or asks the server for the digest and uploads the file when it lacks it. 0 with *job
+// set, or the exit code after printing why not.
+int Deliver(Context& c, ApiClient& client, std::vector<FormPart> parts, const fs::path& dir,
+            const capsule::CollectResult& files, const jobspec::JobSpec& spec,
+            const capsule::DigestCache& digests,
+            const std::function<void(const std::string&, const capsule::Fingerprint&)>& remember,
+            const capsule::BuildResult& built, bool streaming, const ApiError& streamed,
+            ProgressLine& progress, json* job) {
+  const capsule::Fingerprint after = digests.Compute(files.files, spec);
+  const size_t n = files.files.size();
+  // The server's digest: its own reading of the JobSpec may differ from ours (its defaults).
+  auto accepted = [&] {
+    std::string stored = built.sha256;
+    if (job->contains("capsule") && (*job)["capsule"].is_object())
+      stored = (*job)["capsule"].value("sha256", stored);
+    remember(stored, after);
+    return 0;
+  };
+  // A body the server dropped midway (silent too long while a big file was deflated, on a busy
+  // machine) is sent again whole below, like any later submit's: the build itself went on.
+  const bool cut = streaming && !streamed.ok() &&
+                   (streamed.kind == ApiError::Kind::kUnreachable || streamed.status == 400 ||
+                    streamed.status == 408);
+  if (cut)
+    c.err << "forge: the upload while building was cut (" << streamed.message
+          << "); sending the finished capsule\n";
+  if (streaming && !cut) {
+    if (!streamed.ok()) return Report(c, streamed);
+    c.err << "uploaded " << dir.string() << ": " << n << (n == 1 ? " file" : " files") << ", "
+          << capsule::FormatBytes(files.TotalBytes()) << " (capsule " << ShortDigest(built.sha256)
+          << ", " << capsule::FormatBytes(built.size) << ", sent while it was built)\n";
+    return accepted();
+  }
+
+  // The same tree and JobSpec may be on the server already (sent from another checkout).
+  if (const int sent = SendByDigest(c, client, parts, built.sha256, /*ask_first=*/true, job);
+      sent != 409) {
+    if (sent == 0) remember(built.sha256, after);
+    return sent;
+  }
+  c.err << "uploading " << dir.string() << ": " << n << (n == 1 ? " file" : " files") << ", "
+        << capsule::FormatBytes(files.TotalBytes()) << " (capsule " << ShortDigest(built.sha256)
+        << ", " << capsule::FormatBytes(built.size) << "; " << built.entries_reused
+        << " entries reused from the last build)\n";
+  parts[1].name = "capsule";
+  parts[1].file = built.path;
+  parts[1].filename = capsule::FileName(built.sha256);
+  parts[1].content_type = "application/zip";
+  const ApiError e = client.PostForm(
+      "/api/v1/jobs", parts,
+      [&](uint64_t sent, uint64_t total) {
+        progress.Show("uploading " + capsule::FormatBytes(sent) + " of " +
+                      capsule::FormatBytes(total) + " (" +
+                      std::to_string(total ? 100 * sent / total : 100) + "%)");
+      },
+      job);
+  progress.Clear();
+  if (!e.ok()) return Report(c, e);
+  return accepted();
+}
+
 // Sends the code the cheapest way (docs/capsule.md, "Submitting"): unchanged since the last
 // submit and still on the server → only its digest; otherwise builds the capsule here
 // (reusing the last one's entries) and uploads it once, unless the server already has it.
@@ -462,64 +524,18 @@ int SendJob(Context& c, ApiClient& client, const config::Config& cfg, const fs::
       c.err << "forge: " << e << "\n";
     return kExitInvalid;
   }
+  const int sent = Deliver(c, client, parts, dir, files, spec, digests, remember, built, streaming,
+                           streamed, progress, job);
+  // Only the newest capsule is kept: the next build needs it, nothing needs the older one. The
+  // index names a capsule only once its upload is over: a submit from the same directory running
+  // at once removes the capsule it borrowed from, which must not be one still being sent.
   if (keep) {
     capsule::ReuseIndex::Save(index_file, built.path, built.entries, built.checkpoints);
-    // Only the newest capsule is kept: the next build needs it, nothing needs the older one.
     if (!reuse.empty() && reuse.capsule().parent_path() == fs::absolute(opts.output_dir) &&
         reuse.capsule() != fs::absolute(built.path))
       fs::remove(reuse.capsule(), ec);
   }
-  const capsule::Fingerprint after = digests.Compute(files.files, spec);
-  const size_t n = files.files.size();
-  // The server's digest: its own reading of the JobSpec may differ from ours (its defaults).
-  auto accepted = [&] {
-    std::string stored = built.sha256;
-    if (job->contains("capsule") && (*job)["capsule"].is_object())
-      stored = (*job)["capsule"].value("sha256", stored);
-    remember(stored, after);
-    return 0;
-  };
-  // A body the server dropped midway (silent too long while a big file was deflated, on a busy
-  // machine) is sent again whole below, like any later submit's: the build itself went on.
-  const bool cut = streaming && !streamed.ok() &&
-                   (streamed.kind == ApiError::Kind::kUnreachable || streamed.status == 400 ||
-                    streamed.status == 408);
-  if (cut)
-    c.err << "forge: the upload while building was cut (" << streamed.message
-          << "); sending the finished capsule\n";
-  if (streaming && !cut) {
-    if (!streamed.ok()) return Report(c, streamed);
-    c.err << "uploaded " << dir.string() << ": " << n << (n == 1 ? " file" : " files") << ", "
-          << capsule::FormatBytes(files.TotalBytes()) << " (capsule " << ShortDigest(built.sha256)
-          << ", " << capsule::FormatBytes(built.size) << ", sent while it was built)\n";
-    return accepted();
-  }
-
-  // The same tree and JobSpec may be on the server already (sent from another checkout).
-  if (const int sent = SendByDigest(c, client, parts, built.sha256, /*ask_first=*/true, job);
-      sent != 409) {
-    if (sent == 0) remember(built.sha256, after);
-    return sent;
-  }
-  c.err << "uploading " << dir.string() << ": " << n << (n == 1 ? " file" : " files") << ", "
-        << capsule::FormatBytes(files.TotalBytes()) << " (capsule " << ShortDigest(built.sha256)
-        << ", " << capsule::FormatBytes(built.size) << "; " << built.entries_reused
-        << " entries reused from the last build)\n";
-  parts[1].name = "capsule";
-  parts[1].file = built.path;
-  parts[1].filename = capsule::FileName(built.sha256);
-  parts[1].content_type = "application/zip";
-  const ApiError e = client.PostForm(
-      "/api/v1/jobs", parts,
-      [&](uint64_t sent, uint64_t total) {
-        progress.Show("uploading " + capsule::FormatBytes(sent) + " of " +
-                      capsule::FormatBytes(total) + " (" +
-                      std::to_string(total ? 100 * sent / total : 100) + "%)");
-      },
-      job);
-  progress.Clear();
-  if (!e.ok()) return Report(c, e);
-  return accepted();
+  return sent;
 }
 
 struct SubmitOptions {

@@ -666,6 +666,13 @@ class Reconciler {
     }
     if (!job.released) {
       const Status s = fleet_->Release(job.id, job.fleet_handle);
+      if (s.in_progress()) {
+        // Nothing wrong, nothing to retry: one event (recording it again only bumps its count),
+        // and the fleet's notification of the objects' removal brings the job back; the sync
+        // period (or a polled fleet's resync) is the safety net.
+        store_.RecordEvent(job.id, "Normal", s.reason(), s.message(), FleetSource());
+        return After(Resync(NowMs()));
+      }
       if (!s.ok()) {
         ++metrics_.fleet_errors;
         store_.RecordEvent(job.id, "Warning", reasons::kReleaseFailed, s.message(), kSource);

@@ -63,6 +63,51 @@ void StripManagedFields(json& obj) {
   if (auto m = obj.find("metadata"); m != obj.end() && m->is_object()) m->erase("managedFields");
 }
 
+// Of a pod spec, what the fleet reads (diagnosis, capacity): each container's name, image,
+// resources and ports, not its command, args, env, mounts or probes, nor the pod's volumes —
+// the bulk of a Ray pod or a submitter's template (and the capsule's presigned URL). With 1,000
+// jobs at once the caches are most of forge serve's memory (issue 20).
+void TrimPodSpec(json& spec) {
+  if (!spec.is_object()) return;
+  spec.erase("volumes");
+  for (const char* list : {"initContainers", "containers"}) {
+    auto cs = spec.find(list);
+    if (cs == spec.end() || !cs->is_array()) continue;
+    for (json& c : *cs) {
+      if (!c.is_object()) continue;
+      for (const char* k : {"command", "args", "env", "envFrom", "volumeMounts", "lifecycle",
+                            "livenessProbe", "readinessProbe", "startupProbe"})
+        c.erase(k);
+    }
+  }
+}
+
+// Informer transforms: pods and submitter Jobs keep a trimmed pod spec; RayClusters keep their
+// status and worker groups' counts (DesiredPods), not the pod templates (the RayJob, archived as
+// rayjob.json, keeps everything).
+void TrimPod(json& pod) {
+  StripManagedFields(pod);
+  if (auto s = pod.find("spec"); s != pod.end()) TrimPodSpec(*s);
+}
+void TrimJob(json& job) {
+  StripManagedFields(job);
+  if (auto s = job.find("spec"); s != job.end() && s->is_object()) {
+    if (auto t = s->find("template"); t != s->end() && t->is_object()) {
+      if (auto ts = t->find("spec"); ts != t->end()) TrimPodSpec(*ts);
+    }
+  }
+}
+void TrimRayCluster(json& rc) {
+  StripManagedFields(rc);
+  auto s = rc.find("spec");
+  if (s == rc.end() || !s->is_object()) return;
+  if (auto h = s->find("headGroupSpec"); h != s->end() && h->is_object()) h->erase("template");
+  if (auto w = s->find("workerGroupSpecs"); w != s->end() && w->is_array()) {
+    for (json& g : *w)
+      if (g.is_object()) g.erase("template");
+  }
+}
+
 // Every string in `value` redacted, managedFields dropped (noise).
 json Redacted(json value) {
   if (value.is_string()) return RedactUrlQueries(value.get<std::string>());
@@ -192,10 +237,9 @@ struct KubeRayFleet::Impl {
     };
     rayjobs = informer(res::kRayJobs, ns, ours, rayjob_changes, no_managed_fields);
     // RayClusters inherit the RayJob's labels (upstream-facts §3.1).
-    rayclusters = informer(res::kRayClusters, ns, ours, notify, no_managed_fields);
-    jobs = informer(res::kJobs, ns, std::string(kuberay::kLabelOriginatedFrom), notify,
-                    no_managed_fields);
-    pods = informer(res::kPods, ns, "", notify, no_managed_fields);
+    rayclusters = informer(res::kRayClusters, ns, ours, notify, TrimRayCluster);
+    jobs = informer(res::kJobs, ns, std::string(kuberay::kLabelOriginatedFrom), notify, TrimJob);
+    pods = informer(res::kPods, ns, "", notify, TrimPod);
     events = informer(res::kEvents, ns, "", notify, no_managed_fields);
     // Observing one job reads only its objects (client-go Indexers): its cluster's pods, its
     // submitter's pods, and the events about names that start like its own.
@@ -965,9 +1009,12 @@ struct KubeRayFleet::Impl {
     return "";
   }
 
-  std::string Release(const std::string& job_id, const std::string& handle) {
+  // "" when released; otherwise why not, with *waiting set when the RayJob is going (its
+  // finalizers run): the informer's delete notification then brings the job back (Notify).
+  std::string Release(const std::string& job_id, const std::string& handle, bool* waiting_out) {
     const std::string name = handle.empty() ? kuberay::RayJobName(job_id) : handle;
     auto waiting = [&](const json& rj) {
+      *waiting_out = true;
       return "RayJob " + ns + "/" + name + " is being deleted (waiting for its finalizers: " +
              Field(Field(rj, "metadata"), "finalizers").dump() + ")";
     };
@@ -1218,7 +1265,10 @@ Status KubeRayFleet::CollectLogs(const std::string& job_id, const std::string& h
 }
 
 Status KubeRayFleet::Release(const std::string& job_id, const std::string& handle) {
-  return RetryableUnlessEmpty(reasons::kReleaseFailed, impl_->Release(job_id, handle));
+  bool waiting = false;
+  std::string why = impl_->Release(job_id, handle, &waiting);
+  if (waiting) return Status::InProgress(reasons::kReleasing, std::move(why));
+  return RetryableUnlessEmpty(reasons::kReleaseFailed, std::move(why));
 }
 
 nlohmann::json KubeRayFleet::Capacity() {

@@ -2,11 +2,17 @@
 #include "starforge/net/http.h"
 
 #include <curl/curl.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <deque>
 #include <exception>
 #include <mutex>
 
@@ -208,9 +214,69 @@ size_t OnPartRead(char* buf, size_t size, size_t n, void* user) {
   return CURL_READFUNC_ABORT;
 }
 
-// The form's parts as a libcurl mime structure bound to `c`.
-CurlPtr<curl_mime> Form(CURL* c, const std::vector<FormPart>& parts) {
+// A file part's file, opened before the exchange starts. libcurl's own file parts
+// (curl_mime_filedata) open the file only when the body is first read, and one gone by then (a
+// concurrent `forge submit` from the same directory removes the capsule it superseded) makes
+// libcurl's form reader return its internal error code, which libcurl reports as "read function
+// returned funny value". Opened here, the file is sent whole even if removed meanwhile, and one
+// that cannot be opened is an error naming it, before anything is sent.
+class OpenFile {
+ public:
+  OpenFile(int fd, curl_off_t size) : fd_(fd), size_(size) {}
+  OpenFile(const OpenFile&) = delete;
+  OpenFile& operator=(const OpenFile&) = delete;
+  ~OpenFile() { ::close(fd_); }
+  curl_off_t size() const { return size_; }
+
+  static size_t Read(char* buf, size_t size, size_t n, void* user) {
+    auto* f = static_cast<OpenFile*>(user);
+    while (true) {
+      const ssize_t got = ::pread(f->fd_, buf, size * n, f->offset_);
+      if (got >= 0) {
+        f->offset_ += got;
+        return static_cast<size_t>(got);
+      }
+      if (errno != EINTR) return CURL_READFUNC_ABORT;
+    }
+  }
+  // libcurl rewinds the body when it sends the request again (e.g. on a reused connection that
+  // turned out closed).
+  static int Seek(void* user, curl_off_t offset, int origin) {
+    auto* f = static_cast<OpenFile*>(user);
+    if (origin != SEEK_SET || offset < 0 || offset > f->size_) return CURL_SEEKFUNC_CANTSEEK;
+    f->offset_ = offset;
+    return CURL_SEEKFUNC_OK;
+  }
+
+ private:
+  int fd_;
+  curl_off_t size_;
+  curl_off_t offset_ = 0;
+};
+
+// Opens every file part of `parts` into `*files`; false with *error naming the file otherwise.
+bool OpenFiles(const std::vector<FormPart>& parts, std::deque<OpenFile>* files,
+               std::string* error) {
+  for (const FormPart& p : parts) {
+    if (p.reader || p.file.empty()) continue;
+    const int fd = ::open(p.file.c_str(), O_RDONLY | O_CLOEXEC);
+    struct stat st {};
+    if (fd < 0 || ::fstat(fd, &st) != 0) {
+      *error = "cannot read " + p.file.string() + " (form part \"" + p.name +
+               "\"): " + std::strerror(errno);
+      if (fd >= 0) ::close(fd);
+      return false;
+    }
+    files->emplace_back(fd, static_cast<curl_off_t>(st.st_size));
+  }
+  return true;
+}
+
+// The form's parts as a libcurl mime structure bound to `c`; file parts read from `files`
+// (OpenFiles, in the same order).
+CurlPtr<curl_mime> Form(CURL* c, const std::vector<FormPart>& parts, std::deque<OpenFile>* files) {
   CurlPtr<curl_mime> mime(curl_mime_init(c), &curl_mime_free);
+  auto file = files->begin();
   for (const FormPart& p : parts) {
     curl_mimepart* part = curl_mime_addpart(mime.get());
     curl_mime_name(part, p.name.c_str());
@@ -218,12 +284,12 @@ CurlPtr<curl_mime> Form(CURL* c, const std::vector<FormPart>& parts) {
       curl_mime_data_cb(part, -1, &OnPartRead, nullptr, nullptr,
                         const_cast<void*>(static_cast<const void*>(&p)));
     } else if (!p.file.empty()) {
-      curl_mime_filedata(part, p.file.c_str());
+      OpenFile& f = *file++;
+      curl_mime_data_cb(part, f.size(), &OpenFile::Read, &OpenFile::Seek, nullptr, &f);
     } else {
       curl_mime_data(part, p.data.data(), p.data.size());
     }
-    // After filedata, which sets the file's own name.
-    curl_mime_filename(part, p.filename.empty() ? nullptr : p.filename.c_str());
+    if (!p.filename.empty()) curl_mime_filename(part, p.filename.c_str());
     if (!p.content_type.empty()) curl_mime_type(part, p.content_type.c_str());
   }
   return mime;
@@ -323,8 +389,17 @@ void Transport::Perform(const Request& r, Response* response) {
   curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, &OnProgress);
   curl_easy_setopt(c, CURLOPT_XFERINFODATA, &x);
   SetTls(c, r.tls, &blobs);
+  std::deque<OpenFile> files;  // outlives `mime`, which reads them
   CurlPtr<curl_mime> mime(nullptr, &curl_mime_free);
-  if (r.form != nullptr) mime = Form(c, *r.form);
+  if (r.form != nullptr) {
+    if (std::string error; !OpenFiles(*r.form, &files, &error)) {
+      response->fault = Fault::kReadBody;
+      response->error = error;
+      response->nothing_sent = true;
+      return;
+    }
+    mime = Form(c, *r.form, &files);
+  }
   SetMethodAndBody(c, r, &x, mime.get());
 
   x.last_activity = Clock::now();

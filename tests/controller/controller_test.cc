@@ -160,6 +160,10 @@ class FakeFleet : public fleet::Fleet {
       --release_errors;
       return Status::Retryable("ReleaseFailed", "cannot delete");
     }
+    if (release_waits > 0) {
+      --release_waits;
+      return Status::InProgress(reasons::kReleasing, "waiting for its finalizers");
+    }
     return Status::Ok();
   }
 
@@ -189,6 +193,7 @@ class FakeFleet : public fleet::Fleet {
   int cancels_until_stopped = 0;  // > 0: Cancel stops the job only at that call
   int collect_errors = 0;
   int release_errors = 0;
+  int release_waits = 0;  // Release answers InProgress this many times
   std::vector<fleet::SubmitRequest> submits;
   std::set<std::string> handles_seen;
   std::vector<int64_t> cancels;
@@ -847,6 +852,42 @@ TEST_F(ControllerTest, CleanupArchivesLogsBeforeReleasingAndRetriesEach) {
   job = Drive(created.id);
   EXPECT_TRUE(job.logs_archived && job.released);
   EXPECT_THAT(fleet_.calls, ElementsAre("collect", "collect", "collect", "release", "release"));
+}
+
+// A release that goes on by itself (the kuberay fleet's RayJob waiting for its finalizers) is no
+// fault: no retry with backoff, no Warning, one event however often the job is looked at; a
+// notifying fleet's notification (the RayJob gone) brings it back, the sync period otherwise.
+TEST_F(ControllerTest, AReleaseInProgressWaitsForTheFleetWithoutRetrying) {
+  Options o = FastOptions(root());
+  o.sync_period = 3600s;
+  controller_ = std::make_unique<Controller>(
+      *store_, std::map<std::string, fleet::Fleet*>{{"local", &fleet_}}, objects_, o);
+  fleet_.notifies = true;
+  const Job created = Submit();
+  DriveTo(created.id, Phase::kPending);
+  fleet_.Set(created.id, fleet::State::kSucceeded, 0);
+  fleet_.release_waits = 3;
+  DriveTo(created.id, Phase::kSucceeded);
+  for (int i = 0; i < 3; ++i) {
+    const auto next = controller_->Reconcile(created.id);
+    ASSERT_TRUE(next.has_value());
+    EXPECT_GE(*next, 3240s) << "the sync period: the fleet's notification comes first";
+    EXPECT_FALSE(Get(created.id).released);
+  }
+  EXPECT_FALSE(controller_->Reconcile(created.id).has_value()) << "released: nothing more to do";
+  EXPECT_TRUE(Get(created.id).released);
+  EXPECT_EQ(controller_->metrics().reconcile_errors, 0);
+  EXPECT_EQ(controller_->metrics().fleet_errors, 0);
+  int releasing = 0;
+  for (const auto& e : store_->ListEvents(created.id)) {
+    EXPECT_NE(e.reason, reasons::kReleaseFailed);
+    if (e.reason == reasons::kReleasing) {
+      ++releasing;
+      EXPECT_EQ(e.type, "Normal");
+      EXPECT_EQ(e.count, 3);
+    }
+  }
+  EXPECT_EQ(releasing, 1);
 }
 
 TEST_F(ControllerTest, WorkersDriveJobsOldestFirstAndFleetNotificationsWakeThem) {

@@ -178,6 +178,10 @@ class KubeRayFleetTest : public ::testing::Test {
     std::lock_guard lock(notified_mu_);
     return notified_.count(id) > 0;
   }
+  void ForgetNotified() {
+    std::lock_guard lock(notified_mu_);
+    notified_.clear();
+  }
 
   SubmitRequest Request(const std::string& job_id, const std::string& yaml = kOneMachine) {
     SubmitRequest r;
@@ -638,16 +642,22 @@ TEST_F(KubeRayFleetTest, CancelEndsCancelledAndReleaseWaitsForTheFinalizer) {
   ASSERT_TRUE(restarted.WaitForSync(10s));
   EXPECT_EQ(restarted.Observe(id, h, SpecOf(id)).state, State::kCancelled);
 
-  EXPECT_THAT(fleet.Release(id, h).message(), HasSubstr("is being deleted"));
-  // Retries while the finalizer works read the informer, not the API server — also before the
+  // Going, not failing: the controller waits for the notification instead of retrying.
+  const Status going = fleet.Release(id, h);
+  EXPECT_TRUE(going.in_progress());
+  EXPECT_EQ(going.reason(), reasons::kReleasing);
+  EXPECT_THAT(going.message(), HasSubstr("is being deleted"));
+  // Looks while the finalizer works read the informer, not the API server — also before the
   // informer has seen the deletion the server accepted.
   const int64_t before = fleet.ApiStats().requests;
   for (int i = 0; i < 5; ++i)
     EXPECT_THAT(fleet.Release(id, h).message(), HasSubstr("is being deleted"));
-  EXPECT_EQ(fleet.ApiStats().requests, before) << "no DELETE per retry";
-  // The operator stops the Ray job and lets go.
+  EXPECT_EQ(fleet.ApiStats().requests, before) << "no DELETE per look";
+  // The operator stops the Ray job and lets go: the informer's deletion notifies the job.
+  ForgetNotified();
   api_->MergePatch(res::kRayJobs, ns_, h, {{"metadata", {{"finalizers", nullptr}}}});
   EXPECT_TRUE(Eventually([&] { return !RayJobExists(h); }));
+  EXPECT_TRUE(Eventually([&] { return Notified(id); }));
   // Its leaving the informer's cache proves it gone: no second DELETE for a 404.
   const int64_t before_gone = fleet.ApiStats().requests;
   EXPECT_TRUE(Eventually([&] { return fleet.Release(id, h).ok(); }));

@@ -6,7 +6,12 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <stdexcept>
 #include <thread>
 
@@ -159,6 +164,83 @@ TEST(Transport, AnUnreadableBodyIsAReadFault) {
   t.Perform(put, &resp);
   EXPECT_EQ(resp.fault, Fault::kReadBody);
   EXPECT_FALSE(Transient(resp.fault));
+}
+
+// POSTs `parts` as multipart/form-data to `url`.
+Response PostForm(const std::string& url, const std::vector<FormPart>& parts) {
+  Request r;
+  r.method = "POST";
+  r.url = url;
+  r.form = &parts;
+  Transport t;
+  Response resp;
+  t.Perform(r, &resp);
+  return resp;
+}
+
+// Several `forge submit`s from one directory at once: one removes the capsule another is about to
+// send (issue 20). Here the file goes after the request is under way and before its body is read
+// (in the server's answer to `Expect: 100-continue`, which libcurl sends for bodies over 1 MiB):
+// it is still sent whole, where libcurl's own file parts said "read function returned funny
+// value".
+TEST(Transport, AFormFileRemovedWhileTheRequestIsUnderWayIsSentWhole) {
+  namespace fs = std::filesystem;
+  const fs::path file =
+      fs::path(::testing::TempDir()) / ("http_test_form_" + std::to_string(::getpid()));
+  std::string content(2 << 20, '\0');
+  for (size_t i = 0; i < content.size(); ++i)
+    content[i] = static_cast<char>('a' + i % 26);
+  std::ofstream(file, std::ios::binary) << content;
+  std::atomic<bool> removed{false};
+  std::string got, got_filename;
+  Loopback server([&](httplib::Server& s) {
+    s.set_expect_100_continue_handler([&](const httplib::Request&, httplib::Response&) {
+      removed = fs::remove(file);
+      return 100;
+    });
+    s.Post("/form", [&](const httplib::Request& req, httplib::Response& res) {
+      if (req.has_file("capsule")) {
+        got = req.get_file_value("capsule").content;
+        got_filename = req.get_file_value("capsule").filename;
+      }
+      res.status = 201;
+    });
+  });
+  std::vector<FormPart> parts(1);
+  parts[0].name = "capsule";
+  parts[0].file = file;
+  parts[0].filename = "capsule.zip";
+  parts[0].content_type = "application/zip";
+  const Response resp = PostForm(server.Url("/form"), parts);
+  EXPECT_TRUE(removed) << "the file was not removed during the exchange: nothing was tested";
+  EXPECT_EQ(resp.fault, Fault::kNone) << resp.error;
+  EXPECT_EQ(resp.status, 201);
+  EXPECT_EQ(got.size(), content.size());
+  EXPECT_TRUE(got == content);
+  EXPECT_EQ(got_filename, "capsule.zip");
+  std::error_code ec;
+  fs::remove(file, ec);
+}
+
+TEST(Transport, AFormFileThatCannotBeOpenedIsAReadFaultNamingIt) {
+  std::atomic<int> requests{0};
+  Loopback server([&](httplib::Server& s) {
+    s.Post("/form", [&](const httplib::Request&, httplib::Response& res) {
+      ++requests;
+      res.status = 201;
+    });
+  });
+  std::vector<FormPart> parts(2);
+  parts[0].name = "spec";
+  parts[0].data = "name: x";
+  parts[1].name = "capsule";
+  parts[1].file = "/nonexistent-dir/capsule.zip";
+  const Response resp = PostForm(server.Url("/form"), parts);
+  EXPECT_EQ(resp.fault, Fault::kReadBody);
+  EXPECT_NE(resp.error.find("/nonexistent-dir/capsule.zip"), std::string::npos) << resp.error;
+  EXPECT_NE(resp.error.find("No such file or directory"), std::string::npos) << resp.error;
+  EXPECT_TRUE(resp.nothing_sent);
+  EXPECT_EQ(requests, 0);
 }
 
 TEST(Transport, ARefusedConnectionIsTransientAndSentNothing) {

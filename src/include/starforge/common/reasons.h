@@ -28,6 +28,7 @@ inline constexpr const char* kSubmitDeadlineExceeded = "SubmitDeadlineExceeded";
 inline constexpr const char* kResubmitted = "Resubmitted";
 inline constexpr const char* kLogCollectionFailed = "LogCollectionFailed";
 inline constexpr const char* kReleaseFailed = "ReleaseFailed";
+inline constexpr const char* kReleasing = "Releasing";  // the fleet is freeing it (finalizers)
 inline constexpr const char* kCancelFailed = "CancelFailed";
 inline constexpr const char* kQueued = "Queued";      // the fleet's queue holds the job (Kueue)
 inline constexpr const char* kAdmitted = "Admitted";  // … and let it go: pre-running starts

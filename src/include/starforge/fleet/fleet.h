@@ -97,7 +97,9 @@ class Fleet {
                              const std::filesystem::path& logs_dir) = 0;
 
   // Frees everything the job holds (processes, work dirs, cluster objects). Idempotent.
-  // Not ok: retryable (the controller tries again) or not (it records why and gives up).
+  // Not ok: in progress (freeing goes on by itself; a fleet that NotifiesChanges calls Notify
+  // when it is done), retryable (the controller tries again) or not (it records why and gives
+  // up).
   virtual Status Release(const std::string& job_id, const std::string& handle) = 0;
 
   // What the fleet has and uses, as JSON for GET /api/v1/capacity: {"fleet": Kind(), …}.

@@ -41,9 +41,11 @@ using BodyReader = std::function<std::optional<size_t>(char* buf, size_t room)>;
 struct FormPart {
   std::string name;
   std::string data;
-  std::filesystem::path file;  // when non-empty, sent instead of `data`
-  std::string filename;        // Content-Disposition filename ("" = none)
-  std::string content_type;    // "" = libcurl's default
+  // When non-empty, sent instead of `data`: opened as the exchange starts, so sent whole even if
+  // removed meanwhile; one that cannot be opened is Fault::kReadBody naming it, nothing sent.
+  std::filesystem::path file;
+  std::string filename;      // Content-Disposition filename ("" = none)
+  std::string content_type;  // "" = libcurl's default
   // When set, the part's bytes come from here, of a length not known in advance: the body is
   // sent with chunked transfer encoding (HTTP/1.1) as the reader produces it.
   BodyReader reader;
