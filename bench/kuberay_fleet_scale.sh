@@ -15,8 +15,10 @@
 # writes them, a fake Ray head per RayCluster and a submitter that ends after FAKE_JOB_MS (default
 # 2000) — what lets N reach 1,000 on two cores; PODS=process runs the Ray emulator's programs
 # (N ≤ 400: the real thing, driver.log included). Then, in the same run:
-#   phase 1 (the baseline): ONE job (one pool, one machine, one GPU, `python3 main.py` printing a
-#     line), from submit to cleanup.released;
+#   phase 1 (the baseline): BASE_JOBS jobs (default 5) one after another, each alone on the fleet
+#     (one pool, one machine, one GPU, `python3 main.py` printing a line), each submitted once the
+#     one before is released; its figures are per job (one job's CPU is a handful of 10 ms ticks,
+#     too few for a ratio);
 #   forge serve runs with --resync-ms RESYNC_MS (default 1000) and --workers WORKERS (default 4);
 #   phase 2: N such jobs submitted at once (SUBMIT_PARALLEL submits at a time, default 4), until
 #     every job is terminal and released (or TIMEOUT seconds, default 300 + 20 N);
@@ -67,6 +69,7 @@ poll=${POLL:-$(awk -v n="$N" 'BEGIN {printf "%.2f", (n / 200 > 0.2 ? n / 200 : 0
 par=${SUBMIT_PARALLEL:-4}
 timeout=${TIMEOUT:-$((300 + 20 * N))}
 idle=${IDLE_SECONDS:-20}
+base_jobs=${BASE_JOBS:-5}
 forge="$build/bin/forge"
 kubesim=${KUBESIM:-$build/bin/kubesim}
 [[ -x "$forge" ]] || fail "$forge: not built"
@@ -259,12 +262,19 @@ for i in json.load(sys.stdin)["items"]:
 
 # Runs one phase: COUNT jobs named PHASE-1..COUNT, SECONDS at most. Writes PHASE.{ids,t0,t1,
 # requests.json,before.stats,after.stats,left}. Returns 1 when it timed out or left something.
-run_phase() {  # PHASE COUNT SECONDS
-  local phase=$1 count=$2 rc=0 i pids=() name
+run_phase() {  # PHASE COUNT SECONDS [serial: each job alone, submitted once the last is released]
+  local phase=$1 count=$2 serial=${4:-} rc=0 i pids=() name
   curl -fsS -X DELETE "$k8s/kubesim/requests" >/dev/null
   snapshot "$phase.before"
   now >"$work/$phase.t0"
+  : >"$work/$phase.ids"
   for i in $(seq 1 "$count"); do
+    if [[ -n "$serial" ]]; then
+      submit "$phase-$i"
+      [[ -s "$work/ids/$phase-$i" ]] && cat "$work/ids/$phase-$i" >>"$work/$phase.ids"
+      wait_released "$phase" "$3" || break
+      continue
+    fi
     submit "$phase-$i" &
     pids+=($!)
     if ((${#pids[@]} >= par)); then wait "${pids[@]}"; pids=(); fi
@@ -325,8 +335,8 @@ except Exception as e:  # a report, best effort
 
 say "work dir $work; $gpu_nodes h200 nodes × 8 GPUs + 2 CPU nodes; N=$N; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 ok=true
-say "phase 1: one job"
-run_phase one 1 300 || ok=false
+say "phase 1: $base_jobs jobs one after another (the single-job baseline)"
+run_phase one "$base_jobs" 300 serial || ok=false
 say "phase 2: $N jobs at once"
 run_phase many "$N" "$timeout" || ok=false
 
@@ -360,7 +370,7 @@ def when(s):
 
 ARCHIVE = ["driver.log", "ray-job.log", "submitter.log", "events.json", "rayjob.json"]
 ph = {}
-for name, count in (("one", 1), ("many", n)):
+for name, count in (("one", int(os.environ.get("BASE_JOBS", "5"))), ("many", n)):
     p = {"count": count}
     p["wall"] = float(read(name + ".t1")) - float(read(name + ".t0"))
     p["submit"] = float(read(name + ".submitted")) - float(read(name + ".t0"))
@@ -405,13 +415,17 @@ for name, count in (("one", 1), ("many", n)):
 one, many = ph["one"], ph["many"]
 # Per job = per job submitted (a failed `forge submit` made no job and cost the fleet nothing).
 m = many["ids"] or n
+# Phase 1's jobs ran one after another: its column is one job's share (k jobs' sums / k).
+base_n = one["ids"] or 1
+def per_base(x):
+    return x / base_n
 
 print()
-print("kuberay fleet at scale: N=%d (phase 1: 1 job; phase 2: %d jobs at once), kubesim --pods %s"
-      % (n, n, pods))
+print("kuberay fleet at scale: N=%d (phase 1: %d jobs one at a time, per job; phase 2: %d jobs at"
+      " once), kubesim --pods %s" % (n, base_n, n, pods))
 print("load average at the end: %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
 print()
-print("%-44s %12s %12s %12s %8s" % ("", "1 job", "%d jobs" % n, "per job", "ratio"))
+print("%-44s %12s %12s %12s %8s" % ("", "1 job (mean)", "%d jobs" % n, "per job", "ratio"))
 def row(label, a, b, per=True, fmt="%12.1f"):
     pj = b / m if per else b
     ratio = (pj / a) if a else float("nan")
@@ -420,8 +434,8 @@ def plain(label, a, b, fmt="%12.1f"):
     print("%-44s %s %s" % (label, fmt % a, fmt % b))
 print("%-44s %12s %12s" % ("jobs Succeeded / submitted", "%d/%d" % (one["succeeded"], one["ids"]),
                               "%d/%d" % (many["succeeded"], many["ids"])))
-row("wall time, submit to all released (s)", one["wall"], many["wall"])
-plain("  of which submitting (s)", one["submit"], many["submit"])
+row("wall time, submit to all released (s)", per_base(one["wall"]), many["wall"])
+plain("  of which submitting (s)", per_base(one["submit"]), many["submit"])
 if one["lat"] and many["lat"]:
     mid = many["lat"][len(many["lat"]) // 2]
     plain("job createdAt→finishedAt, median (s)", one["lat"][0], mid)
@@ -443,13 +457,14 @@ if one["lag"] and many["lag"]:
 print("%-44s %12s %12s" % ("archived (driver/ray-job/submitter/events/rj)",
       "/".join(str(one["files"].get(f, 0)) for f in ARCHIVE),
       "/".join(str(many["files"].get(f, 0)) for f in ARCHIVE)))
-row("API requests but list/watch", sum(one["other"].values()), sum(many["other"].values()), fmt="%12d")
+row("API requests but list/watch", per_base(sum(one["other"].values())), sum(many["other"].values()),
+    fmt="%12.2f")
 plain("list/watch requests (shared)", sum(one["lw"].values()), sum(many["lw"].values()), "%12d")
 plain("list/watch requests per minute", sum(one["lw"].values()) * 60 / one["wall"],
       sum(many["lw"].values()) * 60 / many["wall"])
 for who, label in (("serve", "forge serve"), ("kubesim", "kubesim")):
-    row(label + " CPU (s)", one["after"][who]["cpu"] - one["before"][who]["cpu"],
-        many["after"][who]["cpu"] - many["before"][who]["cpu"])
+    row(label + " CPU (s)", per_base(one["after"][who]["cpu"] - one["before"][who]["cpu"]),
+        many["after"][who]["cpu"] - many["before"][who]["cpu"], fmt="%12.2f")
     plain(label + " peak RSS, VmHWM (MiB)", one["after"][who]["hwm"], many["after"][who]["hwm"], "%12.0f")
     plain(label + " RSS after the phase (MiB)", one["after"][who]["rss"], many["after"][who]["rss"], "%12.0f")
 fin, idle_before = stats("final"), stats("idle.before")
@@ -459,18 +474,18 @@ print("%-44s %12d %12d   (after the idle time: %d)" % ("forge serve open fds aft
       one["after"]["serve"]["fds"], many["after"]["serve"]["fds"], fin["serve"]["fds"]))
 print()
 print("forge serve's API requests by verb and resource (kubesim /kubesim/requests):")
-print("%-36s %8s %8s %10s %8s" % ("", "1 job", "%d jobs" % n, "per job", "ratio"))
+print("%-36s %8s %8s %10s %8s" % ("", "%d jobs" % base_n, "%d jobs" % n, "per job", "ratio"))
 keys = sorted(set(one["all"]) | set(many["all"]),
               key=lambda k: (k.split(" ", 1)[0] in ("list", "watch"), k.split(" ", 1)[1], k))
 for k in keys:
     a, b = one["all"].get(k, 0), many["all"].get(k, 0)
     shared = k.split(" ", 1)[0] in ("list", "watch")
     pj = "" if shared else "%10.2f" % (b / m)
-    ratio = "" if shared or not a else "%8.2f" % (b / m / a)
+    ratio = "" if shared or not a else "%8.2f" % (b / m / per_base(a))
     print("%-36s %8d %8d %10s %8s%s" % (k, a, b, pj, ratio, "  (shared)" if shared else ""))
 idle_r = json.load(open(os.path.join(work, "idle.requests.json")))
 print()
-for name, p in (("1 job", one), ("%d jobs" % n, many)):
+for name, p in (("phase 1", one), ("%d jobs" % n, many)):
     short = [f for f in ARCHIVE if p["files"].get(f, 0) < p["ids"]]
     if short:
         print("WARNING (%s): archived for only %s of %d jobs: %s%s" % (
@@ -485,7 +500,7 @@ print("idle %d s after the jobs: %d requests (%s); forge serve CPU %.1f s, RSS %
 # The goals (docs/kuberay-fleet.md, "Scale"): a report; the exit status is about correctness.
 def cpu(p):
     return p["after"]["serve"]["cpu"] - p["before"]["serve"]["cpu"]
-cpu_ratio = (cpu(many) / m) / cpu(one) if cpu(one) else float("nan")
+cpu_ratio = (cpu(many) / m) / per_base(cpu(one)) if cpu(one) else float("nan")
 req_per_job = sum(many["other"].values()) / m
 p99 = many["lag"][min(len(many["lag"]) - 1, int(0.99 * len(many["lag"])))] if many["lag"] else float("nan")
 rss = max(many["after"]["serve"]["hwm"], fin["serve"]["hwm"]) * 1024 * 1024 / 1e6
