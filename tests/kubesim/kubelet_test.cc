@@ -529,7 +529,7 @@ TEST(Kubelet, ServiceProxyAndHostsReachAPodServer) {
   k.Post(kPods, ShPod("client",
                       "python3 -c \"import socket; print(*[socket.gethostbyname(n) for n in "
                       "('web', 'web.default', 'web.default.svc', 'web.default.svc.cluster.local', "
-                      "'localhost', 'client')])\"; "
+                      "'localhost', 'client')])\" || cat /etc/hosts; "
                       // A client retries a refused connection, as a real one would: the server
                       // pod's single listener may be busy with a readiness probe on a busy host.
                       "for i in 1 2 3 4 5; do wget -q -O- http://web:8080/index.html 2>/dev/null "

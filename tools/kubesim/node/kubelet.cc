@@ -96,15 +96,20 @@ std::string RandomHex(size_t n) {
   return out;
 }
 
-// Rewrites a file in place (same inode): it is bind-mounted into running containers.
+// Rewrites a file in place (same inode): it is bind-mounted into running containers. Not
+// truncated first: a pod resolving a name meanwhile (its /etc/hosts) would read an empty file and
+// fail with "Name or service not known"; the new text goes over the old, then the rest is cut.
 void WriteInPlace(const std::string& path, const std::string& text) {
-  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) return;
   size_t off = 0;
   while (off < text.size()) {
-    const ssize_t n = write(fd, text.data() + off, text.size() - off);
+    const ssize_t n = pwrite(fd, text.data() + off, text.size() - off, static_cast<off_t>(off));
     if (n <= 0) break;
     off += static_cast<size_t>(n);
+  }
+  if (off == text.size() && ftruncate(fd, static_cast<off_t>(off)) != 0) {
+    // Left longer than the text: the old tail stays, which a resolver reads as more lines.
   }
   close(fd);
 }
