@@ -258,21 +258,25 @@ struct LocalFleet::Impl {
     queue.insert(pos, std::move(w));
   }
 
-  std::string WaitingMessage(size_t position) const {
-    const Waiting& w = queue[position];
+  // "waiting for 1 CPU and 2 GPUs: 1 of 2 CPUs and 1 of 2 GPUs in use by 1 job" — for a queued
+  // job and for a Hold that does not fit alike. Counts only: it goes to a user who may not see
+  // other users' jobs.
+  std::string WaitingFor(const Need& need) const {
     const Need used = InUse();
-    std::string need = Plural(w.need.cpus, "CPU", "CPUs");
-    if (w.need.gpus > 0) need += " and " + Plural(w.need.gpus, "GPU", "GPUs");
+    std::string what = Plural(need.cpus, "CPU", "CPUs");
+    if (need.gpus > 0) what += " and " + Plural(need.gpus, "GPU", "GPUs");
     std::string usage;
-    if (w.need.gpus > 0) {
+    if (need.gpus > 0) {
       usage = fmt::format("{} of {} CPUs and {} of {} GPUs in use", used.cpus,
                           options.resources.cpus, used.gpus, options.resources.gpus);
     } else {
       usage = fmt::format("{} of {} in use", used.cpus, options.resources.cpus);
     }
-    // Counts only: the message goes to the job's owner, who may not see other users' jobs.
-    usage += HeldBy();
-    std::string message = "waiting for " + need + ": " + usage;
+    return "waiting for " + what + ": " + usage + HeldBy();
+  }
+
+  std::string WaitingMessage(size_t position) const {
+    std::string message = WaitingFor(queue[position].need);
     if (position > 0)
       message += "; " + Plural(static_cast<int64_t>(position), "job", "jobs") + " ahead of it";
     return message;
@@ -1012,14 +1016,7 @@ Status LocalFleet::Hold(const std::string& holder, int64_t cpus, int64_t gpus, c
   }
   const Need need{std::max<int64_t>(cpus, 1), gpus};
   if (!impl_->Fits(need)) {
-    const Need used = impl_->InUse();
-    const LocalResources& have = impl_->options.resources;
-    std::string what = Plural(need.cpus, "CPU", "CPUs");
-    if (need.gpus > 0) what += " and " + Plural(need.gpus, "GPU", "GPUs");
-    return Status::Retryable(
-        reasons::kWaitingForResources,
-        fmt::format("waiting for {}: {} of {} CPUs and {} of {} GPUs in use{}", what, used.cpus,
-                    have.cpus, used.gpus, have.gpus, impl_->HeldBy()));
+    return Status::Retryable(reasons::kWaitingForResources, impl_->WaitingFor(need));
   }
   Impl::Held h{need, impl_->FreeGpus(need.gpus), lock};
   *gpu_ids = h.gpu_ids;
