@@ -45,6 +45,20 @@ std::string UnschedulableMessage(const Cluster& k, const std::string& pod) {
   return msg;
 }
 
+// The message of the pod's PodScheduled condition once it is `want`, or the last one seen. The
+// scheduler reads claims through an informer, as kube-scheduler does, so a first attempt can come
+// before the informer has a claim's last change; that change requeues the pod, and the message
+// then converges.
+std::string SettledUnschedulableMessage(const Cluster& k, const std::string& pod,
+                                        const std::string& want) {
+  std::string msg;
+  WaitFor([&] {
+    msg = Condition(k.Pod(pod), "PodScheduled").value("message", "");
+    return msg == want;
+  });
+  return msg;
+}
+
 TEST(Scheduler, BindsAFittingPodAndSaysSo) {
   Cluster k(kFiveNodes);
   ASSERT_GT(k.port(), 0);
@@ -204,19 +218,22 @@ TEST(Scheduler, ClaimsThatAreNotBoundKeepThePodUnplaced) {
   k.Patch(claims + "/lost", {{"spec", {{"volumeName", "pv-gone"}}}});
   k.Patch(claims + "/lost/status", {{"status", {{"phase", "Lost"}}}});
   claim_pod("on-lost", "lost");
-  EXPECT_EQ(UnschedulableMessage(k, "on-lost"),
-            "0/5 nodes are available: persistentvolumeclaim \"lost\" bound to non-existent "
-            "persistentvolume \"pv-gone\"" +
-                tail);
+  const std::string lost =
+      "0/5 nodes are available: persistentvolumeclaim \"lost\" bound to "
+      "non-existent persistentvolume \"pv-gone\"" +
+      tail;
+  EXPECT_EQ(SettledUnschedulableMessage(k, "on-lost", lost), lost);
   new_claim("going", {{"finalizers", json::array({"kubernetes.io/pvc-protection"})}});
   k.Delete(claims + "/going");
   claim_pod("on-going", "going");
-  EXPECT_EQ(UnschedulableMessage(k, "on-going"),
-            "0/5 nodes are available: persistentvolumeclaim \"going\" is being deleted" + tail);
+  const std::string going =
+      "0/5 nodes are available: persistentvolumeclaim \"going\" is being deleted" + tail;
+  EXPECT_EQ(SettledUnschedulableMessage(k, "on-going", going), going);
   new_claim("pending");
   claim_pod("on-pending", "pending");
-  EXPECT_EQ(UnschedulableMessage(k, "on-pending"),
-            "0/5 nodes are available: pod has unbound immediate PersistentVolumeClaims" + tail);
+  const std::string pending =
+      "0/5 nodes are available: pod has unbound immediate PersistentVolumeClaims" + tail;
+  EXPECT_EQ(SettledUnschedulableMessage(k, "on-pending", pending), pending);
   // The PV controller's binding: spec.volumeName and the bind-completed annotation.
   k.Patch(claims + "/pending",
           {{"metadata", {{"annotations", {{"pv.kubernetes.io/bind-completed", "yes"}}}}},
