@@ -71,7 +71,7 @@ std::string Rebuild(const std::filesystem::path& upload, const Manifest& manifes
     entries.emplace_back(m.path, &m);
   entries.emplace_back(kManifestPath, nullptr);
   std::sort(entries.begin(), entries.end(),
-            [](const auto& a, const auto& b) { return a.first < b.first; });
+            [](const auto& a, const auto& b) { return ArchiveOrder(a.first, b.first); });
   std::vector<char> buf(1 << 20);
   for (const auto& [path, m] : entries) {
     internal::ZipEntryInfo info;

@@ -27,7 +27,7 @@ void AppendQuoted(std::string* out, std::string_view s) {
 
 std::string ToText(const Manifest& manifest) {
   // The bytes of nlohmann's dump() below (sorted keys, no spaces), written directly: a build
-  // writes this for every file of the tree before it can write the archive's second entry.
+  // writes this for every file of the tree, on the path of every rebuild.
   bool plain = true;
   for (const auto& f : manifest.files)
     plain = plain && Plain(f.path) && Plain(f.sha256);

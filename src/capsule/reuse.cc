@@ -94,7 +94,7 @@ bool IsHex64(std::string_view s) {
 }  // namespace
 
 std::string FormatVersion() {
-  return "starforge-capsule-v2 libdeflate-" LIBDEFLATE_VERSION_STRING " level-1";
+  return "starforge-capsule-v3 libdeflate-" LIBDEFLATE_VERSION_STRING " level-1";
 }
 
 ReuseIndex ReuseIndex::Load(const std::filesystem::path& file) {

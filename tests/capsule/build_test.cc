@@ -206,8 +206,13 @@ TEST(Build, PythonZipfileExtractsExactlyTheManifest) {
     const bool utf8_flag = (flags & 0x800) != 0;
     EXPECT_EQ(utf8_flag, name.find('\xc3') != std::string::npos) << name;
   }
-  EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
-  EXPECT_EQ(names.size(), r.manifest.files.size() + 1);
+  // The user's files by path, then StarForge's by path (format 3): a change to a user's file
+  // leaves every byte before it as it was.
+  EXPECT_TRUE(std::is_sorted(names.begin(), names.end(), ArchiveOrder));
+  ASSERT_EQ(names.size(), r.manifest.files.size() + 1);
+  EXPECT_EQ(std::vector<std::string>(names.end() - 3, names.end()),
+            (std::vector<std::string>{".starforge/jobspec.json", ".starforge/manifest.json",
+                                      ".starforge/runner.pyz"}));
   EXPECT_EQ(info["comment"], 0);
 }
 
@@ -356,7 +361,8 @@ TEST(Build, ContentJobSpecRunnerAndExecutableBitsChangeTheIdentity) {
 
 // Pins the exact bytes: a change here means capsules built by different StarForge versions of
 // the same tree no longer deduplicate. Update only for an intended format change (the last:
-// format 2, libdeflate level 1 in a container written by zip_writer.cc; docs/capsule.md).
+// format 3, StarForge's files after the user's; before it format 2, libdeflate level 1 in a
+// container written by zip_writer.cc; docs/capsule.md).
 TEST(Build, GoldenDigest) {
   TempDir t;
   Write(t / "code/train.py", "print('hello')\n");
@@ -367,7 +373,7 @@ TEST(Build, GoldenDigest) {
   Write(t / "code/bin/run", "#!/bin/sh\n", fs::perms(0755));
   BuildResult r = BuildDir(t / "code", t / "g.zip");
   ASSERT_TRUE(r.ok()) << Joined(r.errors);
-  EXPECT_EQ(r.sha256, "af61bca93ea1153befa1c8873b6373cd5efbbd570644e516d2ff3930a3950112")
+  EXPECT_EQ(r.sha256, "ca25d209cced60e24979b1a54423deabfada4c7d8dcb5bdf385e27bcf70dbbc4")
       << "size " << r.size;
 }
 

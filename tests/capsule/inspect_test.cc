@@ -8,6 +8,7 @@
 
 #include "capsule_test_support.h"
 #include "starforge/capsule/capsule.h"
+#include "starforge/capsule/extract.h"
 
 namespace starforge::capsule {
 namespace {
@@ -59,6 +60,27 @@ TEST_F(InspectTest, AGoodCapsuleVerifies) {
   InspectResult r = Inspect(capsule_);
   EXPECT_TRUE(r.ok()) << Joined(r.problems);
   EXPECT_EQ(r.verified, 5u);
+}
+
+// Capsules of format 2 (entries in plain path order, .starforge/ among the user's files) stay
+// valid: readers find every entry by name, never by position.
+TEST_F(InspectTest, ACapsuleOfFormat2WithEntriesInPathOrderStillVerifies) {
+  const fs::path old = t_ / "format2.zip";
+  support::Output o =
+      Shell(Python("path-order " + Quote(capsule_.string()) + " " + Quote(old.string())));
+  ASSERT_EQ(o.code, 0) << o.out;
+  InspectResult r = Inspect(old);
+  EXPECT_TRUE(r.ok()) << Joined(r.problems);
+  EXPECT_EQ(r.verified, 5u);
+  ExtractResult x = ExtractZip(old, t_ / "x");
+  ASSERT_TRUE(x.ok()) << Joined(x.errors);
+  EXPECT_EQ(x.files, 6u);
+  EXPECT_EQ(ReadFile(t_ / "x/.starforge/manifest.json"), ToText(*r.manifest));
+  // And it really was in the other order: the manifest before run.sh and train.py.
+  const std::string bytes = ReadFile(old);
+  EXPECT_LT(bytes.find(".starforge/manifest.json"), bytes.find("train.py"));
+  EXPECT_GT(ReadFile(capsule_).find(".starforge/manifest.json"),
+            ReadFile(capsule_).find("train.py"));
 }
 
 TEST_F(InspectTest, ChangedContentIsCaught) {

@@ -181,18 +181,20 @@ TEST(Reuse, HashingResumesWhereTheArchiveFirstDiffers) {
   struct Step {
     const char* what;
     std::function<void()> change;
-    // Past data/big.bin: less than half of the archive hashed. Only when nothing changed:
-    // .starforge/manifest.json, which changes with any file, is the archive's second entry.
+    // Past data/big.bin (the first 5 MiB): less than half of the archive hashed. StarForge's
+    // files, the manifest among them, come after the user's (format 3), so a change to any
+    // file after the first leaves the archive's first 5 MiB as they were.
     bool resumes;
   };
   const std::vector<Step> steps = {
       {"nothing", [] {}, true},
-      {"the last file", [&] { Write(t / "code/train.py", "print('bye')\n"); }, false},
+      {"the last file", [&] { Write(t / "code/train.py", "print('bye')\n"); }, true},
       {"nothing again", [] {}, true},
       {"a file in the middle",
-       [&] { Write(t / "code/lib/a.py", Text(3000, "alpha") + "one more line\n"); }, false},
-      {"a file removed", [&] { fs::remove(t / "code/lib/c.py"); }, false},
-      {"a file renamed", [&] { fs::rename(t / "code/lib/b.py", t / "code/lib/b0.py"); }, false},
+       [&] { Write(t / "code/lib/a.py", Text(3000, "alpha") + "one more line\n"); }, true},
+      {"a file removed", [&] { fs::remove(t / "code/lib/c.py"); }, true},
+      {"a file renamed", [&] { fs::rename(t / "code/lib/b.py", t / "code/lib/b0.py"); }, true},
+      {"a file added at the end", [&] { Write(t / "code/zz.py", "z = 26\n"); }, true},
       {"a file before all others", [&] { Write(t / "code/a.py", "x = 1\n"); }, false},
       {"the first file",
        [&] {
@@ -279,6 +281,14 @@ TEST(Reuse, AnIndexWhoseCapsuleChangedOrIsDamagedIsIgnored) {
   EXPECT_TRUE(ReuseIndex::Load(index).empty());
   // Another format, even with a trailer that matches.
   Write(index, Resealed("starforge-capsule-index 2\tsome-other-format\n" +
+                        text.substr(text.find('\n') + 1)));
+  EXPECT_TRUE(ReuseIndex::Load(index).empty());
+  // Format 2 (StarForge's files among the user's, by path) wrote this same index: its offsets
+  // and hash states describe another archive, so it is not used.
+  std::string v2 = FormatVersion();
+  ASSERT_NE(v2.find("-v3 "), std::string::npos) << v2;
+  v2.replace(v2.find("-v3 "), 4, "-v2 ");
+  Write(index, Resealed(text.substr(0, text.find('\t') + 1) + v2 + "\n" +
                         text.substr(text.find('\n') + 1)));
   EXPECT_TRUE(ReuseIndex::Load(index).empty());
   Write(index, text);

@@ -6,6 +6,7 @@
   zipcheck.py replace ZIP OUT NAME DATA
                                    copy ZIP to OUT with entry NAME's data replaced (or added)
   zipcheck.py drop ZIP OUT NAME    copy ZIP to OUT without entry NAME
+  zipcheck.py path-order ZIP OUT   copy ZIP to OUT with its entries in plain path order (format 2)
 """
 import json
 import struct
@@ -102,6 +103,14 @@ def copy(src, out, name, data):
             zout.writestr(zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0)), data)
 
 
+def path_order(src, out):
+    """The same entries in plain byte order of their names: format 2's order, where
+    .starforge/ sorts among the user's files."""
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(out, "w") as zout:
+        for zi in sorted(zin.infolist(), key=lambda i: i.filename.encode()):
+            zout.writestr(zi, zin.read(zi))
+
+
 if __name__ == "__main__":
     cmd = sys.argv[1]
     if cmd == "extract":
@@ -110,6 +119,8 @@ if __name__ == "__main__":
         make(sys.argv[2], sys.argv[3])
     elif cmd == "replace":
         copy(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5].encode())
+    elif cmd == "path-order":
+        path_order(sys.argv[2], sys.argv[3])
     elif cmd == "drop":
         copy(sys.argv[2], sys.argv[3], sys.argv[4], None)
     else:

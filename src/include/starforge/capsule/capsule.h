@@ -21,6 +21,13 @@ namespace starforge::capsule {
 
 inline constexpr int64_t kDefaultMaxBytes = 512LL << 20;  // FORGE_CAPSULE_MAX_BYTES default
 
+// The order of the capsule's entries (format 3): the user's files by path (byte order), then
+// StarForge's own (.starforge/…) by path. StarForge's come last because the manifest changes
+// with any file: an archive that changes after its first changed user file shares every byte
+// before it with the previous one, which a rebuild does not hash again (docs/capsule.md).
+// Readers look entries up by name; nothing depends on this order but the bytes.
+bool ArchiveOrder(std::string_view a, std::string_view b);
+
 struct BuildProgress {
   enum class Phase { kHashing, kWriting };
   Phase phase = Phase::kHashing;
