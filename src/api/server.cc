@@ -516,9 +516,9 @@ struct Server::Impl {
     bool has_spec = false;
     fs::path code;  // the code or capsule part, in a temporary file under uploads/
     int code_fd = -1;
-    int64_t code_bytes = 0;    // received
-    int64_t code_written = 0;  // written to the file (the rest waits in `pending`)
-    int64_t code_synced = 0;   // bytes whose writeback has been started
+    int64_t code_bytes = 0;     // received
+    int64_t code_written = 0;   // written to the file (the rest waits in `pending`)
+    int64_t code_synced = 0;    // bytes whose writeback has been started
     std::vector<char> pending;  // received, not yet written: the file is written in big pieces
     // A "capsule" part is checked while it arrives (capsule/stream_check.h).
     std::unique_ptr<capsule::StreamCheck> stream;
@@ -562,8 +562,8 @@ struct Server::Impl {
   // 600 MiB capsule in 600 writes, not 150 000).
   static constexpr size_t kWritePiece = 1 << 20;
 
-  // Writes what the code part has in `pending` to its file, starts writing it to disk every
-  // kWritebackChunk and tells the stream check.
+  // Writes what the code part has in `pending` to its file, hands it to the stream check (which
+  // hashes it here) and starts writing it to disk every kWritebackChunk.
   void FlushCode(Upload& up) {
     if (up.pending.empty()) return;
     for (size_t done = 0; done < up.pending.size();) {
@@ -574,6 +574,7 @@ struct Server::Impl {
       done += static_cast<size_t>(w);
     }
     up.code_written += static_cast<int64_t>(up.pending.size());
+    if (up.stream) up.stream->Wrote(up.pending.data(), up.pending.size());
     up.pending.clear();
     // Start writing it to disk while the rest arrives and while it is checked: the fsync before
     // the job exists then waits for the tail only (a 600 MiB capsule's fsync alone is seconds on
@@ -583,7 +584,6 @@ struct Server::Impl {
                         SYNC_FILE_RANGE_WRITE);
       up.code_synced = up.code_written;
     }
-    if (up.stream) up.stream->Written(static_cast<uint64_t>(up.code_written));
   }
 
   // Streams the multipart body: the JobSpec into memory, the code archive into a temporary
@@ -633,7 +633,8 @@ struct Server::Impl {
               up.code_is_capsule = part.name == "capsule";
               current = Part::kCode;
               const std::string path = (uploads / (id + ".zip")).string();
-              up.code_fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+              // Read too: by the stream check, behind the writes.
+              up.code_fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
               if (up.code_fd < 0)
                 ServerStorageFailure(
                     "cannot create a file in " + uploads.string() + ": " + std::strerror(errno),
@@ -770,7 +771,7 @@ struct Server::Impl {
     // Checked as it arrived; an archive the stream check does not read itself (not one
     // `forge submit` writes) is inspected now, from the file.
     std::optional<capsule::InspectResult> streamed;
-    if (up.stream) streamed = up.stream->Finish(static_cast<uint64_t>(up.code_written));
+    if (up.stream) streamed = up.stream->Finish();
     capsule::AcceptResult r =
         streamed ? capsule::AcceptInspected(up.code, std::move(*streamed), spec, accept)
                  : capsule::AcceptCapsule(up.code, spec, accept);

@@ -97,16 +97,17 @@ struct StreamCheck::State {
   bool complete = false;  // `written` is the file's final size
   bool stop = false;
   bool done = false;  // the thread has set the fields below
+  Sha256 archive;     // the writer's: of the bytes it wrote
   std::thread thread;
 
   // The checker thread's.
   uint64_t pos = 0;
-  Sha256 archive;
   std::vector<Seen> seen;
   std::unordered_map<uint64_t, size_t> by_header;  // local header offset → seen index
   std::string manifest_text;
-  uint64_t declared = 0;       // the entries' sizes so far
-  std::string refusal;         // with Outcome::kRefused
+  uint64_t declared = 0;     // the entries' sizes so far
+  std::string refusal;       // with Outcome::kRefused
+  bool read_failed = false;  // the file could not be read: Inspect reports why
   Outcome outcome = Outcome::kStopped;
   Buffer in, out;
   std::unique_ptr<uint8_t[]> window{new uint8_t[kWindow]};
@@ -129,12 +130,11 @@ struct StreamCheck::State {
     std::lock_guard<std::mutex> lock(mu);
     return stop;
   }
-  // Reads `n` bytes at pos into buf and hashes them; false when the file ends first, the
-  // check is stopped or a read fails. Small reads (headers, small entries) are served from a
-  // window read ahead; large ones go straight to `buf`.
+  // Reads `n` bytes at pos into buf; false when the file ends first, the
+  // check is stopped or a read fails (read_failed). Small reads (headers, small entries) are served
+  // from a window read ahead; large ones go straight to `buf`.
   bool Take(void* buf, size_t n) {
     auto* p = static_cast<uint8_t*>(buf);
-    const size_t wanted = n;
     while (n > 0) {
       if (pos >= win_start && pos < win_start + win_len) {
         const size_t k = std::min<uint64_t>(n, win_start + win_len - pos);
@@ -146,16 +146,15 @@ struct StreamCheck::State {
       }
       if (!Await(pos + n)) return false;
       if (n >= kWindow / 4) {
-        if (!ReadAt(pos, p, n)) return false;
+        if (!ReadAt(pos, p, n)) return read_failed = true, false;
         pos += n;
         break;
       }
       const size_t k = static_cast<size_t>(std::min<uint64_t>(kWindow, Available() - pos));
-      if (!ReadAt(pos, window.get(), k)) return false;
+      if (!ReadAt(pos, window.get(), k)) return read_failed = true, false;
       win_start = pos;
       win_len = k;
     }
-    if (wanted > 0) archive.Update(buf, wanted);
     return true;
   }
   bool ReadAt(uint64_t at, uint8_t* p, size_t n) const {
@@ -168,6 +167,14 @@ struct StreamCheck::State {
       n -= static_cast<size_t>(got);
     }
     return true;
+  }
+  // Why Take failed: stopped, a read error (left to Inspect), or the file ended (refused, as
+  // `where` says).
+  Outcome Failed(const std::string& where) {
+    if (Stopped()) return Outcome::kStopped;
+    if (read_failed) return Outcome::kInspect;
+    refusal = CutShort(where);
+    return Outcome::kRefused;
   }
   std::string CutShort(const std::string& where) {
     return "the capsule ends at byte " + std::to_string(Available()) + ", " + where +
@@ -189,11 +196,9 @@ Outcome StreamCheck::State::Run() {
   while (true) {
     uint8_t sig[4];
     if (!Take(sig, 4)) {
-      if (Stopped()) return Outcome::kStopped;
-      refusal = CutShort(seen.empty() ? "before its first entry"
-                                      : "after entry " + Printable(seen.back().name) +
-                                            ", before its central directory");
-      return Outcome::kRefused;
+      return Failed(seen.empty() ? "before its first entry"
+                                 : "after entry " + Printable(seen.back().name) +
+                                       ", before its central directory");
     }
     const uint64_t at = pos - 4;
     const uint32_t s = static_cast<uint32_t>(Le(sig, 4));
@@ -208,11 +213,7 @@ Outcome StreamCheck::State::Run() {
 
 Outcome StreamCheck::State::LocalEntry() {
   uint8_t h[26];
-  if (!Take(h, sizeof h)) {
-    if (Stopped()) return Outcome::kStopped;
-    refusal = CutShort("inside a local header at byte " + std::to_string(pos - 4));
-    return Outcome::kRefused;
-  }
+  if (!Take(h, sizeof h)) return Failed("inside a local header at byte " + std::to_string(pos - 4));
   Seen e;
   e.header = pos - 30;
   e.flags = static_cast<uint16_t>(Le(h + 2, 2));
@@ -222,11 +223,8 @@ Outcome StreamCheck::State::LocalEntry() {
   e.size = Le(h + 18, 4);
   const size_t n = static_cast<size_t>(Le(h + 22, 2)), m = static_cast<size_t>(Le(h + 24, 2));
   std::vector<uint8_t> name_extra(n + m);
-  if (!Take(name_extra.data(), name_extra.size())) {
-    if (Stopped()) return Outcome::kStopped;
-    refusal = CutShort("inside the local header at byte " + std::to_string(e.header));
-    return Outcome::kRefused;
-  }
+  if (!Take(name_extra.data(), name_extra.size()))
+    return Failed("inside the local header at byte " + std::to_string(e.header));
   e.name.assign(reinterpret_cast<const char*>(name_extra.data()), n);
   if ((e.flags & ~kKnownFlags) != 0 || (e.method != kStored && e.method != kDeflated))
     return Outcome::kInspect;
@@ -270,10 +268,8 @@ Outcome StreamCheck::State::LocalEntry() {
 Outcome StreamCheck::State::Data(Seen& e) {
   const bool keep = e.name == kManifestPath && e.size <= kMaxManifestBytes;
   auto cut = [&] {
-    if (Stopped()) return Outcome::kStopped;
-    refusal = CutShort("inside the data of " + Printable(e.name) + " (the entry at byte " +
-                       std::to_string(e.header) + ")");
-    return Outcome::kRefused;
+    return Failed("inside the data of " + Printable(e.name) + " (the entry at byte " +
+                  std::to_string(e.header) + ")");
   };
   Sha256 sha;
   if (e.method == kStored) {
@@ -329,11 +325,7 @@ Outcome StreamCheck::State::Data(Seen& e) {
 // entries'.
 Outcome StreamCheck::State::Central(uint64_t cd_offset) {
   size_t records = 0;
-  auto cut = [&] {
-    if (Stopped()) return Outcome::kStopped;
-    refusal = CutShort("inside its central directory");
-    return Outcome::kRefused;
-  };
+  auto cut = [&] { return Failed("inside its central directory"); };
   uint32_t sig = kCentralSig;
   while (sig == kCentralSig) {
     uint8_t h[42];
@@ -362,7 +354,8 @@ Outcome StreamCheck::State::Central(uint64_t cd_offset) {
     const auto it = by_header.find(header);
     if (it == by_header.end()) {
       refusal = "the central directory lists " + Printable(name) + " at byte " +
-                std::to_string(header) + ", where no entry starts: the archive disagrees with itself";
+                std::to_string(header) +
+                ", where no entry starts: the archive disagrees with itself";
       return Outcome::kRefused;
     }
     Seen& e = seen[it->second];
@@ -383,7 +376,8 @@ Outcome StreamCheck::State::Central(uint64_t cd_offset) {
                 ": the archive disagrees with itself";
       return Outcome::kRefused;
     }
-    if (const uint64_t flags = Le(h + 4, 2); flags != e.flags) return differs("flags", flags, e.flags);
+    if (const uint64_t flags = Le(h + 4, 2); flags != e.flags)
+      return differs("flags", flags, e.flags);
     if (const uint64_t method = Le(h + 6, 2); method != e.method)
       return differs("compression method", method, e.method);
     if (const uint64_t crc = Le(h + 12, 4); crc != e.crc) return differs("CRC-32", crc, e.crc);
@@ -413,8 +407,9 @@ Outcome StreamCheck::State::Central(uint64_t cd_offset) {
     const uint64_t z_at = pos - 4;
     uint8_t z[52], loc[20];
     if (!Take(z, sizeof z) || !Take(loc, sizeof loc)) return cut();
-    if (Le(z, 8) != 44 || Le(z + 12, 4) != 0 || Le(z + 16, 4) != 0 || Le(loc, 4) != kZip64LocatorSig ||
-        Le(loc + 4, 4) != 0 || Le(loc + 8, 8) != z_at || Le(loc + 16, 4) != 1)
+    if (Le(z, 8) != 44 || Le(z + 12, 4) != 0 || Le(z + 16, 4) != 0 ||
+        Le(loc, 4) != kZip64LocatorSig || Le(loc + 4, 4) != 0 || Le(loc + 8, 8) != z_at ||
+        Le(loc + 16, 4) != 1)
       return Outcome::kInspect;
     z_count = Le(z + 28, 8);
     z_cd_size = Le(z + 36, 8);
@@ -573,19 +568,21 @@ StreamCheck::~StreamCheck() {
   if (s_->fd >= 0) ::close(s_->fd);
 }
 
-void StreamCheck::Written(uint64_t bytes) {
+void StreamCheck::Wrote(const void* data, size_t size) {
+  if (size == 0) return;
+  s_->archive.Update(data, size);
   {
     std::lock_guard<std::mutex> lock(s_->mu);
-    if (bytes <= s_->written) return;
-    s_->written = bytes;
+    s_->written += size;
   }
   s_->cv.notify_all();
 }
 
-std::optional<InspectResult> StreamCheck::Finish(uint64_t bytes) {
+std::optional<InspectResult> StreamCheck::Finish() {
+  uint64_t bytes = 0;
   {
     std::unique_lock<std::mutex> lock(s_->mu);
-    s_->written = std::max(s_->written, bytes);
+    bytes = s_->written;
     s_->complete = true;
     s_->cv.notify_all();
     s_->cv.wait(lock, [&] { return s_->done; });

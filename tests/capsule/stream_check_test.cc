@@ -25,8 +25,8 @@ using testing::Write;
 namespace fs = std::filesystem;
 
 // Writes `bytes` to `path` in uneven pieces (some of one byte, some of hundreds of KiB), telling
-// a StreamCheck after each, as the server does while an upload arrives; then Finish. `written`
-// (default: all) bytes are written and Finish is told that many.
+// a StreamCheck after each, as the server does while an upload arrives; then Finish. Only the
+// first `written` bytes (default: all) are written.
 std::optional<InspectResult> Streamed(const fs::path& path, const std::string& bytes,
                                       const InspectOptions& options = {},
                                       size_t written = std::string::npos) {
@@ -42,11 +42,11 @@ std::optional<InspectResult> Streamed(const fs::path& path, const std::string& b
     const size_t sizes[] = {1, 30, 4096, 65536, 300000};
     const size_t n = std::min(written - at, sizes[(x >> 33) % 5] + (x >> 50) % 17);
     EXPECT_EQ(::write(out, bytes.data() + at, n), static_cast<ssize_t>(n));
+    check.Wrote(bytes.data() + at, n);
     at += n;
-    check.Written(at);
   }
   ::close(out);
-  return check.Finish(written);
+  return check.Finish();
 }
 
 class StreamCheckTest : public ::testing::Test {
@@ -91,7 +91,8 @@ class StreamCheckTest : public ::testing::Test {
   // The stream's verdict on `zip` must be Inspect's, problem for problem.
   void ExpectSameAsInspect(const fs::path& zip, const InspectOptions& options = {}) {
     SCOPED_TRACE(zip.filename().string());
-    const std::optional<InspectResult> streamed = Streamed(t_ / "upload.zip", ReadFile(zip), options);
+    const std::optional<InspectResult> streamed =
+        Streamed(t_ / "upload.zip", ReadFile(zip), options);
     ASSERT_TRUE(streamed) << "an archive Python's zipfile writes is checked as it arrives";
     const InspectResult inspected = Inspect(zip, options);
     EXPECT_EQ(streamed->problems, inspected.problems);
@@ -238,6 +239,18 @@ TEST_F(StreamCheckTest, OtherLayoutsAreLeftToInspect) {
   EXPECT_FALSE(Streamed(t_ / "upload.zip", "#!/bin/sh\n" + ReadFile(capsule_)));
 }
 
+// Not the upload's fault: Inspect, reading the file again, says what is wrong.
+TEST_F(StreamCheckTest, AFileItCannotReadIsLeftToInspect) {
+  const std::string good = ReadFile(capsule_);
+  const int fd = ::open((t_ / "upload.zip").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+  ASSERT_GE(fd, 0);
+  StreamCheck check(fd, {});
+  ASSERT_EQ(::write(fd, good.data(), good.size()), static_cast<ssize_t>(good.size()));
+  check.Wrote(good.data(), good.size());
+  ::close(fd);
+  EXPECT_FALSE(check.Finish());
+}
+
 TEST_F(StreamCheckTest, AnUploadThatStopsMidwayStopsTheCheck) {
   const std::string good = ReadFile(capsule_);
   const int fd = ::open((t_ / "upload.zip").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
@@ -245,7 +258,7 @@ TEST_F(StreamCheckTest, AnUploadThatStopsMidwayStopsTheCheck) {
   {
     StreamCheck check(fd, {});
     ASSERT_EQ(::write(fd, good.data(), 1000), 1000);
-    check.Written(1000);
+    check.Wrote(good.data(), 1000);
   }  // no Finish: the destructor stops the thread waiting for more
   ::close(fd);
 }

@@ -3,6 +3,7 @@
 // instead of reading the whole archive again after the upload.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -13,26 +14,27 @@ namespace starforge::capsule {
 
 class StreamCheck {
  public:
-  // Follows the file open as `fd` (duplicated: the caller may close its own) while the caller
-  // writes it from offset 0 on, checking on a thread of its own. `options` as for Inspect
-  // (max_entries and max_total_bytes; not threads or opened).
+  // Follows the file open for reading as `fd` (duplicated: the caller may close its own) while
+  // the caller writes it from offset 0 on, checking on a thread of its own. `options` as for
+  // Inspect (max_entries and max_total_bytes; not threads or opened).
   StreamCheck(int fd, const InspectOptions& options);
   // Stops the check (an upload that failed) and waits for its thread.
   ~StreamCheck();
   StreamCheck(const StreamCheck&) = delete;
   StreamCheck& operator=(const StreamCheck&) = delete;
 
-  // The file now holds its first `bytes` bytes.
-  void Written(uint64_t bytes);
+  // The caller has appended these bytes to the file. The archive's SHA-256 is computed here, on
+  // the caller's thread, from the bytes in hand; the check reads them back from the file.
+  void Wrote(const void* data, size_t size);
 
-  // The file is complete at `bytes` bytes: waits for the check and returns what Inspect gives
-  // for that file — the same verdict, and the same problems but for the archive's structure,
-  // which this reads itself (an entry whose central directory record disagrees with its local
-  // header, an archive cut short) — or nothing when the archive is laid out in a way only
-  // Inspect reads (data descriptors, methods other than stored and deflate, encryption,
-  // deflated entries over 64 MiB, a comment, bytes before or after the archive, files that add up
-  // to more than the limit): the caller then inspects the file.
-  std::optional<InspectResult> Finish(uint64_t bytes);
+  // The file is complete: waits for the check and returns what Inspect gives for the file —
+  // the same verdict, and the same problems but for the archive's structure, which this reads
+  // itself (an entry whose central directory record disagrees with its local header, an
+  // archive cut short) — or nothing when the archive is laid out in a way only Inspect reads
+  // (data descriptors, methods other than stored and deflate, encryption, deflated entries over
+  // 64 MiB, a comment, bytes before or after the archive, files that add up to more than the
+  // limit) or the file could not be read back: the caller then inspects the file.
+  std::optional<InspectResult> Finish();
 
  private:
   struct State;
