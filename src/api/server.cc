@@ -562,8 +562,8 @@ struct Server::Impl {
   // 600 MiB capsule in 600 writes, not 150 000).
   static constexpr size_t kWritePiece = 1 << 20;
 
-  // Writes what the code part has in `pending` to its file, hands it to the stream check (which
-  // hashes it here) and starts writing it to disk every kWritebackChunk.
+  // Writes what the code part has in `pending` to its file, tells the stream check and starts
+  // writing it to disk every kWritebackChunk.
   void FlushCode(Upload& up) {
     if (up.pending.empty()) return;
     for (size_t done = 0; done < up.pending.size();) {
@@ -574,7 +574,7 @@ struct Server::Impl {
       done += static_cast<size_t>(w);
     }
     up.code_written += static_cast<int64_t>(up.pending.size());
-    if (up.stream) up.stream->Wrote(up.pending.data(), up.pending.size());
+    if (up.stream) up.stream->Written(up.pending.size());
     up.pending.clear();
     // Start writing it to disk while the rest arrives and while it is checked: the fsync before
     // the job exists then waits for the tail only (a 600 MiB capsule's fsync alone is seconds on

@@ -96,9 +96,10 @@ struct StreamCheck::State {
   uint64_t written = 0;
   bool complete = false;  // `written` is the file's final size
   bool stop = false;
-  bool done = false;  // the thread has set the fields below
-  Sha256 archive;     // the writer's: of the bytes it wrote
-  std::thread thread;
+  bool done = false;    // the checker has set the fields below
+  bool hashed = false;  // the hasher has set archive_hex (empty: the file could not be read)
+  std::string archive_hex;
+  std::thread thread, hasher;
 
   // The checker thread's.
   uint64_t pos = 0;
@@ -182,6 +183,7 @@ struct StreamCheck::State {
   }
 
   Outcome Run();
+  std::string HashArchive();
   Outcome LocalEntry();
   Outcome Data(Seen& e);
   Outcome Central(uint64_t cd_offset);
@@ -454,11 +456,25 @@ Outcome StreamCheck::State::Central(uint64_t cd_offset) {
   return Stopped() ? Outcome::kStopped : Outcome::kVouched;
 }
 
+// The SHA-256 of the whole file, read as it is written; "" when stopped or a read fails.
+std::string StreamCheck::State::HashArchive() {
+  Sha256 sha;
+  std::vector<uint8_t> buf(kPiece);
+  uint64_t at = 0;
+  while (Await(at + 1)) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), Available() - at));
+    if (!ReadAt(at, buf.data(), n)) return "";
+    sha.Update(buf.data(), n);
+    at += n;
+  }
+  return Stopped() ? "" : sha.HexDigest();
+}
+
 // Inspect's verdict, from what was seen: the same checks in the same order (inspect.cc).
 InspectResult StreamCheck::State::Judge(uint64_t size) {
   InspectResult r;
   r.size = size;
-  r.sha256 = archive.HexDigest();
+  r.sha256 = archive_hex;
   std::map<std::string, const Seen*> entries;
   std::set<std::string> top_level;
   for (const Seen& e : seen) {
@@ -556,6 +572,17 @@ StreamCheck::StreamCheck(int fd, const InspectOptions& options) : s_(std::make_u
     s->done = true;
     s->cv.notify_all();
   });
+  // The archive's SHA-256 on a thread of its own, reading the file right behind the writer: not
+  // on the writer's thread, whose every delay holds up the upload (and the client's build
+  // behind it), nor on the checker's, which it would make longer once the upload is in.
+  s_->hasher = std::thread([s] {
+    std::string hex;
+    if (s->fd >= 0) hex = s->HashArchive();
+    std::lock_guard<std::mutex> lock(s->mu);
+    s->archive_hex = std::move(hex);
+    s->hashed = true;
+    s->cv.notify_all();
+  });
 }
 
 StreamCheck::~StreamCheck() {
@@ -565,12 +592,12 @@ StreamCheck::~StreamCheck() {
   }
   s_->cv.notify_all();
   s_->thread.join();
+  s_->hasher.join();
   if (s_->fd >= 0) ::close(s_->fd);
 }
 
-void StreamCheck::Wrote(const void* data, size_t size) {
+void StreamCheck::Written(uint64_t size) {
   if (size == 0) return;
-  s_->archive.Update(data, size);
   {
     std::lock_guard<std::mutex> lock(s_->mu);
     s_->written += size;
@@ -585,10 +612,11 @@ std::optional<InspectResult> StreamCheck::Finish() {
     bytes = s_->written;
     s_->complete = true;
     s_->cv.notify_all();
-    s_->cv.wait(lock, [&] { return s_->done; });
+    s_->cv.wait(lock, [&] { return s_->done && s_->hashed; });
   }
   switch (s_->outcome) {
     case Outcome::kVouched:
+      if (s_->archive_hex.empty()) break;  // not read back: Inspect says why
       return s_->Judge(bytes);
     case Outcome::kRefused: {
       InspectResult r;

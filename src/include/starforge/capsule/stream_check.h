@@ -23,9 +23,9 @@ class StreamCheck {
   StreamCheck(const StreamCheck&) = delete;
   StreamCheck& operator=(const StreamCheck&) = delete;
 
-  // The caller has appended these bytes to the file. The archive's SHA-256 is computed here, on
-  // the caller's thread, from the bytes in hand; the check reads them back from the file.
-  void Wrote(const void* data, size_t size);
+  // The caller has appended `size` more bytes to the file. The check (and the archive's SHA-256,
+  // on a thread of its own) reads them back from the file.
+  void Written(uint64_t size);
 
   // The file is complete: waits for the check and returns what Inspect gives for the file —
   // the same verdict, and the same problems but for the archive's structure, which this reads
