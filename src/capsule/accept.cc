@@ -131,6 +131,11 @@ std::string Rebuild(const std::filesystem::path& upload, const Manifest& manifes
   return "";
 }
 
+std::string OverLimit(uint64_t size, uint64_t max_bytes) {
+  return "the capsule is " + FormatBytes(size) + ", over the " + FormatBytes(max_bytes) +
+         " limit (FORGE_CAPSULE_MAX_BYTES)";
+}
+
 }  // namespace
 
 AcceptResult AcceptCapsule(const std::filesystem::path& upload, const jobspec::JobSpec& spec,
@@ -143,14 +148,21 @@ AcceptResult AcceptCapsule(const std::filesystem::path& upload, const jobspec::J
     return r;
   }
   if (static_cast<uint64_t>(st.st_size) > options.max_bytes) {
-    r.errors.push_back("the capsule is " + FormatBytes(static_cast<uint64_t>(st.st_size)) +
-                       ", over the " + FormatBytes(options.max_bytes) +
-                       " limit (FORGE_CAPSULE_MAX_BYTES)");
+    r.errors.push_back(OverLimit(static_cast<uint64_t>(st.st_size), options.max_bytes));
     return r;
   }
   InspectOptions io;
   io.max_total_bytes = options.max_bytes;
-  InspectResult inspected = Inspect(upload, io);
+  return AcceptInspected(upload, Inspect(upload, io), spec, options);
+}
+
+AcceptResult AcceptInspected(const std::filesystem::path& upload, InspectResult inspected,
+                             const jobspec::JobSpec& spec, const AcceptOptions& options) {
+  AcceptResult r;
+  if (inspected.size > options.max_bytes) {
+    r.errors.push_back(OverLimit(inspected.size, options.max_bytes));
+    return r;
+  }
   if (!inspected.ok()) {
     r.errors = std::move(inspected.problems);
     if (r.errors.empty()) r.errors.push_back("no readable manifest");

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <regex>
 #include <set>
+#include <thread>
 
 #include "api_test_support.h"
 #include "starforge/api/routes.h"
@@ -1679,6 +1680,59 @@ TEST_F(Api, ClientBuiltCapsulesAreCheckedStoredAndNamedByDigest) {
               "Invalid", "unsafe entry name", "capsule");
   ExpectError(send(admin_, Spec("both"), "capsuleSha256", "x" + sha.substr(1)), 400, "BadRequest",
               "not a SHA-256");
+}
+
+// A capsule is checked while it arrives (capsule/stream_check.h): an archive whose central
+// directory disagrees with its local headers, one cut short, or an upload that stops midway is
+// refused with a clear error, and nothing is left behind.
+TEST_F(Api, CapsulesCheckedWhileTheyArriveRefuseWhatDisagreesOrIsCutShort) {
+  support::WriteFile(tmp_ / "code/main.py", kStepsPy);
+  support::WriteFile(tmp_ / "code/lib/util.py", "X = 1\n");
+  const jobspec::ParseResult parsed = jobspec::Parse(Spec("cap"), jobspec::Defaults{});
+  ASSERT_TRUE(parsed.ok());
+  capsule::BuildOptions opts;
+  opts.output = tmp_ / "cap.zip";
+  ASSERT_TRUE(capsule::Build(capsule::Collect(tmp_ / "code").files, *parsed.spec, opts).ok());
+  const std::string good = support::ReadFile(opts.output);
+  auto send = [&](const std::string& bytes) {
+    httplib::MultipartFormDataItems items = {{"spec", Spec("cap"), "", ""},
+                                             {"capsule", bytes, "capsule.zip", "application/zip"}};
+    return http_->Post("/api/v1/jobs", Auth(admin_), items);
+  };
+  // main.py's record in the central directory says another CRC-32 than its local header.
+  const std::string record("PK\x01\x02", 4);
+  size_t cd = std::string::npos;
+  for (size_t at = good.find(record); at != std::string::npos; at = good.find(record, at + 1))
+    if (good.compare(at + 46, 7, "main.py") == 0) cd = at;
+  ASSERT_NE(cd, std::string::npos);
+  std::string doctored = good;
+  doctored[cd + 16] ^= 1;
+  ExpectError(send(doctored), 422, "Invalid", "main.py: the central directory says CRC-32 ",
+              "capsule");
+  ExpectError(send(good.substr(0, good.size() / 2)), 422, "Invalid",
+              "the upload was cut short or the archive is truncated", "capsule");
+  ExpectHealthyAndNoJobs();
+
+  // The connection closes halfway through the body: no job, no file.
+  const std::string boundary = "sfb";
+  const std::string head = "--" + boundary +
+                           "\r\nContent-Disposition: form-data; name=\"spec\"\r\n\r\n" +
+                           Spec("cap") + "\r\n--" + boundary +
+                           "\r\nContent-Disposition: form-data; name=\"capsule\"; "
+                           "filename=\"c.zip\"\r\n\r\n";
+  const std::string tail = "\r\n--" + boundary + "--\r\n";
+  const std::string request =
+      "POST /api/v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + admin_ +
+      "\r\nContent-Type: multipart/form-data; boundary=" + boundary +
+      "\r\nContent-Length: " + std::to_string(head.size() + good.size() + tail.size()) +
+      "\r\n\r\n" + head + good.substr(0, good.size() / 2);
+  // No answer within SendRaw's second of quiet (the body is not over); then it closes the
+  // connection, the server's read of the body fails and it removes what it had written.
+  EXPECT_EQ(SendRaw(serve_->port(), request), "");
+  const auto deadline = std::chrono::steady_clock::now() + seconds(30);
+  while (!fs::is_empty(state_ / "uploads") && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(milliseconds(100));
+  ExpectHealthyAndNoJobs();
 }
 
 }  // namespace

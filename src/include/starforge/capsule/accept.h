@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "starforge/capsule/inspect.h"
 #include "starforge/jobspec/jobspec.h"
 
 namespace starforge::capsule {
@@ -42,5 +43,10 @@ struct AcceptResult {
 // same files with the same libdeflate.
 AcceptResult AcceptCapsule(const std::filesystem::path& upload, const jobspec::JobSpec& spec,
                            const AcceptOptions& options);
+
+// AcceptCapsule for an upload already inspected — by Inspect(upload) with max_total_bytes =
+// options.max_bytes, or as it arrived (StreamCheck::Finish): the checks after Inspect's.
+AcceptResult AcceptInspected(const std::filesystem::path& upload, InspectResult inspected,
+                             const jobspec::JobSpec& spec, const AcceptOptions& options);
 
 }  // namespace starforge::capsule
