@@ -474,8 +474,9 @@ if rel_a and rel_b:
     plain("finished→released, p50 (s)", pct(rel_a, 0.5), pct(rel_b, 0.5))
     plain("finished→released, p99 (s)", pct(rel_a, 0.99), pct(rel_b, 0.99))
     plain("finished→released, max (s)", rel_a[-1], rel_b[-1])
-for k, label in (("serve", "finished→DELETE accepted (forge serve)"),
-                 ("operator", "DELETE accepted→gone (operator, watch)")):
+# The split at the Releasing event: forge serve archives and deletes (finished → DELETE
+# accepted), then the operator removes its finalizer and the watch shows the RayJob gone.
+for k, label in (("serve", "forge serve: →DELETE accepted"), ("operator", "operator: →RayJob gone")):
     a, b = sorted(one["split"].get(k) or []), sorted(many["split"].get(k) or [])
     if a and b:
         print("%-44s %12s %12s" % ("  %s, p50/p99/max" % label,
