@@ -279,6 +279,14 @@ struct KubeRayFleet::Impl {
     // A RayJob gone from the cache is kept as last seen: archiving a job whose RayJob went first
     // (cancelled while Pending, deleted outside StarForge) still saves it and says what is missing.
     kube::InformerHandlers rayjob_changes = notify;
+    // A RayJob turning terminal is its job's end: the controller serves it with the ended jobs.
+    rayjob_changes.on_update = [this](const json& before, const json& obj) {
+      if (kuberay::ReadStatus(obj).terminal && !kuberay::ReadStatus(before).terminal) {
+        if (const std::string id = JobIdOf(obj); !id.empty()) self->NotifyEnded(id);
+        return;
+      }
+      NotifyFor(obj);
+    };
     rayjob_changes.on_delete = [this](const json& obj) {
       RememberGone(obj);
       NotifyFor(obj);
