@@ -303,6 +303,11 @@ run_phase() {  # PHASE COUNT SECONDS [serial: each job alone, submitted once the
   # Before anything of ours reads the cluster (kubesim would count it).
   curl -fsS "$k8s/kubesim/requests" >"$work/$phase.requests.json"
   snapshot "$phase.after"
+  # Each job's events (after the snapshot: not counted in forge serve's CPU for the phase): the
+  # Releasing event splits the release into forge serve's part and the operator's.
+  while read -r i; do
+    api "/api/v1/jobs/$i/events" >"$work/$phase.detail/$i.events.json" 2>/dev/null || true
+  done <"$work/$phase.ids"
   if ! nothing_left "$phase"; then
     say "$phase: left in namespace starforge: $(tr '\n' ' ' <"$work/$phase.left")"
     rc=1
@@ -384,7 +389,7 @@ for name, count in (("one", int(os.environ.get("BASE_JOBS", "5"))), ("many", n))
                  for i in ids if i in jobs and jobs[i].get("finishedAt"))
     p["lat"] = lat
     # Seconds spent in each phase (from the timelines), and finishedAt → last update (the release).
-    spent = {}
+    spent, split = {}, {}
     for i in ids:
         try:
             d = json.load(open(os.path.join(work, name + ".detail", i + ".json")))
@@ -395,7 +400,19 @@ for name, count in (("one", int(os.environ.get("BASE_JOBS", "5"))), ("many", n))
             spent.setdefault(a["to"], []).append(when(b["at"]) - when(a["at"]))
         if d.get("finishedAt") and d.get("updatedAt"):
             spent.setdefault("finished→released", []).append(when(d["updatedAt"]) - when(d["finishedAt"]))
-    p["spent"] = spent
+            # Split at the Releasing event (the RayJob's DELETE accepted, its finalizer holding
+            # it): before it, forge serve archives and deletes; after it, the operator removes
+            # its finalizer and the RayJob's watch tells forge serve it is gone.
+            try:
+                evs = json.load(open(os.path.join(work, name + ".detail", i + ".events.json")))
+                rel = [e for e in evs.get("items", []) if e.get("reason") == "Releasing"]
+            except (OSError, ValueError, AttributeError):
+                rel = []
+            if rel:
+                at = when(rel[0]["firstAt"])
+                split.setdefault("serve", []).append(at - when(d["finishedAt"]))
+                split.setdefault("operator", []).append(when(d["updatedAt"]) - at)
+    p["spent"], p["split"] = spent, split
     # The archive (<storage root>/jobs/<id>/logs): which files each job got, and how long after the
     # RayJob's end (status.endTime) rayjob.json was written. ray-job.log comes from the Ray head:
     # archived after the operator deleted the cluster (FORGE_KUBERAY_TTL_SECONDS), it is missing.
@@ -447,11 +464,27 @@ for k in order + sorted((set(one["spent"]) | set(many["spent"])) - set(order)):
         print("%-44s %12s %12s   (%d jobs: max %.1f)" % ("  time in %s, mean (s)" % k,
               "%.1f" % (sum(a) / len(a)) if a else "-", "%.1f" % (sum(b) / len(b)) if b else "-",
               len(b or []), max(b) if b else 0))
+def pct(v, q):
+    return v[min(len(v) - 1, int(q * len(v)))]
+# The release time's spread, to compare one N with another ("no job slower to release than at
+# N = 40" is read across runs: p50 / p99 / max of each).
+rel_a = sorted(one["spent"].get("finished→released") or [])
+rel_b = sorted(many["spent"].get("finished→released") or [])
+if rel_a and rel_b:
+    plain("finished→released, p50 (s)", pct(rel_a, 0.5), pct(rel_b, 0.5))
+    plain("finished→released, p99 (s)", pct(rel_a, 0.99), pct(rel_b, 0.99))
+    plain("finished→released, max (s)", rel_a[-1], rel_b[-1])
+# The split at the Releasing event: forge serve archives and deletes (finished → DELETE
+# accepted), then the operator removes its finalizer and the watch shows the RayJob gone.
+for k, label in (("serve", "forge serve: →DELETE accepted"), ("operator", "operator: →RayJob gone")):
+    a, b = sorted(one["split"].get(k) or []), sorted(many["split"].get(k) or [])
+    if a and b:
+        print("%-44s %12s %12s" % ("  %s, p50/p99/max" % label,
+              "%.1f/%.1f/%.1f" % (pct(a, 0.5), pct(a, 0.99), a[-1]),
+              "%.1f/%.1f/%.1f" % (pct(b, 0.5), pct(b, 0.99), b[-1])))
 if one["lag"] and many["lag"]:
     plain("RayJob endTime → archived, median (s)", one["lag"][len(one["lag"]) // 2],
           many["lag"][len(many["lag"]) // 2])
-    def pct(v, q):
-        return v[min(len(v) - 1, int(q * len(v)))]
     plain("RayJob endTime → archived, p99 (s)", pct(one["lag"], 0.99), pct(many["lag"], 0.99))
     plain("RayJob endTime → archived, max (s)", one["lag"][-1], many["lag"][-1])
 print("%-44s %12s %12s" % ("archived (driver/ray-job/submitter/events/rj)",

@@ -706,14 +706,21 @@ Controller::Controller(store::Store& store, std::map<std::string, fleet::Fleet*>
       options_(std::move(options)),
       queue_(options_.backoff_base, options_.backoff_max) {
   for (auto& [kind, fleet] : fleets_) {
-    if (fleet != nullptr) fleet->SetNotify([this](const std::string& id) { Enqueue(id); });
+    if (fleet == nullptr) continue;
+    fleet->SetNotify([this](const std::string& id) { Enqueue(id); });
+    // A job the fleet saw end goes with the ended jobs (cleanup lane, its own workers): its
+    // Observe, then its archive, are not queued behind a burst of other jobs' changes.
+    fleet->SetNotifyEnded([this](const std::string& id) { queue_.Add(id, Lane::kCleanup); });
   }
 }
 
 Controller::~Controller() {
   Stop();
   for (auto& [kind, fleet] : fleets_) {
-    if (fleet != nullptr) fleet->SetNotify(nullptr);
+    if (fleet != nullptr) {
+      fleet->SetNotify(nullptr);
+      fleet->SetNotifyEnded(nullptr);
+    }
   }
 }
 

@@ -108,6 +108,54 @@ void TrimRayCluster(json& rc) {
   }
 }
 
+// Of an Event, what the fleet reads (kuberay::NormalizeEvents: the object it is about, type,
+// reason, message, source, count and times; the identity in its metadata): with 1,000 jobs at
+// once the namespace holds some ten thousand Events, kept until they expire.
+void TrimEvent(json& e) {
+  if (!e.is_object()) return;
+  static const std::set<std::string> kKeep = {"apiVersion",
+                                              "kind",
+                                              "metadata",
+                                              "involvedObject",
+                                              "regarding",
+                                              "type",
+                                              "reason",
+                                              "message",
+                                              "note",
+                                              "reportingController",
+                                              "reportingComponent",
+                                              "source",
+                                              "deprecatedSource",
+                                              "series",
+                                              "count",
+                                              "deprecatedCount",
+                                              "firstTimestamp",
+                                              "deprecatedFirstTimestamp",
+                                              "lastTimestamp",
+                                              "deprecatedLastTimestamp",
+                                              "eventTime"};
+  auto keep_only = [](json& obj, std::initializer_list<const char*> keys) {
+    if (!obj.is_object()) return;
+    json kept = json::object();
+    for (const char* k : keys) {
+      if (auto it = obj.find(k); it != obj.end()) kept[k] = std::move(*it);
+    }
+    obj = std::move(kept);
+  };
+  for (auto it = e.begin(); it != e.end();) {
+    it = kKeep.count(it.key()) != 0 ? std::next(it) : e.erase(it);
+  }
+  if (auto m = e.find("metadata"); m != e.end()) {
+    keep_only(*m, {"name", "namespace", "uid", "resourceVersion", "creationTimestamp"});
+  }
+  for (const char* ref : {"involvedObject", "regarding"}) {
+    if (auto r = e.find(ref); r != e.end()) keep_only(*r, {"kind", "name", "namespace"});
+  }
+  for (const char* src : {"source", "deprecatedSource"}) {
+    if (auto r = e.find(src); r != e.end()) keep_only(*r, {"component"});
+  }
+}
+
 // Every string in `value` redacted, managedFields dropped (noise).
 json Redacted(json value) {
   if (value.is_string()) return RedactUrlQueries(value.get<std::string>());
@@ -231,6 +279,14 @@ struct KubeRayFleet::Impl {
     // A RayJob gone from the cache is kept as last seen: archiving a job whose RayJob went first
     // (cancelled while Pending, deleted outside StarForge) still saves it and says what is missing.
     kube::InformerHandlers rayjob_changes = notify;
+    // A RayJob turning terminal is its job's end: the controller serves it with the ended jobs.
+    rayjob_changes.on_update = [this](const json& before, const json& obj) {
+      if (kuberay::ReadStatus(obj).terminal && !kuberay::ReadStatus(before).terminal) {
+        if (const std::string id = JobIdOf(obj); !id.empty()) self->NotifyEnded(id);
+        return;
+      }
+      NotifyFor(obj);
+    };
     rayjob_changes.on_delete = [this](const json& obj) {
       RememberGone(obj);
       NotifyFor(obj);
@@ -240,7 +296,7 @@ struct KubeRayFleet::Impl {
     rayclusters = informer(res::kRayClusters, ns, ours, notify, TrimRayCluster);
     jobs = informer(res::kJobs, ns, std::string(kuberay::kLabelOriginatedFrom), notify, TrimJob);
     pods = informer(res::kPods, ns, "", notify, TrimPod);
-    events = informer(res::kEvents, ns, "", notify, no_managed_fields);
+    events = informer(res::kEvents, ns, "", notify, TrimEvent);
     // Observing one job reads only its objects (client-go Indexers): its cluster's pods, its
     // submitter's pods, and the events about names that start like its own.
     pods->AddIndex(kByCluster,

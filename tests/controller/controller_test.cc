@@ -104,7 +104,12 @@ class FakeFleet : public fleet::Fleet {
 
   fleet::Observation Observe(const std::string& job_id, const std::string& handle,
                              const jobspec::JobSpec&) override {
-    std::lock_guard lock(mu_);
+    std::unique_lock lock(mu_);
+    if (!blocked_job.empty() && job_id == blocked_job) {
+      blocked = true;
+      block_cv.wait(lock, [&] { return blocked_job != job_id; });
+      blocked = false;
+    }
     ++observes;
     if (!handle.empty()) handles_seen.insert(handle);
     if (observe_errors > 0) {
@@ -175,6 +180,24 @@ class FakeFleet : public fleet::Fleet {
     observation.exit_code = exit_code;
   }
   void PokeController(const std::string& job_id) { Notify(job_id); }
+  void PokeEnded(const std::string& job_id) { NotifyEnded(job_id); }
+  // Observe of `job` waits until `unblock` (a live job's observe that keeps a worker busy).
+  void BlockObserveOf(const std::string& job) {
+    std::lock_guard lock(mu_);
+    blocked_job = job;
+    blocked = false;
+  }
+  void Unblock() {
+    {
+      std::lock_guard lock(mu_);
+      blocked_job.clear();
+    }
+    block_cv.notify_all();
+  }
+  bool Blocked() {
+    std::lock_guard lock(mu_);
+    return blocked;
+  }
 
   size_t SubmitCount() {
     std::lock_guard lock(mu_);
@@ -198,6 +221,9 @@ class FakeFleet : public fleet::Fleet {
   std::set<std::string> handles_seen;
   std::vector<int64_t> cancels;
   std::vector<std::string> calls;
+  std::string blocked_job;  // BlockObserveOf
+  bool blocked = false;     // an Observe of blocked_job is waiting
+  std::condition_variable block_cv;
   int observes = 0;
 
  private:
@@ -965,6 +991,44 @@ TEST_F(ControllerTest, ALiveJobOfANotifyingFleetWaitsForTheSyncPeriodOrItsDeadli
   next = controller_->Reconcile(slow.id);
   ASSERT_TRUE(next.has_value());
   EXPECT_EQ(*next, o.resync);
+}
+
+// A job the fleet saw end is served by the cleanup workers: not behind live jobs' work, even
+// when every other worker is busy.
+TEST_F(ControllerTest, AJobTheFleetSawEndIsNotQueuedBehindLiveJobs) {
+  Options o = FastOptions(root());
+  o.workers = 1;
+  o.cleanup_workers = 1;
+  o.resync = 10s;
+  o.sync_period = 3600s;
+  controller_.reset();  // first: its destructor unsets the fleet's notifications
+  controller_ = std::make_unique<Controller>(
+      *store_, std::map<std::string, fleet::Fleet*>{{"local", &fleet_}}, objects_, o);
+  fleet_.notifies = true;
+  const Job busy = Submit();
+  const Job ends = Submit();
+  for (const Job& j : {busy, ends}) {
+    DriveTo(j.id, Phase::kPending);
+    fleet_.Set(j.id, fleet::State::kRunning);
+    DriveTo(j.id, Phase::kRunning);
+  }
+  fleet_.BlockObserveOf(busy.id);
+  controller_->Start();
+  fleet_.PokeController(busy.id);
+  auto wait_for = [&](const std::function<bool()>& ok) {
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (!ok() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(5ms);
+    return ok();
+  };
+  ASSERT_TRUE(wait_for([&] { return fleet_.Blocked(); })) << "the only live worker is busy";
+  fleet_.Set(ends.id, fleet::State::kSucceeded, 0);
+  fleet_.PokeEnded(ends.id);
+  EXPECT_TRUE(wait_for([&] { return Get(ends.id).released; }));
+  EXPECT_EQ(Get(ends.id).phase, Phase::kSucceeded);
+  EXPECT_TRUE(fleet_.Blocked()) << "served while the live worker was still busy";
+  fleet_.Unblock();
+  controller_->Stop();
 }
 
 TEST_F(ControllerTest, ANewControllerFinishesAnInFlightJobOnce) {

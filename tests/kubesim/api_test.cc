@@ -380,6 +380,87 @@ TEST(Kubesim, FinalizersAndGarbageCollection) {
   EXPECT_EQ(c.Get(kRj + "/owner3")->status, 404);
 }
 
+// The collector keeps a graph of owners and dependents from each write instead of scanning
+// every object: the cases where that graph could go stale.
+TEST(Kubesim, GarbageCollectionFollowsEachWrite) {
+  Kubesim k;
+  auto c = k.Client();
+  const std::string merge = "application/merge-patch+json";
+
+  // An owner deleted before its dependent is created, and a new object of the same name (a new
+  // uid) created meanwhile: the dependent names the old uid, so it is collected at once.
+  json gone = Post(c, kRj, RayJob("reborn"));
+  ASSERT_EQ(c.Delete(kRj + "/reborn")->status, 200);
+  json reborn = Post(c, kRj, RayJob("reborn"));
+  ASSERT_NE(reborn["metadata"]["uid"], gone["metadata"]["uid"]);
+  Post(c, kPods, Pod("late", OwnerRef(gone)));
+  EXPECT_EQ(c.Get(kPods + "/late")->status, 404);
+  // One owner of two gone: the dependent stays, without the dangling reference.
+  json both = OwnerRef(gone);
+  both.push_back(OwnerRef(reborn)[0]);
+  Post(c, kPods, Pod("half", both));
+  auto h = c.Get(kPods + "/half");
+  ASSERT_EQ(h->status, 200);
+  EXPECT_EQ(Body(h)["metadata"]["ownerReferences"], OwnerRef(reborn));
+
+  // A dependent deleted and created again under the same name without an owner: the new one
+  // is not the old one's entry in the graph, and outlives the owner.
+  Post(c, kPods, Pod("again", OwnerRef(reborn)));
+  ASSERT_EQ(c.Delete(kPods + "/again")->status, 200);
+  Post(c, kPods, Pod("again"));
+  ASSERT_EQ(c.Delete(kRj + "/reborn")->status, 200);
+  EXPECT_EQ(c.Get(kPods + "/half")->status, 404);
+  EXPECT_EQ(c.Get(kPods + "/again")->status, 200);
+
+  // ownerReferences patched away: the former dependent outlives its owner.
+  json owner = Post(c, kRj, RayJob("patched"));
+  Post(c, kPods, Pod("freed", OwnerRef(owner)));
+  ASSERT_EQ(c.Patch(kPods + "/freed", R"({"metadata":{"ownerReferences":null}})", merge)->status,
+            200);
+  ASSERT_EQ(c.Delete(kRj + "/patched")->status, 200);
+  EXPECT_EQ(c.Get(kPods + "/freed")->status, 200);
+  // ... and patched onto an object: it goes with its new owner.
+  owner = Post(c, kRj, RayJob("adopter"));
+  json adopt = {{"metadata", {{"ownerReferences", OwnerRef(owner)}}}};
+  ASSERT_EQ(c.Patch(kPods + "/freed", adopt.dump(), merge)->status, 200);
+  ASSERT_EQ(c.Delete(kRj + "/adopter")->status, 200);
+  EXPECT_EQ(c.Get(kPods + "/freed")->status, 404);
+
+  // A foreground owner waiting for a held dependent finishes when the dependent's reference is
+  // patched away (not only when the dependent goes).
+  owner = Post(c, kRj, RayJob("waiting"));
+  json held = Pod("held", OwnerRef(owner, true));
+  held["metadata"]["finalizers"] = {"example.com/hold"};
+  Post(c, kPods, held);
+  ASSERT_EQ(c.Delete(kRj + "/waiting?propagationPolicy=Foreground")->status, 200);
+  EXPECT_EQ(c.Get(kRj + "/waiting")->status, 200);
+  ASSERT_EQ(c.Patch(kPods + "/held", R"({"metadata":{"ownerReferences":null}})", merge)->status,
+            200);
+  EXPECT_EQ(c.Get(kRj + "/waiting")->status, 404);
+  auto still = c.Get(kPods + "/held");
+  ASSERT_EQ(still->status, 200);
+  EXPECT_TRUE(Body(still)["metadata"].contains("deletionTimestamp"));
+  c.Patch(kPods + "/held", R"({"metadata":{"finalizers":null}})", merge);
+
+  // Foreground through two levels: the middle object waits for its own dependent, the top for
+  // the middle, and both go when the bottom's finalizer is removed.
+  json top = Post(c, kRj, RayJob("top"));
+  json mid = RayJob("mid");
+  mid["metadata"]["ownerReferences"] = OwnerRef(top, true);
+  mid = Post(c, kRj, mid);
+  json bottom = Pod("bottom", OwnerRef(mid, true));
+  bottom["metadata"]["finalizers"] = {"example.com/hold"};
+  Post(c, kPods, bottom);
+  ASSERT_EQ(c.Delete(kRj + "/top?propagationPolicy=Foreground")->status, 200);
+  EXPECT_EQ(Body(c.Get(kRj + "/mid"))["metadata"]["finalizers"],
+            json::array({"foregroundDeletion"}));
+  EXPECT_EQ(c.Get(kRj + "/top")->status, 200);
+  c.Patch(kPods + "/bottom", R"({"metadata":{"finalizers":null}})", merge);
+  EXPECT_EQ(c.Get(kPods + "/bottom")->status, 404);
+  EXPECT_EQ(c.Get(kRj + "/mid")->status, 404);
+  EXPECT_EQ(c.Get(kRj + "/top")->status, 404);
+}
+
 TEST(Kubesim, SelectorsAndPaging) {
   Kubesim k;
   auto c = k.Client();

@@ -40,7 +40,7 @@ void Server::Bind(const httplib::Request& req, httplib::Response& res, const Tar
     return e;
   };
   std::lock_guard<std::mutex> lock(store_.mu);
-  json* pod = store_.Get("pods", t.ns, t.name);
+  const json* pod = store_.Get("pods", t.ns, t.name);
   if (pod == nullptr) throw NotFoundError(*t.r, t.name);
   json obj = *pod;
   json& md = obj["metadata"];

@@ -247,7 +247,7 @@ json Server::Admit(const httplib::Request& req, httplib::Response& res, const Ta
 void Server::Get(const httplib::Request& req, httplib::Response& res, const Target& t) {
   const auto as_table = TableRequested(req, t);
   std::lock_guard<std::mutex> lock(store_.mu);
-  json* obj = store_.Get(t.r->storage, t.ns, t.name);
+  const json* obj = store_.Get(t.r->storage, t.ns, t.name);
   if (obj == nullptr) throw NotFoundError(*t.r, t.name);
   if (as_table) {
     WriteTable(res, table::ToTable(PrinterFor(*t.r), {Present(*t.r, *obj)}, nullptr, *as_table,
@@ -550,7 +550,7 @@ json Server::UpdateLocked(const httplib::Request& req, httplib::Response& res, c
 void Server::Update(const httplib::Request& req, httplib::Response& res, const Target& t) {
   json body = ParseBody(req, *t.r);
   std::lock_guard<std::mutex> lock(store_.mu);
-  json* old = store_.Get(t.r->storage, t.ns, t.name);
+  const json* old = store_.Get(t.r->storage, t.ns, t.name);
   if (old == nullptr) throw NotFoundError(*t.r, t.name);
   const json before = *old;
   json obj = UpdateLocked(req, res, t, body, before);
@@ -582,7 +582,7 @@ void Server::Patch(const httplib::Request& req, httplib::Response& res, const Ta
     if (!patch.is_object()) throw BadRequest("the body of an apply patch must be an object");
   }
   std::lock_guard<std::mutex> lock(store_.mu);
-  json* cur = store_.Get(r.storage, t.ns, t.name);
+  const json* cur = store_.Get(r.storage, t.ns, t.name);
   if (cur == nullptr) {
     if (!apply || !t.sub.empty()) throw NotFoundError(r, t.name);
     bool created = false;
@@ -659,7 +659,7 @@ void Server::Delete(const httplib::Request& req, httplib::Response& res, const T
   }
   const bool dry = opts.contains("dryRun") || Param(req, "dryRun") == "All";
   std::lock_guard<std::mutex> lock(store_.mu);
-  json* cur = store_.Get(r.storage, t.ns, t.name);
+  const json* cur = store_.Get(r.storage, t.ns, t.name);
   if (cur == nullptr) throw NotFoundError(r, t.name);
   if (opts.contains("preconditions") && opts["preconditions"].is_object()) {
     const json& pre = opts["preconditions"];

@@ -96,7 +96,7 @@ void Server::SetLog(const httplib::Request& req, httplib::Response& res, const s
   std::string container = req.has_param("container") ? req.get_param_value("container") : "";
   if (container.empty()) {
     std::lock_guard<std::mutex> lock(store_.mu);
-    json* p = store_.Get("pods", ns, pod);
+    const json* p = store_.Get("pods", ns, pod);
     if (p == nullptr) throw ApiError(404, "NotFound", "pods \"" + pod + "\" not found");
     auto names = ContainerNames(*p);
     if (!names.empty()) container = names[0];
@@ -116,7 +116,7 @@ void Server::Log(const httplib::Request& req, httplib::Response& res, const Targ
   std::string file;
   {
     std::lock_guard<std::mutex> lock(store_.mu);
-    json* pod = store_.Get("pods", t.ns, t.name);
+    const json* pod = store_.Get("pods", t.ns, t.name);
     if (pod == nullptr) throw NotFoundError(*t.r, t.name);
     auto names = ContainerNames(*pod);
     auto inits = ContainerNames(*pod, "initContainers");
@@ -212,7 +212,7 @@ void Server::Log(const httplib::Request& req, httplib::Response& res, const Targ
         bool ended = false;
         {
           std::lock_guard<std::mutex> lock(store_.mu);
-          json* p = store_.Get("pods", ns, pod_name);
+          const json* p = store_.Get("pods", ns, pod_name);
           const std::string phase =
               p != nullptr && p->contains("status") ? (*p)["status"].value("phase", "") : "";
           ended = store_.stopping || p == nullptr || phase == "Succeeded" || phase == "Failed";

@@ -136,7 +136,7 @@ void Server::ServiceProxy(const httplib::Request& req, httplib::Response& res, c
   HostPort target;
   {
     std::lock_guard<std::mutex> lock(store_.mu);
-    json* svc = store_.Get("services", t.ns, name);
+    const json* svc = store_.Get("services", t.ns, name);
     if (svc == nullptr) {
       if (AllDigits(port)) throw NotFoundError(*t.r, name);
       ApiError e(404, "NotFound", "endpoints \"" + name + "\" not found");

@@ -195,7 +195,7 @@ int Server::Run() {
     for (const json* ns : store_.List("namespaces", ""))
       namespaces.push_back((*ns)["metadata"].value("name", ""));
     for (const std::string& ns : namespaces) {
-      json* cm = store_.Get("configmaps", ns, "kube-root-ca.crt");
+      const json* cm = store_.Get("configmaps", ns, "kube-root-ca.crt");
       if (cm == nullptr) continue;
       json updated = *cm;
       updated["data"] = RootCaConfigMap(ns)["data"];

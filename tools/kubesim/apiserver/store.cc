@@ -47,11 +47,31 @@ void RemoveFinalizer(json& obj, const std::string& f) {
   if (fs.empty()) obj["metadata"].erase("finalizers");
 }
 
+// The uids an object's ownerReferences name, each once.
+std::set<std::string> OwnerUids(const json* obj) {
+  std::set<std::string> out;
+  if (obj == nullptr) return out;
+  const json& md = (*obj)["metadata"];
+  if (!md.contains("ownerReferences") || !md["ownerReferences"].is_array()) return out;
+  for (const auto& ref : md["ownerReferences"])
+    out.insert(ref.value("uid", ""));
+  return out;
+}
+std::string UidOf(const json& obj) {
+  return obj["metadata"].value("uid", "");
+}
+// Being deleted and waiting for the collector: orphan its dependents or delete them first.
+bool AwaitsCollector(const json& obj) {
+  return obj["metadata"].contains("deletionTimestamp") &&
+         (HasFinalizer(obj, "orphan") || HasFinalizer(obj, "foregroundDeletion"));
+}
+
 }  // namespace
 
 Store::Store(size_t history_cap) : history_cap_(history_cap) {}
 
-json* Store::Get(const std::string& storage, const std::string& ns, const std::string& name) {
+const json* Store::Get(const std::string& storage, const std::string& ns,
+                       const std::string& name) const {
   auto s = objects_.find(storage);
   if (s == objects_.end()) return nullptr;
   auto it = s->second.find(Key(ns, name));
@@ -82,34 +102,71 @@ void Store::Record(const std::string& type, const std::string& storage, const js
   cv.notify_all();
 }
 
-void Store::CountUid(const json& obj, bool add) {
-  const std::string uid = obj["metadata"].value("uid", "");
-  if (add) {
-    ++uids_[uid];
-    return;
+void Store::Index(const std::string& storage, const std::string& key, const json* old,
+                  const json* now) {
+  const Ref self{storage, key};
+  const std::string old_uid = old != nullptr ? UidOf(*old) : "";
+  const std::string new_uid = now != nullptr ? UidOf(*now) : "";
+  if (old != nullptr && (now == nullptr || old_uid != new_uid)) {
+    auto it = by_uid_.find(old_uid);
+    if (it != by_uid_.end()) {
+      it->second.erase(self);
+      if (it->second.empty()) {
+        // The last object with this uid is gone: whatever names it as owner is now dangling.
+        by_uid_.erase(it);
+        auto deps = dependents_.find(old_uid);
+        if (deps != dependents_.end()) check_refs_.insert(deps->second.begin(), deps->second.end());
+      }
+    }
   }
-  auto it = uids_.find(uid);
-  if (it != uids_.end() && --it->second == 0) uids_.erase(it);
+  if (now != nullptr && (old == nullptr || old_uid != new_uid)) by_uid_[new_uid].insert(self);
+
+  const std::set<std::string> old_owners = OwnerUids(old);
+  const std::set<std::string> new_owners = OwnerUids(now);
+  for (const auto& uid : old_owners) {
+    if (new_owners.count(uid) != 0) continue;
+    auto it = dependents_.find(uid);
+    if (it == dependents_.end()) continue;
+    it->second.erase(self);
+    if (it->second.empty()) dependents_.erase(it);
+  }
+  for (const auto& uid : new_owners) {
+    dependents_[uid].insert(self);
+    if (by_uid_.count(uid) == 0) check_refs_.insert(self);  // created or patched dangling
+  }
+  // An owner waiting for its dependents looks again whenever one of them changes or goes.
+  auto wake = [&](const std::string& uid) {
+    auto it = by_uid_.find(uid);
+    if (it == by_uid_.end()) return;
+    for (const Ref& owner : it->second) {
+      if (owners_deleting_.count(owner) != 0) check_owners_.insert(owner);
+    }
+  };
+  for (const auto& uid : old_owners)
+    wake(uid);
+  for (const auto& uid : new_owners) {
+    if (old_owners.count(uid) == 0) wake(uid);
+  }
+
+  if (now != nullptr && AwaitsCollector(*now)) {
+    owners_deleting_.insert(self);
+    check_owners_.insert(self);
+  } else {
+    owners_deleting_.erase(self);
+    check_owners_.erase(self);
+  }
 }
 
 json Store::Create(const std::string& storage, json obj) {
   obj["metadata"]["resourceVersion"] = std::to_string(NextRv());
-  json& slot = objects_[storage][KeyOf(obj)];
-  if (!slot.is_null()) CountUid(slot, false);
+  const std::string key = KeyOf(obj);
+  json& slot = objects_[storage][key];
+  const json old = slot;
   slot = obj;
-  CountUid(obj, true);
+  Index(storage, key, old.is_null() ? nullptr : &old, &slot);
   Record("ADDED", storage, obj, json());
-  // An object may be created with ownerReferences to owners that are already gone; a new object
-  // cannot leave others dangling, so collection runs only then.
-  const json& refs = obj["metadata"].contains("ownerReferences")
-                         ? obj["metadata"]["ownerReferences"]
-                         : json::array();
-  for (const auto& ref : refs.is_array() ? refs : json::array()) {
-    if (uids_.count(ref.value("uid", "")) == 0) {
-      RunGc();
-      break;
-    }
-  }
+  // An object may be created with ownerReferences to owners that are already gone.
+  RunGc();
   return obj;
 }
 
@@ -118,29 +175,25 @@ json Store::Update(const std::string& storage, json obj) {
   json& slot = objects_[storage][key];
   json old = slot;
   obj["metadata"]["resourceVersion"] = std::to_string(NextRv());
-  if (!old.is_null()) CountUid(old, false);
-  CountUid(obj, true);
   slot = obj;
+  Index(storage, key, old.is_null() ? nullptr : &old, &slot);
   Record("MODIFIED", storage, obj, old);
-  bool gc = false;
   if (obj["metadata"].contains("deletionTimestamp") && NoFinalizers(obj) &&
       grace_until_.count(storage + "|" + key) == 0) {
     Remove(storage, key);
-    gc = true;
   }
-  // Garbage collection scans every object: only writes that can change its outcome run it
-  // (an object removed, owner references changed, finalizers of an object being deleted).
-  const json& om = old.is_object() && old.contains("metadata") ? old["metadata"] : json();
-  const json& nm = obj["metadata"];
-  auto field = [](const json& m, const char* k) {
-    return m.is_object() && m.contains(k) ? m[k] : json();
-  };
-  if (gc || nm.contains("deletionTimestamp") ||
-      field(om, "ownerReferences") != field(nm, "ownerReferences") ||
-      field(om, "finalizers") != field(nm, "finalizers")) {
-    RunGc();
-  }
+  // Only the objects this write affected (Index queued them) are looked at.
+  RunGc();
   return obj;
+}
+
+void Store::Replace(const std::string& storage, const std::string& key, json obj) {
+  json& slot = objects_[storage][key];
+  const json old = slot;
+  obj["metadata"]["resourceVersion"] = std::to_string(NextRv());
+  slot = obj;
+  Index(storage, key, &old, &slot);
+  Record("MODIFIED", storage, obj, old);
 }
 
 void Store::Remove(std::string storage, std::string key) {
@@ -149,7 +202,7 @@ void Store::Remove(std::string storage, std::string key) {
   if (it == objs.end()) return;
   json last = it->second;
   objs.erase(it);
-  CountUid(last, false);
+  Index(storage, key, &last, nullptr);
   grace_until_.erase(storage + "|" + key);
   last["metadata"]["resourceVersion"] = std::to_string(NextRv());
   Record("DELETED", storage, last, last);
@@ -166,6 +219,8 @@ void Store::Remove(std::string storage, std::string key) {
         if (f == m.end()) continue;
         json gone = f->second;
         m.erase(f);
+        Index(st, k, &gone, nullptr);
+        grace_until_.erase(st + "|" + k);
         gone["metadata"]["resourceVersion"] = std::to_string(NextRv());
         Record("DELETED", st, gone, gone);
       }
@@ -198,10 +253,7 @@ bool Store::DeleteOne(const std::string& storage, const std::string& key, Propag
       grace_until_[gk] = std::chrono::steady_clock::now() + std::chrono::seconds(grace_seconds);
     }
     md["deletionGracePeriodSeconds"] = grace_seconds;
-    json old = it->second;
-    md["resourceVersion"] = std::to_string(NextRv());
-    it->second = obj;
-    Record("MODIFIED", storage, obj, old);
+    Replace(storage, key, std::move(obj));
     return false;
   }
   if (policy == Propagation::kOrphan && !HasFinalizer(obj, "orphan")) {
@@ -229,10 +281,7 @@ bool Store::DeleteOne(const std::string& storage, const std::string& key, Propag
     grace_until_[storage + "|" + key] =
         std::chrono::steady_clock::now() + std::chrono::seconds(grace);
   }
-  json old = it->second;
-  md["resourceVersion"] = std::to_string(NextRv());
-  it->second = obj;
-  Record("MODIFIED", storage, obj, old);
+  Replace(storage, key, std::move(obj));
   return false;
 }
 
@@ -240,7 +289,7 @@ Store::DeleteResult Store::Delete(const std::string& storage, const std::string&
                                   const std::string& name, Propagation policy,
                                   int64_t grace_seconds) {
   DeleteResult res;
-  json* obj = Get(storage, ns, name);
+  const json* obj = Get(storage, ns, name);
   if (obj == nullptr) return res;
   const std::string key = Key(ns, name);
   res.gone = DeleteOne(storage, key, policy, grace_seconds);
@@ -256,7 +305,7 @@ Store::DeleteResult Store::Delete(const std::string& storage, const std::string&
     }
   }
   RunGc();
-  json* still = Get(storage, ns, name);
+  const json* still = Get(storage, ns, name);
   if (!res.gone && still == nullptr) res.gone = true;
   if (still != nullptr) res.object = *still;
   return res;
@@ -277,7 +326,7 @@ void Store::Tick() {
     auto it = objs.find(key);
     if (it != objs.end() && NoFinalizers(it->second)) Remove(storage, key);
   }
-  if (!due.empty()) RunGc();
+  RunGc();
 }
 
 void Store::Compact() {
@@ -287,104 +336,88 @@ void Store::Compact() {
 }
 
 void Store::RunGc() {
-  for (int pass = 0; pass < 100; ++pass) {
-    bool changed = false;
-    const auto& uids = uids_;
-    // Dependents whose owners are gone: delete (all owners gone) or drop the dangling refs.
-    for (auto& [st, m] : objects_) {
-      std::vector<std::pair<std::string, bool>> work;  // key, delete?
-      for (const auto& [k, o] : m) {
-        const json& md = o["metadata"];
-        if (!md.contains("ownerReferences") || !md["ownerReferences"].is_array() ||
-            md["ownerReferences"].empty()) {
-          continue;
-        }
-        size_t dangling = 0;
-        for (const auto& ref : md["ownerReferences"]) {
-          if (uids.count(ref.value("uid", "")) == 0) ++dangling;
-        }
-        if (dangling == 0) continue;
-        work.emplace_back(k, dangling == md["ownerReferences"].size());
-      }
-      for (const auto& [k, del] : work) {
-        auto it = m.find(k);
-        if (it == m.end()) continue;
-        if (del) {
-          if (it->second["metadata"].contains("deletionTimestamp")) continue;
-          DeleteOne(st, k, Propagation::kBackground, -1);
-        } else {
-          json obj = it->second;
-          json refs = json::array();
-          for (const auto& ref : obj["metadata"]["ownerReferences"]) {
-            if (uids.count(ref.value("uid", "")) != 0) refs.push_back(ref);
-          }
-          obj["metadata"]["ownerReferences"] = refs;
-          json old = it->second;
-          obj["metadata"]["resourceVersion"] = std::to_string(NextRv());
-          it->second = obj;
-          Record("MODIFIED", st, obj, old);
-        }
-        changed = true;
-      }
+  // Every step either changes nothing or moves an object towards its end (a deletion started,
+  // a reference or finalizer dropped), and only changes queue more work: this ends. Dangling
+  // references go first, as an owner's foreground wait depends on its dependents' deletion.
+  while (!check_refs_.empty() || !check_owners_.empty()) {
+    if (!check_refs_.empty()) {
+      const Ref ref = *check_refs_.begin();
+      check_refs_.erase(check_refs_.begin());
+      CollectDangling(ref);
+    } else {
+      const Ref ref = *check_owners_.begin();
+      check_owners_.erase(check_owners_.begin());
+      FinishOwnerDeletion(ref);
     }
-    if (changed) continue;
-    // Owners being deleted with the orphan or foregroundDeletion finalizer.
-    for (auto& [st, m] : objects_) {
-      for (auto& [k, o] : m) {
-        const json& md = o["metadata"];
-        if (!md.contains("deletionTimestamp")) continue;
-        const bool orphan = HasFinalizer(o, "orphan");
-        const bool foreground = HasFinalizer(o, "foregroundDeletion");
-        if (!orphan && !foreground) continue;
-        const std::string uid = md.value("uid", "");
-        std::vector<std::pair<std::string, std::string>> dependents;
-        for (const auto& [dst, dm] : objects_) {
-          for (const auto& [dk, d] : dm) {
-            for (const auto& ref : d["metadata"].value("ownerReferences", json::array())) {
-              if (ref.value("uid", "") == uid) dependents.emplace_back(dst, dk);
-            }
-          }
-        }
-        if (orphan) {
-          for (const auto& [dst, dk] : dependents) {
-            json& d = objects_[dst][dk];
-            json old = d;
-            json refs = json::array();
-            for (const auto& ref : d["metadata"]["ownerReferences"]) {
-              if (ref.value("uid", "") != uid) refs.push_back(ref);
-            }
-            d["metadata"]["ownerReferences"] = refs;
-            d["metadata"]["resourceVersion"] = std::to_string(NextRv());
-            Record("MODIFIED", dst, d, old);
-          }
-          dependents.clear();
-        } else {
-          if (!dependents.empty()) {
-            const uint64_t before = rv_;
-            for (const auto& [dst, dk] : dependents) {
-              DeleteOne(dst, dk, Propagation::kForeground, -1);
-            }
-            if (rv_ != before) {
-              changed = true;
-              break;
-            }
-            continue;  // dependents still terminating: the owner waits
-          }
-        }
-        json obj = o;
-        RemoveFinalizer(obj, orphan ? "orphan" : "foregroundDeletion");
-        json old = o;
-        obj["metadata"]["resourceVersion"] = std::to_string(NextRv());
-        o = obj;
-        Record("MODIFIED", st, obj, old);
-        if (NoFinalizers(obj) && grace_until_.count(st + "|" + k) == 0) Remove(st, k);
-        changed = true;
-        break;
-      }
-      if (changed) break;
-    }
-    if (!changed) return;
   }
+}
+
+void Store::CollectDangling(const Ref& ref) {
+  const auto& [st, k] = ref;
+  auto s = objects_.find(st);
+  if (s == objects_.end()) return;
+  auto it = s->second.find(k);
+  if (it == s->second.end()) return;
+  const json& md = it->second["metadata"];
+  if (!md.contains("ownerReferences") || !md["ownerReferences"].is_array()) return;
+  const json& refs = md["ownerReferences"];
+  size_t dangling = 0;
+  for (const auto& r : refs) {
+    if (by_uid_.count(r.value("uid", "")) == 0) ++dangling;
+  }
+  if (dangling == 0) return;
+  if (dangling == refs.size()) {
+    // Every owner is gone: delete it in the background (unless already being deleted).
+    if (!md.contains("deletionTimestamp")) DeleteOne(st, k, Propagation::kBackground, -1);
+    return;
+  }
+  // Some owners remain: drop the references to the ones that are gone.
+  json obj = it->second;
+  json kept = json::array();
+  for (const auto& r : refs) {
+    if (by_uid_.count(r.value("uid", "")) != 0) kept.push_back(r);
+  }
+  obj["metadata"]["ownerReferences"] = std::move(kept);
+  Replace(st, k, std::move(obj));
+}
+
+void Store::FinishOwnerDeletion(const Ref& ref) {
+  const auto& [st, k] = ref;
+  auto s = objects_.find(st);
+  if (s == objects_.end()) return;
+  auto it = s->second.find(k);
+  if (it == s->second.end() || !AwaitsCollector(it->second)) return;
+  const bool orphan = HasFinalizer(it->second, "orphan");
+  const std::string uid = UidOf(it->second);
+  std::vector<Ref> dependents;
+  if (auto d = dependents_.find(uid); d != dependents_.end()) {
+    dependents.assign(d->second.begin(), d->second.end());
+  }
+  if (orphan) {
+    for (const auto& [dst, dk] : dependents) {
+      auto dit = objects_[dst].find(dk);
+      if (dit == objects_[dst].end()) continue;
+      json d = dit->second;
+      json refs = json::array();
+      for (const auto& r : d["metadata"]["ownerReferences"]) {
+        if (r.value("uid", "") != uid) refs.push_back(r);
+      }
+      d["metadata"]["ownerReferences"] = std::move(refs);
+      Replace(dst, dk, std::move(d));
+    }
+  } else if (!dependents.empty()) {
+    // Foreground: delete the dependents (foreground too) and wait; each dependent's change or
+    // removal queues this owner again.
+    for (const auto& [dst, dk] : dependents)
+      DeleteOne(dst, dk, Propagation::kForeground, -1);
+    return;
+  }
+  auto again = objects_[st].find(k);
+  if (again == objects_[st].end()) return;
+  json obj = again->second;
+  RemoveFinalizer(obj, orphan ? "orphan" : "foregroundDeletion");
+  Replace(st, k, obj);
+  if (NoFinalizers(obj) && grace_until_.count(st + "|" + k) == 0) Remove(st, k);
 }
 
 }  // namespace kubesim

@@ -10,6 +10,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -45,7 +46,10 @@ class Store {
   uint64_t OldestRv() const { return oldest_; }
   const std::deque<WatchEvent>& History() const { return history_; }
 
-  nlohmann::json* Get(const std::string& storage, const std::string& ns, const std::string& name);
+  // The stored object, or null. Read-only: writes go through Create / Update / Delete, which keep
+  // the garbage collector's indexes.
+  const nlohmann::json* Get(const std::string& storage, const std::string& ns,
+                            const std::string& name) const;
   // Objects of `storage` in key order, restricted to `ns` unless empty.
   std::vector<const nlohmann::json*> List(const std::string& storage, const std::string& ns) const;
   bool NamespaceExists(const std::string& ns);
@@ -77,13 +81,25 @@ class Store {
   bool stopping = false;
 
  private:
+  using Ref = std::pair<std::string, std::string>;  // storage, namespace/name key
+
   uint64_t NextRv() { return ++rv_; }
   void Record(const std::string& type, const std::string& storage, const nlohmann::json& obj,
               const nlohmann::json& old);
   void Remove(std::string storage, std::string key);  // by value: callers pass map keys
+  // Stores `obj` over the existing object at `key` with a new resourceVersion, records MODIFIED.
+  void Replace(const std::string& storage, const std::string& key, nlohmann::json obj);
   bool DeleteOne(const std::string& storage, const std::string& key, Propagation policy,
                  int64_t grace_seconds);
+  // Garbage collection of what the writes since the last run affected (check_refs_,
+  // check_owners_); runs until nothing more changes.
   void RunGc();
+  void CollectDangling(const Ref& ref);      // dependents whose owners are gone
+  void FinishOwnerDeletion(const Ref& ref);  // orphan / foregroundDeletion finalizers
+  // Keeps the indexes below in step with one object's change: `old` and `now` are its states
+  // before and after (null when absent). Called on every write to objects_.
+  void Index(const std::string& storage, const std::string& key, const nlohmann::json* old,
+             const nlohmann::json* now);
 
   uint64_t rv_ = 1000;
   uint64_t oldest_ = 1000;
@@ -91,11 +107,21 @@ class Store {
   uint64_t watch_epoch_ = 0;
   std::deque<WatchEvent> history_;
   std::map<std::string, std::map<std::string, nlohmann::json>> objects_;
-  // metadata.uid -> how many stored objects carry it: garbage collection asks "is this owner
-  // still there?" without scanning every object.
-  std::unordered_map<std::string, size_t> uids_;
-  void CountUid(const nlohmann::json& obj, bool add);
   std::map<std::string, std::chrono::steady_clock::time_point> grace_until_;  // storage|key
+
+  // The garbage collector's dependency graph, kept by Index() on every write the way
+  // Kubernetes' collector builds its graph from informer events, so that a write costs the
+  // objects it affects rather than a scan of every object.
+  // metadata.uid -> the stored objects carrying it ("is this owner still there?").
+  std::unordered_map<std::string, std::set<Ref>> by_uid_;
+  // owner uid -> the objects whose ownerReferences name it (present or not).
+  std::unordered_map<std::string, std::set<Ref>> dependents_;
+  // Objects being deleted that hold the `orphan` or `foregroundDeletion` finalizer.
+  std::set<Ref> owners_deleting_;
+  // Work for RunGc: objects that may name a missing owner; owners of owners_deleting_ whose
+  // own state or dependents changed.
+  std::set<Ref> check_refs_;
+  std::set<Ref> check_owners_;
 };
 
 }  // namespace kubesim

@@ -115,6 +115,13 @@ class Fleet {
     std::lock_guard<std::mutex> lock(notify_mu_);
     notify_ = std::move(notify);
   }
+  // Called instead when the change is the job's end (its next Observe finds it terminal), so the
+  // controller serves it with the ended jobs rather than behind the live jobs' changes; unset,
+  // the plain notification is used.
+  void SetNotifyEnded(std::function<void(const std::string& job_id)> notify) {
+    std::lock_guard<std::mutex> lock(notify_mu_);
+    notify_ended_ = std::move(notify);
+  }
 
  protected:
   // Safe from any thread, also while SetNotify runs (informer threads call it at any time).
@@ -126,10 +133,20 @@ class Fleet {
     }
     if (notify) notify(job_id);
   }
+  // The job ended (see SetNotifyEnded). Same thread safety as Notify.
+  void NotifyEnded(const std::string& job_id) {
+    std::function<void(const std::string&)> notify;
+    {
+      std::lock_guard<std::mutex> lock(notify_mu_);
+      notify = notify_ended_ ? notify_ended_ : notify_;
+    }
+    if (notify) notify(job_id);
+  }
 
  private:
   std::mutex notify_mu_;
   std::function<void(const std::string&)> notify_;
+  std::function<void(const std::string&)> notify_ended_;
 };
 
 // "" → ok; otherwise a retryable fault with `reason` (the fleets' helpers report errors as text,
