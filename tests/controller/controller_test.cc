@@ -335,6 +335,14 @@ class ControllerTest : public ::testing::Test {
 
   fs::path root() const { return tmp_.path(); }
 
+  // Replaces the controller with one using `o`. The old one goes first: its destructor unsets
+  // the fleet's notification hooks, which would otherwise undo the new controller's.
+  void Restart(const Options& o) {
+    controller_.reset();
+    controller_ = std::make_unique<Controller>(
+        *store_, std::map<std::string, fleet::Fleet*>{{"local", &fleet_}}, objects_, o);
+  }
+
   TempDir tmp_;
   std::atomic<int64_t> clock_offset_{0};
   std::unique_ptr<store::Store> store_ = store::Store::Open(tmp_.path() / "state.db");
@@ -557,8 +565,7 @@ TEST_F(ControllerTest, ATransientSubmitFailureIsRetriedWithBackoff) {
 TEST_F(ControllerTest, TransientSubmitFailuresStopAtTheSubmitDeadline) {
   Options o = FastOptions(root());
   o.submit_deadline = std::chrono::seconds(30);
-  controller_ = std::make_unique<Controller>(
-      *store_, std::map<std::string, fleet::Fleet*>{{"local", &fleet_}}, objects_, o);
+  Restart(o);
   for (int i = 0; i < 3; ++i)
     fleet_.submit_script.push_back({Status::Retryable("SubmissionFailed", "API server 503"), ""});
   clock_offset_ = -60'000;  // packaging began a minute ago
@@ -636,8 +643,7 @@ TEST_F(ControllerTest, APackagingHoldsDiskSpaceInTheUploadsBudgetAndWaitsForIt) 
   DiskBudget budget([] { return int64_t{100'000}; }, 0);
   Options o = FastOptions(root());
   o.disk_budget = &budget;
-  controller_ = std::make_unique<Controller>(
-      *store_, std::map<std::string, fleet::Fleet*>{{"local", &fleet_}}, objects_, o);
+  Restart(o);
   // 30,000 bytes of code: its packaging holds 60,000 (the code and the capsule built from it).
   const Job created = Submit(Spec(), "local", {{"train.py", std::string(30'000, 'x')}});
   DriveTo(created.id, Phase::kPackaging);
@@ -886,8 +892,7 @@ TEST_F(ControllerTest, CleanupArchivesLogsBeforeReleasingAndRetriesEach) {
 TEST_F(ControllerTest, AReleaseInProgressWaitsForTheFleetWithoutRetrying) {
   Options o = FastOptions(root());
   o.sync_period = 3600s;
-  controller_ = std::make_unique<Controller>(
-      *store_, std::map<std::string, fleet::Fleet*>{{"local", &fleet_}}, objects_, o);
+  Restart(o);
   fleet_.notifies = true;
   const Job created = Submit();
   DriveTo(created.id, Phase::kPending);
@@ -920,8 +925,7 @@ TEST_F(ControllerTest, WorkersDriveJobsOldestFirstAndFleetNotificationsWakeThem)
   Options one = FastOptions(root());
   one.workers = 1;
   one.resync = 10s;  // only notifications move the jobs along
-  controller_ = std::make_unique<Controller>(
-      *store_, std::map<std::string, fleet::Fleet*>{{"local", &fleet_}}, objects_, one);
+  Restart(one);
   std::vector<std::string> ids;
   for (int i = 0; i < 3; ++i)
     ids.push_back(Submit().id);
@@ -964,8 +968,7 @@ TEST_F(ControllerTest, WorkersDriveJobsOldestFirstAndFleetNotificationsWakeThem)
 TEST_F(ControllerTest, ALiveJobOfANotifyingFleetWaitsForTheSyncPeriodOrItsDeadline) {
   Options o = FastOptions(root());
   o.sync_period = 3600s;
-  controller_ = std::make_unique<Controller>(
-      *store_, std::map<std::string, fleet::Fleet*>{{"local", &fleet_}}, objects_, o);
+  Restart(o);
   fleet_.notifies = true;
   const Job slow = Submit(Spec("deadlines: {preRunningSeconds: 7200}\n"));
   DriveTo(slow.id, Phase::kPending);
@@ -1001,9 +1004,7 @@ TEST_F(ControllerTest, AJobTheFleetSawEndIsNotQueuedBehindLiveJobs) {
   o.cleanup_workers = 1;
   o.resync = 10s;
   o.sync_period = 3600s;
-  controller_.reset();  // first: its destructor unsets the fleet's notifications
-  controller_ = std::make_unique<Controller>(
-      *store_, std::map<std::string, fleet::Fleet*>{{"local", &fleet_}}, objects_, o);
+  Restart(o);
   fleet_.notifies = true;
   const Job busy = Submit();
   const Job ends = Submit();
