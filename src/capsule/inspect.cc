@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "entry_rules.h"
 #include "internal.h"
 #include "starforge/capsule/capsule.h"
 
@@ -27,8 +28,7 @@ using internal::Printable;
 using internal::ZipCloser;
 using internal::ZipFileCloser;
 
-// The manifest is small; anything bigger than this is not one of ours.
-constexpr uint64_t kMaxManifestBytes = 64 << 20;
+using internal::kMaxManifestBytes;
 constexpr zip_uint64_t kMissing = ~zip_uint64_t{0};
 
 // Reads entry `index` through libzip (which checks its CRC), at most `limit` bytes; hashes it.
@@ -307,36 +307,19 @@ InspectResult InspectEntries(const std::filesystem::path& capsule, const Located
   }
 
   // Every entry by name; names are checked before anything trusts them.
-  std::map<std::string, zip_uint64_t> entries;
-  std::set<std::string> top_level;
   const zip_int64_t count = zip_get_num_entries(za.get(), 0);
   if (count < 0 || static_cast<uint64_t>(count) > options.max_entries) {
     r.problems.push_back("more than " + std::to_string(options.max_entries) + " entries");
     return r;
   }
+  std::vector<std::string> names;
+  names.reserve(static_cast<size_t>(count));
   for (zip_int64_t i = 0; i < count; ++i) {
-    const auto ui = static_cast<zip_uint64_t>(i);
-    const char* raw = zip_get_name(za.get(), ui, ZIP_FL_ENC_RAW);
-    const std::string name = raw ? raw : "";
-    if (!name.empty() && name.back() == '/') {
-      r.problems.push_back(Printable(name) + ": unexpected directory entry");
-      continue;
-    }
-    if (std::string why = CheckArchivePath(name); !why.empty()) {
-      r.problems.push_back(Printable(name) + ": unsafe entry name: it " + why);
-      continue;
-    }
-    if (!entries.emplace(name, ui).second) {
-      r.problems.push_back(Printable(name) + ": appears twice in the archive");
-      continue;
-    }
-    top_level.insert(name.substr(0, name.find('/')));
+    const char* raw = zip_get_name(za.get(), static_cast<zip_uint64_t>(i), ZIP_FL_ENC_RAW);
+    names.emplace_back(raw ? raw : "");
   }
-  if (top_level.size() < 2) {
-    r.problems.push_back(
-        "fewer than two top-level entries: Ray would strip the top-level directory when it "
-        "unpacks the capsule");
-  }
+  // An entry's position in `names` is its libzip index.
+  const std::map<std::string, size_t> entries = internal::ScreenEntryNames(names, &r);
 
   const auto manifest_it = entries.find(kManifestPath);
   if (manifest_it == entries.end()) {
@@ -349,25 +332,7 @@ InspectResult InspectEntries(const std::filesystem::path& capsule, const Located
     r.problems.push_back(std::string(kManifestPath) + ": " + error);
     return r;
   }
-  if (size > kMaxManifestBytes) {
-    r.problems.push_back(std::string(kManifestPath) + ": larger than " +
-                         FormatBytes(kMaxManifestBytes));
-    return r;
-  }
-  r.manifest = ParseManifest(text, &error);
-  if (!r.manifest) {
-    r.problems.push_back(std::string(kManifestPath) + ": " + error);
-    return r;
-  }
-
-  uint64_t total = 0;
-  for (const auto& m : r.manifest->files)
-    total += std::min<uint64_t>(m.size, UINT64_MAX / 2);
-  if (total > options.max_total_bytes) {
-    r.problems.push_back("the manifest's files add up to " + FormatBytes(total) + ", over the " +
-                         FormatBytes(options.max_total_bytes) + " limit");
-    return r;
-  }
+  if (!internal::CheckManifestText(text, size, options, &r)) return r;
 
   // Each entry is inflated and hashed on one of `threads` threads, each with its own handle on
   // the archive (a zip_t is not shared between threads); problems are reported in manifest
@@ -452,14 +417,7 @@ InspectResult InspectEntries(const std::filesystem::path& capsule, const Located
     else
       r.problems.push_back(v);
   }
-  for (const auto& [name, index] : entries) {
-    if (name != kManifestPath && !listed.count(name))
-      r.problems.push_back(Printable(name) + ": in the archive but not in the manifest");
-  }
-  for (const char* required : {kJobSpecPath, kRunnerPath}) {
-    if (!listed.count(required))
-      r.problems.push_back(std::string(required) + ": not in the manifest");
-  }
+  internal::CheckEveryEntryListed(entries, listed, &r);
   return r;
 }
 

@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "entry_rules.h"
 #include "internal.h"
 #include "starforge/capsule/capsule.h"
 
@@ -38,7 +39,7 @@ constexpr uint16_t kDeflated = 8;
 constexpr uint16_t kKnownFlags = 0x0806;
 // As Inspect: libdeflate inflates whole entries in memory, up to this size.
 constexpr uint64_t kInflateInMemory = 64 << 20;
-constexpr uint64_t kMaxManifestBytes = 64 << 20;
+using internal::kMaxManifestBytes;
 // Stored data is read in pieces of at most kPiece, once at least kMinPiece (or the rest) is in.
 constexpr size_t kPiece = 4 << 20;
 constexpr uint64_t kMinPiece = 1 << 20;
@@ -475,57 +476,23 @@ InspectResult StreamCheck::State::Judge(uint64_t size) {
   InspectResult r;
   r.size = size;
   r.sha256 = archive_hex;
-  std::map<std::string, const Seen*> entries;
-  std::set<std::string> top_level;
-  for (const Seen& e : seen) {
-    if (!e.name.empty() && e.name.back() == '/') {
-      r.problems.push_back(Printable(e.name) + ": unexpected directory entry");
-      continue;
-    }
-    if (std::string why = CheckArchivePath(e.name); !why.empty()) {
-      r.problems.push_back(Printable(e.name) + ": unsafe entry name: it " + why);
-      continue;
-    }
-    if (!entries.emplace(e.name, &e).second) {
-      r.problems.push_back(Printable(e.name) + ": appears twice in the archive");
-      continue;
-    }
-    top_level.insert(e.name.substr(0, e.name.find('/')));
-  }
-  if (top_level.size() < 2) {
-    r.problems.push_back(
-        "fewer than two top-level entries: Ray would strip the top-level directory when it "
-        "unpacks the capsule");
-  }
+  std::vector<std::string> names;
+  names.reserve(seen.size());
+  for (const Seen& e : seen)
+    names.push_back(e.name);
+  // An entry's position in `names` is its index in `seen`.
+  const std::map<std::string, size_t> entries = internal::ScreenEntryNames(names, &r);
   const auto manifest_it = entries.find(kManifestPath);
   if (manifest_it == entries.end()) {
     r.problems.push_back(std::string(kManifestPath) + ": missing");
     return r;
   }
-  const Seen& me = *manifest_it->second;
+  const Seen& me = seen[manifest_it->second];
   if (!me.read_error.empty()) {
     r.problems.push_back(std::string(kManifestPath) + ": " + me.read_error);
     return r;
   }
-  if (me.got > kMaxManifestBytes) {
-    r.problems.push_back(std::string(kManifestPath) + ": larger than " +
-                         FormatBytes(kMaxManifestBytes));
-    return r;
-  }
-  std::string error;
-  r.manifest = ParseManifest(manifest_text, &error);
-  if (!r.manifest) {
-    r.problems.push_back(std::string(kManifestPath) + ": " + error);
-    return r;
-  }
-  uint64_t total = 0;
-  for (const auto& m : r.manifest->files)
-    total += std::min<uint64_t>(m.size, UINT64_MAX / 2);
-  if (total > options.max_total_bytes) {
-    r.problems.push_back("the manifest's files add up to " + FormatBytes(total) + ", over the " +
-                         FormatBytes(options.max_total_bytes) + " limit");
-    return r;
-  }
+  if (!internal::CheckManifestText(manifest_text, me.got, options, &r)) return r;
   std::set<std::string> listed;
   for (const auto& m : r.manifest->files) {
     listed.insert(m.path);
@@ -535,7 +502,7 @@ InspectResult StreamCheck::State::Judge(uint64_t size) {
       r.problems.push_back(shown + ": in the manifest but missing from the archive");
       continue;
     }
-    const Seen& e = *it->second;
+    const Seen& e = seen[it->second];
     if (!e.read_error.empty()) {
       r.problems.push_back(shown + ": cannot be read: " + e.read_error);
     } else if (e.got != m.size) {
@@ -550,14 +517,7 @@ InspectResult StreamCheck::State::Judge(uint64_t size) {
       ++r.verified;
     }
   }
-  for (const auto& [name, e] : entries) {
-    if (name != kManifestPath && !listed.count(name))
-      r.problems.push_back(Printable(name) + ": in the archive but not in the manifest");
-  }
-  for (const char* required : {kJobSpecPath, kRunnerPath}) {
-    if (!listed.count(required))
-      r.problems.push_back(std::string(required) + ": not in the manifest");
-  }
+  internal::CheckEveryEntryListed(entries, listed, &r);
   return r;
 }
 
