@@ -1,4 +1,14 @@
-// The libcurl transport: an easy handle per exchange, connections shared through a share handle.
+// The libcurl transport: one easy handle per exchange at a time, taken from a pool of idle ones
+// that keep their connections alive; DNS answers and TLS sessions shared through a share handle.
+//
+// Connections are deliberately NOT put in the share handle (CURL_LOCK_DATA_CONNECT): libcurl
+// documents that sharing connections between concurrent threads is not supported, and its
+// KNOWN_BUGS lists "A shared connection cache is not thread-safe" (curl/curl#4915, still so in
+// the libcurl 7.88 of Debian 12): two threads can end up using or freeing the same connection.
+// That is how a kubesim with many controller threads on one client died in `free` at 1,000
+// RayJobs (issue 20). An easy handle reused by one thread at a time keeps its own connection
+// cache across exchanges (curl_easy_reset keeps live connections), which is the reuse libcurl
+// supports.
 #include "starforge/net/http.h"
 
 #include <curl/curl.h>
@@ -15,12 +25,18 @@
 #include <deque>
 #include <exception>
 #include <mutex>
+#include <vector>
 
 namespace starforge::net {
 
 struct Transport::Shared {
   CURLSH* share = nullptr;
   std::array<std::mutex, CURL_LOCK_DATA_LAST> locks;
+  // Easy handles between exchanges (reset, each holding its kept-alive connections). At most
+  // kMaxIdle are kept: a burst of concurrent exchanges leaves no more idle connections than that.
+  static constexpr size_t kMaxIdle = 16;
+  std::mutex idle_mu;
+  std::vector<CURL*> idle;
 };
 
 namespace {
@@ -335,18 +351,41 @@ Transport::Transport() : shared_(std::make_unique<Shared>()) {
   curl_share_setopt(shared_->share, CURLSHOPT_LOCKFUNC, &LockShare);
   curl_share_setopt(shared_->share, CURLSHOPT_UNLOCKFUNC, &UnlockShare);
   curl_share_setopt(shared_->share, CURLSHOPT_USERDATA, &shared_->locks);
-  curl_share_setopt(shared_->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT);
   curl_share_setopt(shared_->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
   curl_share_setopt(shared_->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
 }
 
 Transport::~Transport() {
+  for (CURL* c : shared_->idle)
+    curl_easy_cleanup(c);  // before the share handle they use
   if (shared_->share != nullptr) curl_share_cleanup(shared_->share);
 }
 
 void Transport::Perform(const Request& r, Response* response) {
   *response = Response{};
-  CurlPtr<CURL> curl(curl_easy_init(), &curl_easy_cleanup);
+  CURL* taken = nullptr;
+  {
+    std::lock_guard lock(shared_->idle_mu);
+    if (!shared_->idle.empty()) {
+      taken = shared_->idle.back();  // the most recently used: its connection is the freshest
+      shared_->idle.pop_back();
+    }
+  }
+  if (taken == nullptr) taken = curl_easy_init();
+  // Back to the pool once the exchange is over (this guard is destroyed last, after the header
+  // list and form it points to): reset to no options, its connections kept.
+  auto give_back = [shared = shared_.get()](CURL* c) {
+    curl_easy_reset(c);
+    {
+      std::lock_guard lock(shared->idle_mu);
+      if (shared->idle.size() < Shared::kMaxIdle) {
+        shared->idle.push_back(c);
+        return;
+      }
+    }
+    curl_easy_cleanup(c);
+  };
+  std::unique_ptr<CURL, decltype(give_back)> curl(taken, give_back);
   if (!curl) {
     response->fault = Fault::kOther;
     response->error = "cannot start an HTTP request (libcurl failed to initialise)";

@@ -114,8 +114,9 @@ struct Response {
   bool nothing_sent = false;
 };
 
-// Connections, DNS answers and TLS sessions, shared by the exchanges sent through it.
-// Thread-safe: each exchange has its own libcurl handle.
+// Kept-alive connections, DNS answers and TLS sessions, reused by the exchanges sent through it.
+// Thread-safe: an exchange has a libcurl handle to itself, taken from a pool of idle handles
+// that each keep their own connections (libcurl's shared connection cache is not thread-safe).
 class Transport {
  public:
   Transport();
