@@ -156,12 +156,23 @@ int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
   try {
     kubesim::Server server(opts, kubesim::Registry::Build(crd_dir));
-    std::thread([&server, &running, stop_signals] {
+    // Joined before `server` goes out of scope: detached, it could still be inside Stop() (which
+    // returns after Run() does) while main destroys the server under it.
+    std::thread stopper([&server, &running, stop_signals] {
       int sig = 0;
       sigwait(&stop_signals, &sig);
       running.StopAll();
       server.Stop();
-    }).detach();
+    });
+    // Run() also returns (or throws) without a signal: then the stopper is woken with one and
+    // stops what is already stopped (both are idempotent). A signal that came first is taken.
+    struct JoinStopper {
+      std::thread& t;
+      ~JoinStopper() {
+        pthread_kill(t.native_handle(), SIGTERM);
+        t.join();
+      }
+    } join_stopper{stopper};
     const int rc = server.Run();
     running.StopAll();
     return rc;
