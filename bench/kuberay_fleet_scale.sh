@@ -181,6 +181,10 @@ proc_stats() {  # PID: "cpu_seconds peak_rss_kib rss_kib threads fds"
 }
 snapshot() {  # NAME: both processes' figures into $work/NAME.stats
   { echo "serve $(proc_stats "$serve_pid")"; echo "kubesim $(proc_stats "$kubesim_pid")"; } >"$work/$1.stats"
+  # The machine's count of SYNs dropped at a full listen queue (TcpExt ListenDrops): each one
+  # costs a client TCP's 1 s (then 3 s) retransmission; other programs' sockets count too.
+  awk 'NR % 2 == 1 {for (i = 1; i <= NF; i++) h[i] = $i} NR % 2 == 0 && $1 == "TcpExt:" {
+    for (i = 1; i <= NF; i++) if (h[i] == "ListenDrops") print $i}' /proc/net/netstat >"$work/$1.drops" 2>/dev/null || true
 }
 
 # Submits job NAME; its id goes to $work/ids/NAME, an error to $work/ids/NAME.err.
@@ -515,6 +519,13 @@ if one["lag"] and many["lag"]:
           many["lag"][len(many["lag"]) // 2])
     plain("RayJob endTime → archived, p99 (s)", pct(one["lag"], 0.99), pct(many["lag"], 0.99))
     plain("RayJob endTime → archived, max (s)", one["lag"][-1], many["lag"][-1])
+def drops(name):
+    try:
+        return int(read(name + ".after.drops")) - int(read(name + ".before.drops"))
+    except (OSError, ValueError):
+        return -1
+print("%-44s %12d %12d   (machine-wide; each costs a 1 s SYN retry)" % (
+      "SYNs dropped at full listen queues", drops("one"), drops("many")))
 print("%-44s %12s %12s" % ("archived (driver/ray-job/submitter/events/rj)",
       "/".join(str(one["files"].get(f, 0)) for f in ARCHIVE),
       "/".join(str(many["files"].get(f, 0)) for f in ARCHIVE)))
