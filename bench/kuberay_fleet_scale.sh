@@ -185,6 +185,8 @@ snapshot() {  # NAME: both processes' figures into $work/NAME.stats
   # costs a client TCP's 1 s (then 3 s) retransmission; other programs' sockets count too.
   awk 'NR % 2 == 1 {for (i = 1; i <= NF; i++) h[i] = $i} NR % 2 == 0 && $1 == "TcpExt:" {
     for (i = 1; i <= NF; i++) if (h[i] == "ListenDrops") print $i}' /proc/net/netstat >"$work/$1.drops" 2>/dev/null || true
+  # kubesim's own controllers' requests so far (never reset: the phase's are after - before).
+  curl -fsS "$k8s/kubesim/requests?controllers=1" >"$work/$1.controllers.json" 2>/dev/null || true
 }
 
 # Submits job NAME; its id goes to $work/ids/NAME, an error to $work/ids/NAME.err.
@@ -526,6 +528,18 @@ def drops(name):
         return -1
 print("%-44s %12d %12d   (machine-wide; each costs a 1 s SYN retry)" % (
       "SYNs dropped at full listen queues", drops("one"), drops("many")))
+def operator_requests(name, verb=None):
+    # kubesim's RayJob controller's requests in the phase (what its reconciles cost the API).
+    try:
+        a, b = (json.load(open(os.path.join(work, "%s.%s.controllers.json" % (name, w))))
+                ["controllers"].get("rayjob-controller", {}) for w in ("before", "after"))
+    except (OSError, ValueError, KeyError):
+        return float("nan")
+    return sum(n - a.get(k, 0) for k, n in b.items() if verb is None or k == verb)
+plain("kubesim RayJob controller requests per job", operator_requests("one") / base_n,
+      operator_requests("many") / m)
+plain("  of which update rayjobs/status", operator_requests("one", "update rayjobs/status") / base_n,
+      operator_requests("many", "update rayjobs/status") / m)
 print("%-44s %12s %12s" % ("archived (driver/ray-job/submitter/events/rj)",
       "/".join(str(one["files"].get(f, 0)) for f in ARCHIVE),
       "/".join(str(many["files"].get(f, 0)) for f in ARCHIVE)))
