@@ -253,7 +253,7 @@ Check CheckOperator(const std::vector<json>& pods, const std::string& error) {
   }
   // Each job's release waits for the operator's reconcile of its deleted RayJob (the finalizer):
   // with one worker, that reconcile queues behind every other RayJob's (docs/kuberay-fleet.md,
-  // "Scale"). A hint, not a warning: one worker is fine for a few dozen jobs at once.
+  // "Release"). A hint, not a warning: one worker is fine for a few dozen jobs at once.
   std::string detail = JoinComma(found);
   if (single_worker) {
     detail +=
