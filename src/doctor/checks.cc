@@ -188,6 +188,32 @@ Check CheckKubeRayCrds(const json& discovery, const std::string& error) {
   return Make("kuberay-crds", title, Verdict::kPass, "rayjobs and rayclusters are served");
 }
 
+// The operator container's --reconcile-concurrency (Go's flag package: "-" or "--", "=V" or a
+// separate V), or 1 (KubeRay's default) when absent or unreadable.
+int ReconcileConcurrency(const json& container) {
+  const json& args = Field(container, "args");
+  if (!args.is_array()) return 1;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (!args[i].is_string()) continue;
+    std::string a = args[i].get<std::string>();
+    if (a.rfind("--", 0) == 0) a.erase(0, 1);
+    std::string value;
+    if (a.rfind("-reconcile-concurrency=", 0) == 0) {
+      value = a.substr(a.find('=') + 1);
+    } else if (a == "-reconcile-concurrency" && i + 1 < args.size() && args[i + 1].is_string()) {
+      value = args[i + 1].get<std::string>();
+    } else {
+      continue;
+    }
+    try {
+      return std::max(1, std::stoi(value));
+    } catch (const std::exception&) {
+      return 1;
+    }
+  }
+  return 1;
+}
+
 Check CheckOperator(const std::vector<json>& pods, const std::string& error) {
   const std::string title = "KubeRay operator version (v1.4 or later)";
   if (!error.empty()) {
@@ -197,6 +223,7 @@ Check CheckOperator(const std::vector<json>& pods, const std::string& error) {
                 "-o wide shows an image tag v1.4 or later");
   }
   std::vector<std::string> found, old;
+  bool single_worker = false;
   for (const auto& pod : pods) {
     const json& containers = Field(Field(pod, "spec"), "containers");
     if (!containers.is_array()) continue;
@@ -204,7 +231,9 @@ Check CheckOperator(const std::vector<json>& pods, const std::string& error) {
       const std::string image = Str(c, "image");
       const auto v = ImageVersion(image);
       if (!v) continue;
-      found.push_back(Name(pod) + " (" + image + ")");
+      found.push_back(Name(pod) + " (" + image + ", --reconcile-concurrency " +
+                      std::to_string(ReconcileConcurrency(c)) + ")");
+      single_worker = single_worker || ReconcileConcurrency(c) <= 1;
       if ((*v)[0] < kMinKubeRayMajor ||
           ((*v)[0] == kMinKubeRayMajor && (*v)[1] < kMinKubeRayMinor)) {
         old.push_back(Name(pod) + " runs " + image);
@@ -222,7 +251,17 @@ Check CheckOperator(const std::vector<json>& pods, const std::string& error) {
                 "if the operator runs elsewhere, check its version is v1.4 or later; otherwise " +
                     std::string(kInstallKubeRay));
   }
-  return Make("kuberay-operator", title, Verdict::kPass, JoinComma(found));
+  // Each job's release waits for the operator's reconcile of its deleted RayJob (the finalizer):
+  // with one worker, that reconcile queues behind every other RayJob's (docs/kuberay-fleet.md,
+  // "Release"). A hint, not a warning: one worker is fine for a few dozen jobs at once.
+  std::string detail = JoinComma(found);
+  if (single_worker) {
+    detail +=
+        "; for hundreds of jobs at once raise the operator's reconcile concurrency (Helm "
+        "--set reconcileConcurrency=10): with one worker each job's release waits behind every "
+        "other RayJob's reconcile";
+  }
+  return Make("kuberay-operator", title, Verdict::kPass, detail);
 }
 
 Check CheckGpuNodes(const json& nodes, const config::Config& cfg) {

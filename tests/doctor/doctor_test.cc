@@ -88,6 +88,31 @@ TEST(DoctorChecks, OperatorVersionFromTheImageTag) {
   EXPECT_EQ(CheckOperator({}, "").verdict, Verdict::kWarn) << "not found is not proof of absence";
 }
 
+// KubeRay's --reconcile-concurrency (default 1) is read from the operator's args: one worker
+// gets a hint for big fleets (each job's release waits for the operator's reconcile).
+TEST(DoctorChecks, OperatorReconcileConcurrency) {
+  auto pod = [](const json& args) {
+    json c = {{"name", "kuberay-operator"}, {"image", "quay.io/kuberay/operator:v1.4.2"}};
+    if (!args.is_null()) c["args"] = args;
+    return json{{"metadata", {{"name", "kuberay-operator-7d9"}}}, {"spec", {{"containers", {c}}}}};
+  };
+  for (const json& args :
+       {json(), json::array({"--reconcile-concurrency=1"}),
+        json::array({"--enable-leader-election=true", "-reconcile-concurrency", "1"})}) {
+    const Check c = CheckOperator({pod(args)}, "");
+    EXPECT_EQ(c.verdict, Verdict::kPass) << args.dump();
+    EXPECT_THAT(c.detail, HasSubstr("--reconcile-concurrency 1")) << args.dump();
+    EXPECT_THAT(c.detail, HasSubstr("reconcileConcurrency=10")) << args.dump();
+  }
+  for (const json& args : {json::array({"--reconcile-concurrency=16"}),
+                           json::array({"--reconcile-concurrency", "16", "--qps=100"})}) {
+    const Check c = CheckOperator({pod(args)}, "");
+    EXPECT_EQ(c.verdict, Verdict::kPass) << args.dump();
+    EXPECT_THAT(c.detail, HasSubstr("--reconcile-concurrency 16")) << args.dump();
+    EXPECT_THAT(c.detail, Not(HasSubstr("reconcileConcurrency"))) << c.detail;
+  }
+}
+
 TEST(DoctorChecks, CrdsMustServeRayJobsAndRayClusters) {
   EXPECT_EQ(
       CheckKubeRayCrds({{"resources", {{{"name", "rayjobs"}}, {{"name", "rayclusters"}}}}}, "")

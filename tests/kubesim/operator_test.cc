@@ -1335,6 +1335,38 @@ TEST(Operator, OperatorV14AsKubeRay142) {
   EXPECT_EQ(names, std::vector<std::string>{cluster + "-head-svc"});
 }
 
+// --reconcile-concurrency (KubeRay's flag): one worker runs a RayJob to Running and through its
+// deletion; the RayJob controller reads the RayJob it reconciles from its informer, as KubeRay's
+// cached client does (no `get rayjobs` until the RayJob is gone from the cache).
+TEST(Operator, ReconcileConcurrencyAndCachedRayJob) {
+  FakeRay ray;
+  Sim sim(Args(ray.port(), {"--reconcile-concurrency", "1"}));
+  ASSERT_GT(sim.port(), 0) << sim.Log();
+  json st = RunToRunning(sim, "default", MakeRayJob("one-worker"));
+  auto rayjob_reads = [&] {
+    return sim.Get("/kubesim/requests?controllers=1")["controllers"]["rayjob-controller"].value(
+        "get rayjobs", 0);
+  };
+  EXPECT_EQ(rayjob_reads(), 0) << sim.Get("/kubesim/requests?controllers=1").dump();
+  int code = 0;
+  sim.Req("DELETE", RjPath("default", "one-worker"), json(), &code);
+  EXPECT_EQ(code, 200);
+  ASSERT_TRUE(WaitFor([&] {
+    sim.Get(RjPath("default", "one-worker"), &code);
+    return code == 404;
+  })) << sim.Log();
+}
+
+TEST(Operator, ReconcileConcurrencyMustBePositive) {
+  for (const char* bad : {"0", "-2", "many", "3x"}) {
+    Sim sim({"--controllers", "operator", "--reconcile-concurrency", bad});
+    EXPECT_EQ(sim.port(), 0) << bad;
+    EXPECT_NE(sim.Log().find("--reconcile-concurrency wants a whole number >= 1"),
+              std::string::npos)
+        << sim.Log();
+  }
+}
+
 // HTTPMode: the operator submits to the head's Jobs API itself; no submitter Job.
 TEST(Operator, HttpMode) {
   FakeRay ray;

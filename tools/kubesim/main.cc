@@ -102,7 +102,11 @@ int main(int argc, char** argv) {
       } else if (a == "--ray-dashboard-port") {
         cflags.ray_dashboard_port = std::stoi(next());
       } else if (a.rfind("--", 0) == 0 && kubesim::controllers::IsControllerFlag(a.substr(2))) {
-        cflags.values[a.substr(2)] = next();
+        const std::string value = next();
+        const auto* flag = kubesim::controllers::FindControllerFlag(a.substr(2));
+        const std::string err = flag->check ? flag->check(value) : "";
+        if (!err.empty()) return Usage((a + " " + err).c_str());
+        cflags.values[a.substr(2)] = value;
       } else if (a == "--help" || a == "-h") {
         Usage("help");
         return 0;

@@ -44,6 +44,37 @@ std::vector<ControllerInfo> RegisteredControllers() {
   return out;
 }
 
+std::string CheckPositiveInt(const std::string& value) {
+  size_t used = 0;
+  long long n = 0;
+  try {
+    n = std::stoll(value, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != value.size() || n < 1 || n > 1000000)
+    return "wants a whole number >= 1, not \"" + value + "\"";
+  return "";
+}
+
+int PositiveIntFlag(const ControllerFlags& flags, const std::string& name, int fallback) {
+  const std::string v = flags.Value(name);
+  if (v.empty()) return fallback;
+  const std::string err = CheckPositiveInt(v);
+  if (!err.empty()) throw std::invalid_argument("--" + name + " " + err);
+  return static_cast<int>(std::stoll(v));
+}
+
+const ControllerFlag* FindControllerFlag(const std::string& name) {
+  std::lock_guard<std::mutex> lock(RegistryMu());
+  for (const ControllerInfo& c : Registry()) {
+    for (const ControllerFlag& f : c.flags) {
+      if (f.name == name) return &f;
+    }
+  }
+  return nullptr;
+}
+
 bool IsControllerFlag(const std::string& name) {
   std::lock_guard<std::mutex> lock(RegistryMu());
   for (const ControllerInfo& c : Registry()) {

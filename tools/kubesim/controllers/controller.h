@@ -23,6 +23,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "starforge/kube/client.h"
@@ -81,9 +82,22 @@ class Controller {
 };
 
 struct ControllerFlag {
+  ControllerFlag(std::string name_, std::string help_,
+                 std::function<std::string(const std::string&)> check_ = {})
+      : name(std::move(name_)), help(std::move(help_)), check(std::move(check_)) {}
   std::string name;  // without dashes: "images"
   std::string help;  // one line for --help
+  // Checks a value at startup: "" when it is good, else what is wrong (kubesim then exits with
+  // the usage). Unset = any value.
+  std::function<std::string(const std::string& value)> check;
 };
+
+// A ControllerFlag::check for a whole number >= 1.
+std::string CheckPositiveInt(const std::string& value);
+// The flag `name` as a number >= 1, or `fallback` when it was not given.
+int PositiveIntFlag(const ControllerFlags& flags, const std::string& name, int fallback);
+// Finds the declared flag `name` (null when none declares it).
+const ControllerFlag* FindControllerFlag(const std::string& name);
 
 struct ControllerInfo {
   std::string name;  // the --controllers name: operator, jobs, scheduler, kubelet

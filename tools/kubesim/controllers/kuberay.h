@@ -52,6 +52,10 @@ inline constexpr const char* kAppNameLabel = "app.kubernetes.io/name";
 inline constexpr const char* kCreatedByLabel = "app.kubernetes.io/created-by";
 inline constexpr const char* kRayJobFinalizer = "ray.io/rayjob-finalizer";
 
+// --reconcile-concurrency: workers of each operator controller (KubeRay's flag of that name,
+// MaxConcurrentReconciles of its controllers; Helm `reconcileConcurrency`).
+inline constexpr const char* kReconcileConcurrencyFlag = "reconcile-concurrency";
+
 // "<cluster>-head-svc" unless headGroupSpec.headService.metadata.name is set.
 std::string HeadServiceName(const json& cluster);
 // "<svc>.<ns>.svc.cluster.local" (CLUSTER_DOMAIN is cluster.local here).

@@ -1,5 +1,7 @@
 #include "controllers/operator.h"
 
+#include "controllers/kuberay.h"
+
 #include <thread>
 #include <vector>
 
@@ -33,7 +35,13 @@ class KubeRayOperator : public Controller {
 
 }  // namespace
 
-KUBESIM_REGISTER_CONTROLLER(
-    {"operator", [] { return std::make_unique<KubeRayOperator>(); }, {}, 30});
+KUBESIM_REGISTER_CONTROLLER({"operator",
+                             [] { return std::make_unique<KubeRayOperator>(); },
+                             {{kReconcileConcurrencyFlag,
+                               "KubeRay operator: reconciles at once in each of its controllers "
+                               "(KubeRay's --reconcile-concurrency, default 1 there; kubesim's "
+                               "default: 16 RayJob and 4 RayCluster workers)",
+                               CheckPositiveInt}},
+                             30});
 
 }  // namespace kubesim::controllers

@@ -576,6 +576,7 @@ class RayClusterController : public Controller, public Reconciler {
   ~RayClusterController() override { Stop(); }
   void Start(const ControllerContext& ctx) override {
     features_ = OperatorFeatures::For(ctx.flags);
+    set_workers(PositiveIntFlag(ctx.flags, kReconcileConcurrencyFlag, 4));
     StartReconciler(ctx);
   }
   void Stop() override { StopReconciler(); }

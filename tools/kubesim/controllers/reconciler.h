@@ -1,8 +1,9 @@
 // The shape of a Kubernetes controller inside kubesim: informers (list+watch through the API)
 // that enqueue keys, a work queue, and worker threads calling a level-triggered Reconcile(key)
-// that may ask to be requeued. Reconcile reads what it decides on through the API (a consistent
+// that may ask to be requeued. Reconcile reads what it creates on through the API (a consistent
 // read, like an uncached client), so a stale informer cache can only delay work, never duplicate
-// it.
+// it; a controller may read the object it reconciles from its informer (as controller-runtime's
+// cached client does: a stale copy only makes the write conflict, 409, retried with a back-off).
 #pragma once
 
 #include <atomic>
@@ -59,6 +60,8 @@ class Reconciler {
   }
 
   const std::string& name() const { return name_; }
+  // The number of worker threads (reconciles at once); call before StartReconciler.
+  void set_workers(int workers) { workers_ = workers; }
 
  protected:
   // Adds informers (AddInformer) and anything else needed before work starts.
@@ -132,12 +135,13 @@ class Reconciler {
       } catch (const std::exception& e) {
         if (!stopping_) {
           const int n = ++failures[*key];
-          // A conflict is ordinary (someone else wrote first): retry at once, quietly.
+          // A conflict is ordinary (someone else wrote first, or a reconcile read a cached object
+          // its watch had not updated yet): retry soon, quietly, backing off while it repeats.
           const auto* api = dynamic_cast<const starforge::kube::ApiError*>(&e);
           const bool conflict = api != nullptr && api->code() == 409;
           if (!conflict) Log("reconcile %s: %s", *key, e.what());
-          requeue =
-              std::chrono::milliseconds(conflict ? 20 : std::min(5000, 100 << std::min(n, 6)));
+          requeue = std::chrono::milliseconds(conflict ? std::min(1000, 20 << std::min(n - 1, 6))
+                                                       : std::min(5000, 100 << std::min(n, 6)));
         }
       }
       queue_.Done(*key);
