@@ -786,7 +786,7 @@ struct Server::Impl {
   // A capsule the client built: checked like any upload (capsule/accept.h); its JobSpec and
   // runner must be the server's, or a copy with the server's is stored instead.
   capsule::AcceptResult CheckCapsule(Call& c, Upload& up, const jobspec::JobSpec& spec) {
-    if (up.code_bytes == 0) throw BadRequest("the \"capsule\" part is empty", "capsule");
+    if (up.code_bytes == 0) throw BadRequest("the capsule is empty", "capsule");
     ReserveSpace(c, up.space, up.code_bytes);  // a copy with the server's JobSpec and runner
     capsule::AcceptOptions accept;
     accept.max_bytes = static_cast<uint64_t>(options.max_upload_bytes);
