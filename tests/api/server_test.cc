@@ -936,6 +936,15 @@ TEST_F(Api, EveryDocumentedRouteIsServed) {
         ExpectError(r, 400, "BadRequest", "multipart");  // served, and wants a multipart body
         continue;
       }
+      if (method == "post" && path == "/api/v1/uploads") {
+        ExpectError(r, 415, "UnsupportedMediaType", "application/yaml");  // served, wants a JobSpec
+        continue;
+      }
+      if (path == "/api/v1/uploads/{id}") {  // served: no such upload in progress (a job id)
+        ExpectError(http_->Put(p, Auth(admin_), "", "application/zip"), 404, "NotFound",
+                    "no upload " + id);
+        continue;
+      }
       if (method == "post" && path == "/api/v1/tokens") {
         ExpectError(r, 400, "BadRequest", "\"user\"");  // served, and wants a JSON object
         continue;
