@@ -536,8 +536,8 @@ struct Server::Impl {
     std::unique_ptr<capsule::StreamCheck> stream;
     bool has_code = false;
     bool code_is_capsule = false;  // a "capsule" part (built by the client), not a "code" zip
-    std::string expect_sha;  // PUT /api/v1/uploads/{id}?sha256=: the capsule's digest must be this
-    std::string capsule_ref;       // a "capsuleSha256" part: a capsule the server already has
+    std::string expect_sha;   // PUT /api/v1/uploads/{id}?sha256=: the capsule's digest must be this
+    std::string capsule_ref;  // a "capsuleSha256" part: a capsule the server already has
     bool has_ref = false;
     std::string error;  // a malformed request, found while reading
     bool too_large = false;
@@ -804,8 +804,8 @@ struct Server::Impl {
       }
       if (streamed && streamed->sha256 != up.expect_sha)
         throw ApiError{422, api_errors::kInvalid,
-                       "the capsule received has SHA-256 " + streamed->sha256 +
-                           ", not the " + up.expect_sha +
+                       "the capsule received has SHA-256 " + streamed->sha256 + ", not the " +
+                           up.expect_sha +
                            " the request names (sha256=): it was changed or cut short on the way; "
                            "send it again",
                        "sha256"};
@@ -1113,9 +1113,9 @@ struct Server::Impl {
             {{"id", id},
              {"url", url},
              {"expiresAt",
-              FormatRfc3339(NowMs() / 1000 +
-                            std::chrono::duration_cast<std::chrono::seconds>(kUploadSessionTtl)
-                                .count())},
+              FormatRfc3339(
+                  NowMs() / 1000 +
+                  std::chrono::duration_cast<std::chrono::seconds>(kUploadSessionTtl).count())},
              {"spec", jobspec::ToCanonicalJson(parsed)}});
   }
 

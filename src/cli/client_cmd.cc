@@ -477,9 +477,8 @@ int Deliver(Context& c, ApiClient& client, std::vector<FormPart> parts, const fs
         << ", " << capsule::FormatBytes(built.size) << "; " << built.entries_reused
         << " entries reused from the last build)\n";
   const UploadProgress show = [&](uint64_t sent, uint64_t total) {
-    progress.Show("uploading " + capsule::FormatBytes(sent) + " of " +
-                  capsule::FormatBytes(total) + " (" +
-                  std::to_string(total ? 100 * sent / total : 100) + "%)");
+    progress.Show("uploading " + capsule::FormatBytes(sent) + " of " + capsule::FormatBytes(total) +
+                  " (" + std::to_string(total ? 100 * sent / total : 100) + "%)");
   };
   ApiError e;
   if (!upload_url.empty()) {

@@ -318,8 +318,8 @@ void SetMethodAndBody(CURL* c, const Request& r, Exchange* x, curl_mime* mime,
       curl_easy_setopt(c, CURLOPT_READFUNCTION, &OnRead);
       curl_easy_setopt(c, CURLOPT_READDATA, x);
     }
-    const auto size = static_cast<curl_off_t>(body_file != nullptr ? body_file->size()
-                                                                   : r.reader_size);
+    const auto size =
+        static_cast<curl_off_t>(body_file != nullptr ? body_file->size() : r.reader_size);
     if (r.method == "POST") {
       curl_easy_setopt(c, CURLOPT_POST, 1L);
       curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, size);

@@ -1818,11 +1818,10 @@ TEST_F(Api, CapsulesSentAsAPlainBodyAfterTheirJobSpec) {
   ExpectHealthyAndNoJobs();
 
   // The connection closes halfway through the body: no job, no file.
-  const std::string request = "PUT " + url() +
-                              " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + admin_ +
-                              "\r\nContent-Type: application/zip\r\nContent-Length: " +
-                              std::to_string(good.size()) + "\r\n\r\n" +
-                              good.substr(0, good.size() / 2);
+  const std::string request =
+      "PUT " + url() + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + admin_ +
+      "\r\nContent-Type: application/zip\r\nContent-Length: " + std::to_string(good.size()) +
+      "\r\n\r\n" + good.substr(0, good.size() / 2);
   EXPECT_EQ(SendRaw(serve_->port(), request), "");
   const auto deadline = std::chrono::steady_clock::now() + seconds(30);
   while (!fs::is_empty(state_ / "uploads") && std::chrono::steady_clock::now() < deadline)
@@ -1863,8 +1862,7 @@ TEST_F(ApiSmallUploads, PlainCapsuleBodiesOverTheLimitAre413) {
     EXPECT_TRUE(r && r->status == 201);
     return r ? Body(r).value("url", "") : std::string();
   };
-  auto r = http_->Put(start(), Auth(admin_), std::string((1 << 20) + 1000, 'x'),
-                      "application/zip");
+  auto r = http_->Put(start(), Auth(admin_), std::string((1 << 20) + 1000, 'x'), "application/zip");
   ExpectError(r, 413, "PayloadTooLarge", "FORGE_CAPSULE_MAX_BYTES");
   std::string chunked = "PUT " + start() + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
                         admin_ +

@@ -63,8 +63,8 @@ struct Request {
   std::string url;
   std::vector<std::string> headers;  // "Name: value"; "Name:" drops a header libcurl would add
   // The body, at most one of:
-  std::optional<std::string_view> body;         // bytes in memory (must outlive the exchange)
-  BodyReader reader;                            // streamed: PUT uploads it, POST posts it
+  std::optional<std::string_view> body;  // bytes in memory (must outlive the exchange)
+  BodyReader reader;                     // streamed: PUT uploads it, POST posts it
   int64_t reader_size = 0;  // the streamed body's length; -1 with PUT: unknown, sent chunked
   // A file sent whole as the body (PUT uploads it, POST posts it), opened as the exchange starts
   // like a FormPart's file; one that cannot be opened is Fault::kReadBody naming it.
