@@ -542,6 +542,13 @@ struct Server::Impl {
     std::string error;  // a malformed request, found while reading
     bool too_large = false;
     DiskBudget::Reservation space;  // disk space held for this upload and its check
+
+    Upload() = default;
+    Upload(const Upload&) = delete;
+    Upload& operator=(const Upload&) = delete;
+    ~Upload() {
+      if (code_fd >= 0) ::close(code_fd);
+    }
   };
 
   // Holds `bytes` of the disk for this request (disk_budget.h), or refuses it: 503 while
@@ -935,12 +942,6 @@ struct Server::Impl {
   void CreateJob(Call& c) {
     Upload up;
     Cleanup tmp;
-    struct CloseFd {
-      int& fd;
-      ~CloseFd() {
-        if (fd >= 0) ::close(fd);
-      }
-    } close_fd{up.code_fd};
     const std::string id = store::NewJobId();
     ReadUpload(c, up, tmp, id);
     SubmitUpload(c, up, tmp, id);
@@ -1149,12 +1150,6 @@ struct Server::Impl {
     }
     Upload up;
     Cleanup tmp;
-    struct CloseFd {
-      int& fd;
-      ~CloseFd() {
-        if (fd >= 0) ::close(fd);
-      }
-    } close_fd{up.code_fd};
     up.spec = std::move(session.spec);
     up.has_spec = true;
     up.expect_sha = expect;
