@@ -40,9 +40,6 @@ using Clock = std::chrono::steady_clock;
 // A request head longer than this is handed to httplib as it is (it answers 414/431/400).
 constexpr size_t kMaxHead = 16 << 10;
 constexpr size_t kReadChunk = 16 << 10;
-// Read ahead while httplib reads a request (it asks for 4 KiB at a time, CPPHTTPLIB_RECV_BUFSIZ):
-// a 600 MiB upload in 2 400 recv()s rather than 38 000 recv()s and as many poll()s.
-constexpr size_t kBodyChunk = 256 << 10;
 // Connections refused with an answer still take a descriptor until they are closed; past
 // max_connections + this many, the front stops accepting (the kernel's backlog holds the rest:
 // a wait, not a reset).
@@ -131,13 +128,10 @@ struct Conn {
 
   std::string_view Pending() const { return std::string_view(buf).substr(pos); }
   void Compact() {
-    if (pos != 0) {
-      buf.erase(0, pos);
-      scanned = 0;  // the next head is looked for from its start
-      pos = 0;
-    }
-    // An idle connection does not keep a body's read-ahead buffer (kBodyChunk).
-    if (buf.capacity() > 2 * kReadChunk && buf.size() <= kReadChunk) buf.shrink_to_fit();
+    if (pos == 0) return;
+    buf.erase(0, pos);
+    scanned = 0;  // the next head is looked for from its start
+    pos = 0;
   }
   // A complete request head is buffered (or as much of one as the front reads).
   bool HeadReady() {
@@ -180,15 +174,17 @@ class ConnStream : public httplib::Stream {
         if (!WaitFd(c_.fd, POLLIN, ReadWait())) return -1;
         return Recv(ptr, size, 0);
       }
-      c_.buf.resize(kBodyChunk);
-      // What has arrived already needs no poll() first: a body streaming in usually has.
-      ssize_t r = Recv(c_.buf.data(), kBodyChunk, MSG_DONTWAIT);
+      // Bytes that have arrived already need no poll() first (a body streaming in usually has):
+      // a 600 MiB upload costs 38 000 recv()s, not as many poll()s besides. (A bigger read-ahead
+      // would cost its zero-filling by resize() at every refill.)
+      c_.buf.resize(kReadChunk);
+      ssize_t r = Recv(c_.buf.data(), kReadChunk, MSG_DONTWAIT);
       if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
         if (!WaitFd(c_.fd, POLLIN, ReadWait())) {
           c_.buf.clear();
           return -1;
         }
-        r = Recv(c_.buf.data(), kBodyChunk, 0);
+        r = Recv(c_.buf.data(), kReadChunk, 0);
       }
       c_.buf.resize(r > 0 ? static_cast<size_t>(r) : 0);
       if (r <= 0) return r;
