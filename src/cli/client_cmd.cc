@@ -384,11 +384,6 @@ bool BuildWhileUploading(ApiClient& client, std::vector<FormPart> parts,
                          capsule::BuildResult* built, ApiError* sent, json* job) {
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return false;
-  // Room for a few MiB in the pair (the default is a few hundred KiB): the build's writing
-  // thread blocks, and both threads wake, less often. A hint: the kernel caps it.
-  const int pair_room = 4 << 20;
-  ::setsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &pair_room, sizeof pair_room);
-  ::setsockopt(sv[0], SOL_SOCKET, SO_RCVBUF, &pair_room, sizeof pair_room);
   opts.tee_fd = sv[1];
   std::thread builder([&] {
     *built = capsule::Build(files.files, spec, opts);
