@@ -170,10 +170,22 @@ class ConnStream : public httplib::Stream {
     if (c_.pos >= c_.buf.size()) {
       c_.buf.clear();
       c_.pos = c_.scanned = 0;
-      if (!WaitFd(c_.fd, POLLIN, ReadWait())) return -1;
-      if (size >= kReadChunk) return Recv(ptr, size);  // a body: straight to the caller
+      if (size >= kReadChunk) {  // straight to the caller
+        if (!WaitFd(c_.fd, POLLIN, ReadWait())) return -1;
+        return Recv(ptr, size, 0);
+      }
+      // Bytes that have arrived already need no poll() first (a body streaming in usually has):
+      // a 600 MiB upload costs 38 000 recv()s, not as many poll()s besides. (A bigger read-ahead
+      // would cost its zero-filling by resize() at every refill.)
       c_.buf.resize(kReadChunk);
-      const ssize_t r = Recv(c_.buf.data(), kReadChunk);
+      ssize_t r = Recv(c_.buf.data(), kReadChunk, MSG_DONTWAIT);
+      if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        if (!WaitFd(c_.fd, POLLIN, ReadWait())) {
+          c_.buf.clear();
+          return -1;
+        }
+        r = Recv(c_.buf.data(), kReadChunk, 0);
+      }
       c_.buf.resize(r > 0 ? static_cast<size_t>(r) : 0);
       if (r <= 0) return r;
     }
@@ -218,9 +230,9 @@ class ConnStream : public httplib::Stream {
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - Clock::now());
     return std::max(std::chrono::milliseconds(0), std::min(left, o_.read_timeout));
   }
-  ssize_t Recv(char* p, size_t n) {
+  ssize_t Recv(char* p, size_t n, int flags) {
     for (;;) {
-      const ssize_t r = ::recv(c_.fd, p, n, 0);
+      const ssize_t r = ::recv(c_.fd, p, n, flags);
       if (r < 0 && errno == EINTR) continue;
       return r;
     }

@@ -15,6 +15,8 @@ const std::vector<RouteInfo>& Routes() {
       {RouteId::kDoctor, "GET", "/api/v1/doctor"},
       {RouteId::kCapacity, "GET", "/api/v1/capacity"},
       {RouteId::kGetCapsule, "GET", "/api/v1/capsules/{sha256}"},
+      {RouteId::kCreateUpload, "POST", "/api/v1/uploads"},
+      {RouteId::kPutUpload, "PUT", "/api/v1/uploads/{id}"},
       {RouteId::kWhoami, "GET", "/api/v1/whoami"},
       {RouteId::kListTokens, "GET", "/api/v1/tokens"},
       {RouteId::kCreateToken, "POST", "/api/v1/tokens"},

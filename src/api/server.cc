@@ -4,7 +4,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -16,6 +18,7 @@
 #include <tuple>
 
 #include <httplib.h>
+#include <openssl/rand.h>
 #include <spdlog/spdlog.h>
 
 #include "starforge/api/body.h"
@@ -223,6 +226,11 @@ struct Server::Impl {
         http.Get(pattern, [this, route](const httplib::Request& req, httplib::Response& res) {
           Run(*route, req, res, nullptr);
         });
+      } else if (r.info.method == "PUT") {
+        http.Put(pattern, [this, route](const httplib::Request& req, httplib::Response& res,
+                                        const httplib::ContentReader& reader) {
+          Run(*route, req, res, &reader);
+        });
       } else if (r.info.method == "DELETE") {
         http.Delete(pattern, [this, route](const httplib::Request& req, httplib::Response& res,
                                            const httplib::ContentReader& reader) {
@@ -417,6 +425,10 @@ struct Server::Impl {
         return Capacity(c);
       case RouteId::kGetCapsule:
         return GetCapsule(c);
+      case RouteId::kCreateUpload:
+        return CreateUploadSession(c);
+      case RouteId::kPutUpload:
+        return PutUpload(c);
       case RouteId::kConsoleLoginCode:
         return ConsoleLoginCode(c);
       case RouteId::kConsoleLogin:
@@ -524,11 +536,19 @@ struct Server::Impl {
     std::unique_ptr<capsule::StreamCheck> stream;
     bool has_code = false;
     bool code_is_capsule = false;  // a "capsule" part (built by the client), not a "code" zip
-    std::string capsule_ref;       // a "capsuleSha256" part: a capsule the server already has
+    std::string expect_sha;   // PUT /api/v1/uploads/{id}?sha256=: the capsule's digest must be this
+    std::string capsule_ref;  // a "capsuleSha256" part: a capsule the server already has
     bool has_ref = false;
     std::string error;  // a malformed request, found while reading
     bool too_large = false;
     DiskBudget::Reservation space;  // disk space held for this upload and its check
+
+    Upload() = default;
+    Upload(const Upload&) = delete;
+    Upload& operator=(const Upload&) = delete;
+    ~Upload() {
+      if (code_fd >= 0) ::close(code_fd);
+    }
   };
 
   // Holds `bytes` of the disk for this request (disk_budget.h), or refuses it: 503 while
@@ -586,6 +606,38 @@ struct Server::Impl {
     }
   }
 
+  // Creates uploads/<id>.zip for the code (a "code" zip or a capsule, checked as it arrives).
+  void OpenCode(Upload& up, Cleanup& tmp, const std::string& id, bool is_capsule) {
+    up.has_code = true;
+    up.code_is_capsule = is_capsule;
+    const std::string path = (uploads / (id + ".zip")).string();
+    // Read too: by the stream check, behind the writes.
+    up.code_fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (up.code_fd < 0)
+      ServerStorageFailure(
+          "cannot create a file in " + uploads.string() + ": " + std::strerror(errno), errno);
+    up.code = path;
+    tmp.Reset(up.code);
+    up.pending.reserve(kWritePiece);
+    if (up.code_is_capsule) {
+      capsule::InspectOptions limits;
+      limits.max_total_bytes = static_cast<uint64_t>(options.max_upload_bytes);
+      up.stream = std::make_unique<capsule::StreamCheck>(up.code_fd, limits);
+    }
+  }
+
+  // `n` more bytes of the code: written a MiB at a time; past the limit, counted and dropped
+  // (the client still gets its answer).
+  void AppendCode(Upload& up, const char* data, size_t n) {
+    up.code_bytes += static_cast<int64_t>(n);
+    if (up.code_bytes > options.max_upload_bytes) {
+      up.too_large = true;
+      return;
+    }
+    up.pending.insert(up.pending.end(), data, data + n);
+    if (up.pending.size() >= kWritePiece) FlushCode(up);
+  }
+
   // Streams the multipart body: the JobSpec into memory, the code archive into a temporary
   // file (never the whole upload in memory).
   // The code part goes straight to its final name, uploads/<id>.zip: created while the body
@@ -629,24 +681,8 @@ struct Server::Impl {
             if (up.has_code) {
               up.error = "two \"code\" or \"capsule\" parts: send one";
             } else {
-              up.has_code = true;
-              up.code_is_capsule = part.name == "capsule";
               current = Part::kCode;
-              const std::string path = (uploads / (id + ".zip")).string();
-              // Read too: by the stream check, behind the writes.
-              up.code_fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-              if (up.code_fd < 0)
-                ServerStorageFailure(
-                    "cannot create a file in " + uploads.string() + ": " + std::strerror(errno),
-                    errno);
-              up.code = path;
-              tmp.Reset(up.code);
-              up.pending.reserve(kWritePiece);
-              if (up.code_is_capsule) {
-                capsule::InspectOptions limits;
-                limits.max_total_bytes = static_cast<uint64_t>(options.max_upload_bytes);
-                up.stream = std::make_unique<capsule::StreamCheck>(up.code_fd, limits);
-              }
+              OpenCode(up, tmp, id, part.name == "capsule");
             }
           } else if (up.error.empty()) {
             up.error = "unexpected part \"" + part.name +
@@ -672,13 +708,7 @@ struct Server::Impl {
             else
               up.capsule_ref.append(data, n);
           } else if (current == Part::kCode) {
-            up.code_bytes += static_cast<int64_t>(n);
-            if (up.code_bytes > options.max_upload_bytes) {
-              up.too_large = true;  // keep reading (and dropping) so the client gets the answer
-            } else {
-              up.pending.insert(up.pending.end(), data, data + n);
-              if (up.pending.size() >= kWritePiece) FlushCode(up);
-            }
+            AppendCode(up, data, n);
           }
           return true;
         });
@@ -763,7 +793,7 @@ struct Server::Impl {
   // A capsule the client built: checked like any upload (capsule/accept.h); its JobSpec and
   // runner must be the server's, or a copy with the server's is stored instead.
   capsule::AcceptResult CheckCapsule(Call& c, Upload& up, const jobspec::JobSpec& spec) {
-    if (up.code_bytes == 0) throw BadRequest("the \"capsule\" part is empty", "capsule");
+    if (up.code_bytes == 0) throw BadRequest("the capsule is empty", "capsule");
     ReserveSpace(c, up.space, up.code_bytes);  // a copy with the server's JobSpec and runner
     capsule::AcceptOptions accept;
     accept.max_bytes = static_cast<uint64_t>(options.max_upload_bytes);
@@ -772,6 +802,21 @@ struct Server::Impl {
     // `forge submit` writes) is inspected now, from the file.
     std::optional<capsule::InspectResult> streamed;
     if (up.stream) streamed = up.stream->Finish();
+    if (!up.expect_sha.empty()) {
+      // The digest the client named is that of the bytes it sent, before any rebuild below.
+      if (!streamed && up.code_bytes <= options.max_upload_bytes) {
+        capsule::InspectOptions io;
+        io.max_total_bytes = accept.max_bytes;
+        streamed = capsule::Inspect(up.code, io);
+      }
+      if (streamed && streamed->sha256 != up.expect_sha)
+        throw ApiError{422, api_errors::kInvalid,
+                       "the capsule received has SHA-256 " + streamed->sha256 + ", not the " +
+                           up.expect_sha +
+                           " the request names (sha256=): it was changed or cut short on the way; "
+                           "send it again",
+                       "sha256"};
+    }
     capsule::AcceptResult r =
         streamed ? capsule::AcceptInspected(up.code, std::move(*streamed), spec, accept)
                  : capsule::AcceptCapsule(up.code, spec, accept);
@@ -864,17 +909,48 @@ struct Server::Impl {
         errors.front().path, errors};
   }
 
+  // Whether `spec` can run here, for this caller: its fleet is configured, local jobs without a
+  // sandbox only for admins, resumeFrom names the caller's jobs on that fleet, the fleet admits
+  // it. Throws the answer otherwise.
+  void AdmitSpec(const Call& c, const jobspec::JobSpec& spec) {
+    auto fleet = fleets.find(spec.fleet);
+    if (fleet == fleets.end() || fleet->second == nullptr) {
+      std::vector<std::string> kinds;
+      for (const auto& [k, f] : fleets)
+        if (f) kinds.push_back(k);
+      throw ApiError{422,
+                     reasons::kRejected,
+                     "fleet \"" + spec.fleet + "\" is not available on this server; configured: " +
+                         (kinds.empty() ? std::string("none") : Join(kinds, ", ")),
+                     "fleet",
+                     {}};
+    }
+    if (spec.fleet == "local" && !options.local_unsandboxed.empty() && !c.user.admin) {
+      throw ApiError{403, api_errors::kForbidden,
+                     "this server cannot run local jobs in a sandbox (" +
+                         options.local_unsandboxed +
+                         "), so only admins may submit them: a job would run with the server's "
+                         "rights; use `fleet: kuberay`, or ask the operator to install bubblewrap",
+                     "fleet"};
+    }
+    CheckResumeFrom(c, spec);
+    fleet::Admission admission = fleet->second->Admit(spec);
+    if (!admission.possible)
+      throw ApiError{422, reasons::kRejected, admission.message, admission.field, {}};
+  }
+
   void CreateJob(Call& c) {
     Upload up;
     Cleanup tmp;
-    struct CloseFd {
-      int& fd;
-      ~CloseFd() {
-        if (fd >= 0) ::close(fd);
-      }
-    } close_fd{up.code_fd};
     const std::string id = store::NewJobId();
     ReadUpload(c, up, tmp, id);
+    SubmitUpload(c, up, tmp, id);
+  }
+
+  // Creates job `id` from a request read into `up` (POST /api/v1/jobs or PUT
+  // /api/v1/uploads/{id}): the JobSpec parsed and admitted, the code checked, the archive made
+  // durable, the row created; answers 201 with the job.
+  void SubmitUpload(Call& c, Upload& up, Cleanup& tmp, const std::string& id) {
     if (up.code_fd >= 0)  // the tail too, while the upload is checked
       ::sync_file_range(up.code_fd, up.code_synced, 0, SYNC_FILE_RANGE_WRITE);
     jobspec::JobSpec spec = ParseSpec(up.spec);
@@ -910,30 +986,7 @@ struct Server::Impl {
       CheckCode(up);
     }
 
-    auto fleet = fleets.find(spec.fleet);
-    if (fleet == fleets.end() || fleet->second == nullptr) {
-      std::vector<std::string> kinds;
-      for (const auto& [k, f] : fleets)
-        if (f) kinds.push_back(k);
-      throw ApiError{422,
-                     reasons::kRejected,
-                     "fleet \"" + spec.fleet + "\" is not available on this server; configured: " +
-                         (kinds.empty() ? std::string("none") : Join(kinds, ", ")),
-                     "fleet",
-                     {}};
-    }
-    if (spec.fleet == "local" && !options.local_unsandboxed.empty() && !c.user.admin) {
-      throw ApiError{403, api_errors::kForbidden,
-                     "this server cannot run local jobs in a sandbox (" +
-                         options.local_unsandboxed +
-                         "), so only admins may submit them: a job would run with the server's "
-                         "rights; use `fleet: kuberay`, or ask the operator to install bubblewrap",
-                     "fleet"};
-    }
-    CheckResumeFrom(c, spec);
-    fleet::Admission admission = fleet->second->Admit(spec);
-    if (!admission.possible)
-      throw ApiError{422, reasons::kRejected, admission.message, admission.field, {}};
+    AdmitSpec(c, spec);
 
     // The archive is durable under its final name before the job row that points to it exists.
     fs::path final_path;
@@ -968,6 +1021,161 @@ struct Server::Impl {
     nlohmann::json body = JobJson(created);
     body["spec"] = std::move(canonical);
     SetJson(c.res, 201, body);
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // POST /api/v1/uploads, then PUT /api/v1/uploads/{id}: a job whose capsule is sent as the
+  // plain body of a second request (docs/api.md, "Uploading a capsule"). The JobSpec comes first
+  // and is checked before any code is sent; the capsule then needs no multipart framing, whose
+  // parsing cost as much CPU as a fifth of the check. A session lives in memory only: it holds a
+  // JobSpec, no disk, and is gone after kUploadSessionTtl, after its PUT, or with the server.
+
+  struct UploadSession {
+    std::string owner;
+    std::string spec;
+    Clock::time_point expires;
+  };
+  static constexpr auto kUploadSessionTtl = std::chrono::minutes(15);
+  static constexpr size_t kMaxUploadSessionsPerUser = 16;
+  static constexpr size_t kMaxUploadSessions = 1024;
+  std::mutex sessions_mu;
+  std::map<std::string, UploadSession> sessions;
+
+  static std::string NewUploadId() {
+    std::array<unsigned char, 16> buf{};
+    if (RAND_bytes(buf.data(), static_cast<int>(buf.size())) != 1)
+      throw std::runtime_error("the system's random number generator failed (OpenSSL RAND_bytes)");
+    static constexpr char kHex[] = "0123456789abcdef";
+    std::string id = "u-";
+    for (unsigned char b : buf) {
+      id += kHex[b >> 4];
+      id += kHex[b & 15];
+    }
+    return id;
+  }
+
+  // The media type of the request's Content-Type, lower-case, without parameters.
+  static std::string MediaType(const httplib::Request& req) {
+    std::string type = req.get_header_value("Content-Type");
+    type = type.substr(0, type.find(';'));
+    while (!type.empty() && (type.back() == ' ' || type.back() == '\t'))
+      type.pop_back();
+    for (char& ch : type)
+      ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    return type;
+  }
+
+  void CreateUploadSession(Call& c) {
+    OnlyParams(c, {});
+    const std::string type = MediaType(c.req);
+    if (type != "application/yaml" && type != "application/json" && type != "text/yaml") {
+      Drain(c, kMaxSmallBody);
+      throw ApiError{415, api_errors::kUnsupportedMediaType,
+                     "the body must be the JobSpec, with Content-Type application/yaml or "
+                     "application/json; got \"" +
+                         c.req.get_header_value("Content-Type") + "\""};
+    }
+    c.body_read = true;
+    const std::optional<std::string> spec = ReadSmallBody(c.req, c.reader, kMaxSpecBytes);
+    if (!spec) {
+      c.res.set_header("Connection", "close");
+      throw ApiError{413, api_errors::kPayloadTooLarge,
+                     "the JobSpec is larger than " + capsule::FormatBytes(kMaxSpecBytes)};
+    }
+    if (spec->empty()) throw BadRequest("the body must be the JobSpec (YAML or JSON); it is empty");
+    // Everything but the code is checked now: a bad JobSpec costs no upload.
+    const jobspec::JobSpec parsed = ParseSpec(*spec);
+    AdmitSpec(c, parsed);
+    const std::string id = NewUploadId();
+    const auto now = Clock::now();
+    {
+      std::lock_guard<std::mutex> lock(sessions_mu);
+      size_t mine = 0;
+      for (auto it = sessions.begin(); it != sessions.end();) {
+        if (it->second.expires <= now) {
+          it = sessions.erase(it);
+          continue;
+        }
+        mine += it->second.owner == c.user.name;
+        ++it;
+      }
+      if (mine >= kMaxUploadSessionsPerUser || sessions.size() >= kMaxUploadSessions) {
+        c.res.set_header("Retry-After", "60");
+        throw ApiError{429, api_errors::kTooManyRequests,
+                       "too many uploads started and not sent (at most " +
+                           std::to_string(kMaxUploadSessionsPerUser) +
+                           " per user, each for 15 minutes): send their capsules or wait"};
+      }
+      sessions[id] = UploadSession{c.user.name, *spec, now + kUploadSessionTtl};
+    }
+    const std::string url = "/api/v1/uploads/" + id;
+    c.res.set_header("Location", url);
+    SetJson(c.res, 201,
+            {{"id", id},
+             {"url", url},
+             {"expiresAt",
+              FormatRfc3339(
+                  NowMs() / 1000 +
+                  std::chrono::duration_cast<std::chrono::seconds>(kUploadSessionTtl).count())},
+             {"spec", jobspec::ToCanonicalJson(parsed)}});
+  }
+
+  void PutUpload(Call& c) {
+    OnlyParams(c, {"sha256"});
+    const std::string session_id = c.req.matches[1].str();
+    const std::string expect = Param(c, "sha256");
+    if (c.req.has_param("sha256") && !IsSha256(expect))
+      throw BadRequest("sha256: not a SHA-256 (64 lower-case hex digits)", "sha256");
+    UploadSession session;
+    {
+      // Taken whatever happens next: one PUT per session (a failed one starts again with POST).
+      std::lock_guard<std::mutex> lock(sessions_mu);
+      auto it = sessions.find(session_id);
+      const bool found = it != sessions.end() && it->second.owner == c.user.name &&
+                         it->second.expires > Clock::now();
+      if (found) session = std::move(it->second);
+      if (it != sessions.end() && (found || it->second.expires <= Clock::now())) sessions.erase(it);
+      if (!found)
+        throw ApiError{404, api_errors::kNotFound,
+                       "no upload " + session_id +
+                           " of yours in progress (each is used once, for 15 minutes, and a "
+                           "server restart forgets them): start again with POST /api/v1/uploads"};
+    }
+    if (MediaType(c.req) != "application/zip") {
+      Drain(c, kMaxSmallBody);
+      throw ApiError{415, api_errors::kUnsupportedMediaType,
+                     "the body must be the capsule, with Content-Type application/zip; got \"" +
+                         c.req.get_header_value("Content-Type") + "\"",
+                     "capsule"};
+    }
+    Upload up;
+    Cleanup tmp;
+    up.spec = std::move(session.spec);
+    up.has_spec = true;
+    up.expect_sha = expect;
+    const std::string id = store::NewJobId();
+    ReadCapsuleBody(c, up, tmp, id);
+    SubmitUpload(c, up, tmp, id);
+  }
+
+  // The body as the capsule, into uploads/<id>.zip, checked as it arrives like a "capsule" part.
+  void ReadCapsuleBody(Call& c, Upload& up, Cleanup& tmp, const std::string& id) {
+    if (!HasBody(c.req))
+      throw BadRequest("the body must be the capsule (application/zip); there is none", "capsule");
+    const int64_t limit = options.max_upload_bytes + kBodySlack;
+    int64_t declared = limit;  // chunked: the most it may be
+    if (auto n = ParseCount(c.req.get_header_value("Content-Length")); n && *n < declared)
+      declared = *n;
+    ReserveSpace(c, up.space, declared);
+    c.body_read = true;
+    OpenCode(up, tmp, id, /*is_capsule=*/true);
+    const bool ok = (*c.reader)([&](const char* data, size_t n) {
+      AppendCode(up, data, n);
+      return up.code_bytes <= limit;  // a chunked body past the limit is not read to its end
+    });
+    if (up.too_large || c.res.status == 413) throw TooLarge();
+    if (!ok) throw BadRequest("the capsule's upload was cut short", "capsule");
+    FlushCode(up);
   }
 
   // ------------------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ using nlohmann::json;
 constexpr size_t kMaxErrorBody = 1 << 20;  // error bodies are small JSON; never hold a huge page
 constexpr std::chrono::seconds kConnectTimeout{10};
 constexpr std::chrono::seconds kRequestIdle{60};
+constexpr size_t kUploadBuffer = 1 << 20;  // libcurl's upload buffer for a file or streamed body
 
 std::string LowerFirst(std::string text) {
   if (!text.empty() && text[0] >= 'A' && text[0] <= 'Z') text[0] = static_cast<char>(text[0] + 32);
@@ -228,6 +229,8 @@ struct ApiClient::Request {
   std::string path;
   std::vector<std::string> headers;
   std::optional<std::string> body;  // POST body
+  std::filesystem::path body_file;  // PUT body: a file, or
+  net::BodyReader reader;           // PUT body: streamed, sent chunked
   const std::vector<FormPart>* form = nullptr;
   const UploadProgress* progress = nullptr;
   std::function<bool(std::string_view)> on_data;  // 2xx bodies; false = stop (not an error)
@@ -264,7 +267,13 @@ ApiError ApiClient::Perform(Request& r) {
   n.headers.insert(n.headers.end(), r.headers.begin(), r.headers.end());
   n.headers.push_back("Expect:");  // send bodies at once; the server answers errors after reading
   n.form = r.form;
-  if (r.form == nullptr && r.method == "POST") {
+  if (!r.body_file.empty() || r.reader) {
+    n.body_file = r.body_file;
+    n.reader = r.reader;
+    n.reader_size = -1;
+    // A capsule of hundreds of MiB: read and sent a MiB at a time rather than libcurl's 64 KiB.
+    n.upload_buffer_bytes = kUploadBuffer;
+  } else if (r.form == nullptr && r.method == "POST") {
     if (!r.body) r.body.emplace();
     n.body = *r.body;
   }
@@ -397,6 +406,35 @@ ApiError ApiClient::PostForm(const std::string& path, const std::vector<FormPart
   if (!e.ok()) return e;
   if (status != nullptr) *status = r.response.status;
   return ParseJson(r.response.body, "POST " + path, out);
+}
+
+ApiError ApiClient::PostText(const std::string& path, const std::string& content_type,
+                             const std::string& text, json* out) {
+  Request r;
+  r.method = "POST";
+  r.path = path;
+  r.body = text;
+  r.headers.push_back("Content-Type: " + content_type);
+  r.headers.push_back("Accept: application/json");
+  ApiError e = Perform(r);
+  if (!e.ok()) return e;
+  return ParseJson(r.response.body, "POST " + path, out);
+}
+
+ApiError ApiClient::PutBody(const std::string& path, const std::string& content_type,
+                            const std::filesystem::path& file, net::BodyReader reader,
+                            const UploadProgress& progress, json* out) {
+  Request r;
+  r.method = "PUT";
+  r.path = path;
+  r.body_file = file;
+  if (file.empty()) r.reader = std::move(reader);
+  r.progress = &progress;
+  r.headers.push_back("Content-Type: " + content_type);
+  r.headers.push_back("Accept: application/json");
+  ApiError e = Perform(r);
+  if (!e.ok()) return e;
+  return ParseJson(r.response.body, "PUT " + path, out);
 }
 
 ApiError ApiClient::Stream(const std::string& path, std::string* last_event_id,

@@ -355,14 +355,33 @@ int SendByDigest(Context& c, ApiClient& client, std::vector<FormPart> parts, con
   return 0;
 }
 
+// Starts an upload (POST /api/v1/uploads, docs/api.md): the server checks the JobSpec and
+// answers with where to PUT the capsule, as a plain body. *url is "" when the server predates
+// uploads (404 or 405 for the route): the caller sends a multipart form instead.
+ApiError StartUpload(ApiClient& client, const std::string& spec_text, std::string* url) {
+  url->clear();
+  json session;
+  ApiError e = client.PostText("/api/v1/uploads", "application/yaml", spec_text, &session);
+  if (e.status == 404 || e.status == 405) return {};
+  if (!e.ok()) return e;
+  *url = session.value("url", "");
+  if (url->rfind("/api/v1/uploads/", 0) != 0) {
+    e.kind = ApiError::Kind::kProtocol;
+    e.message = "POST /api/v1/uploads answered without an upload URL";
+  }
+  return e;
+}
+
 // Builds the capsule on another thread while this one uploads it, its bytes passed through a
 // socket pair as they are written (BuildOptions::tee_fd), the part sent with chunked encoding:
 // the upload costs no time of its own. *built is the build's result; the return value the
 // POST's. False (nothing done) when the socket pair cannot be made.
+// With `upload_url` (StartUpload), the archive is its PUT's plain body; else the "capsule"
+// part of a multipart POST /api/v1/jobs.
 bool BuildWhileUploading(ApiClient& client, std::vector<FormPart> parts,
-                         const capsule::CollectResult& files, const jobspec::JobSpec& spec,
-                         capsule::BuildOptions opts, capsule::BuildResult* built, ApiError* sent,
-                         json* job) {
+                         const std::string& upload_url, const capsule::CollectResult& files,
+                         const jobspec::JobSpec& spec, capsule::BuildOptions opts,
+                         capsule::BuildResult* built, ApiError* sent, json* job) {
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return false;
   opts.tee_fd = sv[1];
@@ -375,8 +394,7 @@ bool BuildWhileUploading(ApiClient& client, std::vector<FormPart> parts,
     if (!joined) builder.join();
     joined = true;
   };
-  parts[1] = FormPart{"capsule", "", {}, "capsule.zip", "application/zip", {}};
-  parts[1].reader = [&](char* buf, size_t room) -> std::optional<size_t> {
+  net::BodyReader reader = [&](char* buf, size_t room) -> std::optional<size_t> {
     while (true) {
       const ssize_t n = ::recv(sv[0], buf, room, 0);
       if (n > 0) return static_cast<size_t>(n);
@@ -392,7 +410,12 @@ bool BuildWhileUploading(ApiClient& client, std::vector<FormPart> parts,
   pollfd ready{sv[0], POLLIN, 0};
   while (::poll(&ready, 1, -1) < 0 && errno == EINTR) {
   }
-  *sent = client.PostForm("/api/v1/jobs", parts, nullptr, job);
+  if (!upload_url.empty()) {
+    *sent = client.PutBody(upload_url, "application/zip", {}, reader, nullptr, job);
+  } else {
+    parts[1] = FormPart{"capsule", "", {}, "capsule.zip", "application/zip", reader};
+    *sent = client.PostForm("/api/v1/jobs", parts, nullptr, job);
+  }
   ::shutdown(sv[0], SHUT_RDWR);  // a build still sending (the POST ended early) stops sending
   finish();
   ::close(sv[0]);
@@ -441,22 +464,29 @@ int Deliver(Context& c, ApiClient& client, std::vector<FormPart> parts, const fs
     if (sent == 0) remember(built.sha256, after);
     return sent;
   }
+  std::string upload_url;
+  if (const ApiError e = StartUpload(client, parts[0].data, &upload_url); !e.ok())
+    return Report(c, e);
   c.err << "uploading " << dir.string() << ": " << n << (n == 1 ? " file" : " files") << ", "
         << capsule::FormatBytes(files.TotalBytes()) << " (capsule " << ShortDigest(built.sha256)
         << ", " << capsule::FormatBytes(built.size) << "; " << built.entries_reused
         << " entries reused from the last build)\n";
-  parts[1].name = "capsule";
-  parts[1].file = built.path;
-  parts[1].filename = capsule::FileName(built.sha256);
-  parts[1].content_type = "application/zip";
-  const ApiError e = client.PostForm(
-      "/api/v1/jobs", parts,
-      [&](uint64_t sent, uint64_t total) {
-        progress.Show("uploading " + capsule::FormatBytes(sent) + " of " +
-                      capsule::FormatBytes(total) + " (" +
-                      std::to_string(total ? 100 * sent / total : 100) + "%)");
-      },
-      job);
+  const UploadProgress show = [&](uint64_t sent, uint64_t total) {
+    progress.Show("uploading " + capsule::FormatBytes(sent) + " of " + capsule::FormatBytes(total) +
+                  " (" + std::to_string(total ? 100 * sent / total : 100) + "%)");
+  };
+  ApiError e;
+  if (!upload_url.empty()) {
+    // The digest in the URL: the server refuses bytes changed or cut on the way.
+    e = client.PutBody(upload_url + "?sha256=" + built.sha256, "application/zip", built.path, {},
+                       show, job);
+  } else {
+    parts[1].name = "capsule";
+    parts[1].file = built.path;
+    parts[1].filename = capsule::FileName(built.sha256);
+    parts[1].content_type = "application/zip";
+    e = client.PostForm("/api/v1/jobs", parts, show, job);
+  }
   progress.Clear();
   if (!e.ok()) return Report(c, e);
   return accepted();
@@ -515,8 +545,14 @@ int SendJob(Context& c, ApiClient& client, const config::Config& cfg, const fs::
   // finished build's digest would tell: a first submit sends it anyway, but in no more time.
   capsule::BuildResult built;
   ApiError streamed;
-  const bool streaming = reuse.empty() && BuildWhileUploading(client, parts, files, spec, opts,
-                                                              &built, &streamed, job);
+  // The JobSpec first: checked by the server before anything is built or sent.
+  std::string upload_url;
+  if (reuse.empty()) {
+    if (const ApiError e = StartUpload(client, spec_text, &upload_url); !e.ok())
+      return Report(c, e);
+  }
+  const bool streaming = reuse.empty() && BuildWhileUploading(client, parts, upload_url, files,
+                                                              spec, opts, &built, &streamed, job);
   if (!streaming) built = capsule::Build(files.files, spec, opts);
   progress.Clear();
   if (!built.ok()) {

@@ -270,20 +270,26 @@ class OpenFile {
   curl_off_t offset_ = 0;
 };
 
+// Opens `path` into `*files`; false with *error naming it (and `what` it is) otherwise.
+bool OpenOne(const std::filesystem::path& path, const std::string& what,
+             std::deque<OpenFile>* files, std::string* error) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  struct stat st {};
+  if (fd < 0 || ::fstat(fd, &st) != 0) {
+    *error = "cannot read " + path.string() + " (" + what + "): " + std::strerror(errno);
+    if (fd >= 0) ::close(fd);
+    return false;
+  }
+  files->emplace_back(fd, static_cast<curl_off_t>(st.st_size));
+  return true;
+}
+
 // Opens every file part of `parts` into `*files`; false with *error naming the file otherwise.
 bool OpenFiles(const std::vector<FormPart>& parts, std::deque<OpenFile>* files,
                std::string* error) {
   for (const FormPart& p : parts) {
     if (p.reader || p.file.empty()) continue;
-    const int fd = ::open(p.file.c_str(), O_RDONLY | O_CLOEXEC);
-    struct stat st {};
-    if (fd < 0 || ::fstat(fd, &st) != 0) {
-      *error = "cannot read " + p.file.string() + " (form part \"" + p.name +
-               "\"): " + std::strerror(errno);
-      if (fd >= 0) ::close(fd);
-      return false;
-    }
-    files->emplace_back(fd, static_cast<curl_off_t>(st.st_size));
+    if (!OpenOne(p.file, "form part \"" + p.name + "\"", files, error)) return false;
   }
   return true;
 }
@@ -312,14 +318,24 @@ CurlPtr<curl_mime> Form(CURL* c, const std::vector<FormPart>& parts, std::deque<
 }
 
 // The method and the body: libcurl has one option per way of sending one.
-void SetMethodAndBody(CURL* c, const Request& r, Exchange* x, curl_mime* mime) {
+// `body_file`, when set, is the request's body_file opened (OpenFiles' way).
+void SetMethodAndBody(CURL* c, const Request& r, Exchange* x, curl_mime* mime,
+                      OpenFile* body_file) {
   const bool custom = r.method != "GET" && r.method != "POST";
   if (r.method == "HEAD") {
     curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
-  } else if (r.reader) {
-    curl_easy_setopt(c, CURLOPT_READFUNCTION, &OnRead);
-    curl_easy_setopt(c, CURLOPT_READDATA, x);
-    const auto size = static_cast<curl_off_t>(r.reader_size);
+  } else if (r.reader || body_file != nullptr) {
+    if (body_file != nullptr) {
+      curl_easy_setopt(c, CURLOPT_READFUNCTION, &OpenFile::Read);
+      curl_easy_setopt(c, CURLOPT_READDATA, body_file);
+      curl_easy_setopt(c, CURLOPT_SEEKFUNCTION, &OpenFile::Seek);
+      curl_easy_setopt(c, CURLOPT_SEEKDATA, body_file);
+    } else {
+      curl_easy_setopt(c, CURLOPT_READFUNCTION, &OnRead);
+      curl_easy_setopt(c, CURLOPT_READDATA, x);
+    }
+    const auto size =
+        static_cast<curl_off_t>(body_file != nullptr ? body_file->size() : r.reader_size);
     if (r.method == "POST") {
       curl_easy_setopt(c, CURLOPT_POST, 1L);
       curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, size);
@@ -430,16 +446,20 @@ void Transport::Perform(const Request& r, Response* response) {
   SetTls(c, r.tls, &blobs);
   std::deque<OpenFile> files;  // outlives `mime`, which reads them
   CurlPtr<curl_mime> mime(nullptr, &curl_mime_free);
-  if (r.form != nullptr) {
-    if (std::string error; !OpenFiles(*r.form, &files, &error)) {
-      response->fault = Fault::kReadBody;
-      response->error = error;
-      response->nothing_sent = true;
-      return;
-    }
-    mime = Form(c, *r.form, &files);
+  std::string open_error;
+  if (r.form != nullptr && !OpenFiles(*r.form, &files, &open_error)) files.clear();
+  if (!r.body_file.empty() && open_error.empty())
+    OpenOne(r.body_file, "the request's body", &files, &open_error);
+  if (!open_error.empty()) {
+    response->fault = Fault::kReadBody;
+    response->error = open_error;
+    response->nothing_sent = true;
+    return;
   }
-  SetMethodAndBody(c, r, &x, mime.get());
+  if (r.form != nullptr) mime = Form(c, *r.form, &files);
+  if (r.upload_buffer_bytes > 0)
+    curl_easy_setopt(c, CURLOPT_UPLOAD_BUFFERSIZE, static_cast<long>(r.upload_buffer_bytes));
+  SetMethodAndBody(c, r, &x, mime.get(), r.body_file.empty() ? nullptr : &files.back());
 
   x.last_activity = Clock::now();
   const CURLcode code = curl_easy_perform(c);

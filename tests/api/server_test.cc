@@ -936,6 +936,15 @@ TEST_F(Api, EveryDocumentedRouteIsServed) {
         ExpectError(r, 400, "BadRequest", "multipart");  // served, and wants a multipart body
         continue;
       }
+      if (method == "post" && path == "/api/v1/uploads") {
+        ExpectError(r, 415, "UnsupportedMediaType", "application/yaml");  // served, wants a JobSpec
+        continue;
+      }
+      if (path == "/api/v1/uploads/{id}") {  // served: no such upload in progress (a job id)
+        ExpectError(http_->Put(p, Auth(admin_), "", "application/zip"), 404, "NotFound",
+                    "no upload " + id);
+        continue;
+      }
       if (method == "post" && path == "/api/v1/tokens") {
         ExpectError(r, 400, "BadRequest", "\"user\"");  // served, and wants a JSON object
         continue;
@@ -1732,6 +1741,135 @@ TEST_F(Api, CapsulesCheckedWhileTheyArriveRefuseWhatDisagreesOrIsCutShort) {
   const auto deadline = std::chrono::steady_clock::now() + seconds(30);
   while (!fs::is_empty(state_ / "uploads") && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(milliseconds(100));
+  ExpectHealthyAndNoJobs();
+}
+
+}  // namespace
+}  // namespace starforge::api
+
+namespace starforge::api {
+namespace {
+
+// forge submit's way since the sixth pass (docs/api.md, "Uploading a capsule"): the JobSpec
+// first (POST /api/v1/uploads, checked before any code is sent), then the capsule as the plain
+// body of PUT /api/v1/uploads/{id}, checked as it arrives like a "capsule" part. Whatever is
+// refused leaves no job and no file; an upload is its owner's, and used once.
+TEST_F(Api, CapsulesSentAsAPlainBodyAfterTheirJobSpec) {
+  support::WriteFile(tmp_ / "code/main.py", kStepsPy);
+  support::WriteFile(tmp_ / "code/lib/util.py", "X = 1\n");
+  const jobspec::ParseResult parsed = jobspec::Parse(Spec("plain"), jobspec::Defaults{});
+  ASSERT_TRUE(parsed.ok());
+  capsule::BuildOptions opts;
+  opts.output = tmp_ / "cap.zip";
+  const capsule::BuildResult built =
+      capsule::Build(capsule::Collect(tmp_ / "code").files, *parsed.spec, opts);
+  ASSERT_TRUE(built.ok());
+  const std::string good = support::ReadFile(opts.output);
+
+  auto start = [&](const std::string& token, const std::string& spec,
+                   const std::string& type = "application/yaml") {
+    return http_->Post("/api/v1/uploads", Auth(token), spec, type.c_str());
+  };
+  // A new upload's URL, or "" (with a failure) when none was given.
+  auto url = [&](const std::string& token = "") {
+    auto r = start(token.empty() ? admin_ : token, Spec("plain"));
+    EXPECT_TRUE(r);
+    if (!r) return std::string();
+    EXPECT_EQ(r->status, 201) << r->body;
+    const std::string u = Body(r).value("url", "");
+    EXPECT_EQ(r->get_header_value("Location"), u);
+    EXPECT_THAT(u, ::testing::StartsWith("/api/v1/uploads/u-"));
+    return u;
+  };
+  auto put = [&](const std::string& path, const std::string& bytes,
+                 const std::string& type = "application/zip", const std::string& token = "") {
+    return http_->Put(path, Auth(token.empty() ? admin_ : token), bytes, type.c_str());
+  };
+
+  // The JobSpec is checked first: nothing to upload for a bad one.
+  ExpectError(start(admin_, "name: [unclosed"), 400, "BadRequest", "not valid YAML or JSON",
+              "spec");
+  ExpectError(start(admin_, Spec("typo", "[python3, main.py]", "gpuz: 1\n")), 422, "Invalid",
+              "gpuz", "gpuz");
+  ExpectError(start(admin_, ""), 400, "BadRequest", "it is empty");
+  ExpectError(start(admin_, Spec("plain"), "application/zip"), 415, "UnsupportedMediaType",
+              "application/yaml or application/json");
+  ExpectError(start("", Spec("plain")), 401, "Unauthorized");
+  // The capsule's PUT: only with a token, for the caller's own upload, once.
+  const std::string bob = NewToken("bob");
+  std::string u = url();
+  ExpectError(put(u, good, "application/zip", "sf_not_a_token"), 401, "Unauthorized");
+  ExpectError(put(u, good, "application/zip", bob), 404, "NotFound", "POST /api/v1/uploads");
+  // Used up by its first PUT, whatever the outcome.
+  ExpectError(put(u, good, "text/plain"), 415, "UnsupportedMediaType", "application/zip");
+  ExpectError(put(u, good), 404, "NotFound", "of yours in progress");
+  ExpectError(put("/api/v1/uploads/u-0123", good), 404, "NotFound");
+  ExpectError(put(url(), good, "multipart/form-data; boundary=x"), 415, "UnsupportedMediaType",
+              "application/zip", "capsule");
+  ExpectError(put(url() + "?sha256=abc", good), 400, "BadRequest", "not a SHA-256", "sha256");
+  ExpectError(put(url() + "?other=1", good), 400, "BadRequest", "unknown query parameter");
+  // Malformed, truncated, or not the bytes the client named: refused.
+  ExpectError(put(url(), "not a zip at all"), 422, "Invalid", "", "capsule");
+  ExpectError(put(url(), good.substr(0, good.size() / 2)), 422, "Invalid",
+              "the upload was cut short or the archive is truncated", "capsule");
+  ExpectError(put(url() + "?sha256=" + std::string(64, '0'), good), 422, "Invalid",
+              "not the " + std::string(64, '0'), "sha256");
+  ExpectError(put(url(), ""), 400, "BadRequest", "empty");
+  ExpectHealthyAndNoJobs();
+
+  // The connection closes halfway through the body: no job, no file.
+  const std::string request =
+      "PUT " + url() + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + admin_ +
+      "\r\nContent-Type: application/zip\r\nContent-Length: " + std::to_string(good.size()) +
+      "\r\n\r\n" + good.substr(0, good.size() / 2);
+  EXPECT_EQ(SendRaw(serve_->port(), request), "");
+  const auto deadline = std::chrono::steady_clock::now() + seconds(30);
+  while (!fs::is_empty(state_ / "uploads") && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(milliseconds(100));
+  ExpectHealthyAndNoJobs();
+
+  // The good capsule with its digest: the job is created and runs; the answer is POST
+  // /api/v1/jobs's.
+  auto r = put(url() + "?sha256=" + built.sha256, good);
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 201) << r->body;
+  const std::string id = Body(r)["id"];
+  EXPECT_EQ(r->get_header_value("Location"), "/api/v1/jobs/" + id);
+  EXPECT_EQ(Body(r)["spec"]["name"], "plain");
+  EXPECT_EQ(Body(r)["capsule"].value("sha256", "").size(), 64u) << r->body;
+  EXPECT_EQ(WaitForEnd(admin_, id)["phase"], "Succeeded");
+  // And without a digest, sent chunked (its length unknown, as forge submit sends while it
+  // builds).
+  const std::string chunked_url = url();
+  r = http_->Put(
+      chunked_url, Auth(admin_),
+      [&](size_t offset, httplib::DataSink& sink) {
+        const size_t n = std::min<size_t>(4096, good.size() - offset);
+        sink.write(good.data() + offset, n);
+        if (offset + n == good.size()) sink.done();
+        return true;
+      },
+      "application/zip");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 201) << r->body;
+  EXPECT_EQ(WaitForEnd(admin_, Body(r)["id"])["phase"], "Succeeded");
+}
+
+// An upload's capsule is held to FORGE_CAPSULE_MAX_BYTES, declared or chunked, like a form's.
+TEST_F(ApiSmallUploads, PlainCapsuleBodiesOverTheLimitAre413) {
+  auto start = [&] {
+    auto r = http_->Post("/api/v1/uploads", Auth(admin_), Spec("big"), "application/yaml");
+    EXPECT_TRUE(r && r->status == 201);
+    return r ? Body(r).value("url", "") : std::string();
+  };
+  auto r = http_->Put(start(), Auth(admin_), std::string((1 << 20) + 1000, 'x'), "application/zip");
+  ExpectError(r, 413, "PayloadTooLarge", "FORGE_CAPSULE_MAX_BYTES");
+  std::string chunked = "PUT " + start() + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
+                        admin_ +
+                        "\r\nContent-Type: application/zip\r\nTransfer-Encoding: chunked\r\n\r\n";
+  for (int i = 0; i < 64; ++i)
+    chunked += "10000\r\n" + std::string(64 << 10, 'z') + "\r\n";
+  EXPECT_THAT(SendRaw(serve_->port(), chunked), ::testing::StartsWith("HTTP/1.1 413"));
   ExpectHealthyAndNoJobs();
 }
 

@@ -20,6 +20,8 @@ enum class RouteId {
   kDoctor,
   kCapacity,
   kGetCapsule,
+  kCreateUpload,  // POST /api/v1/uploads: the JobSpec of a job whose capsule follows
+  kPutUpload,     // PUT /api/v1/uploads/{id}: that capsule, as a plain body
   kWhoami,
   kListTokens,
   kCreateToken,
@@ -45,7 +47,7 @@ enum class RouteId {
 
 struct RouteInfo {
   RouteId id;
-  std::string method;  // "GET", "POST", "DELETE"
+  std::string method;  // "GET", "POST", "PUT", "DELETE"
   std::string path;    // OpenAPI template, e.g. "/api/v1/jobs/{id}"
   bool auth = true;    // needs a bearer token
 };

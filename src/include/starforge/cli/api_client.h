@@ -120,6 +120,14 @@ class ApiClient {
   // POST multipart/form-data expecting JSON.
   ApiError PostForm(const std::string& path, const std::vector<FormPart>& parts,
                     const UploadProgress& progress, nlohmann::json* out, int* status = nullptr);
+  // POST `text` as a body of `content_type` expecting JSON.
+  ApiError PostText(const std::string& path, const std::string& content_type,
+                    const std::string& text, nlohmann::json* out);
+  // PUT a body of `content_type` expecting JSON: the file `file`, or (file empty) the bytes
+  // `reader` produces, sent chunked (their length is not known in advance).
+  ApiError PutBody(const std::string& path, const std::string& content_type,
+                   const std::filesystem::path& file, net::BodyReader reader,
+                   const UploadProgress& progress, nlohmann::json* out);
   // DELETE expecting JSON.
   ApiError DeleteJson(const std::string& path, nlohmann::json* out);
   // POST a JSON body and hand the events of the event-stream answer to `on_event` until the

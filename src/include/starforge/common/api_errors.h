@@ -12,6 +12,7 @@ inline constexpr const char* kNotFound = "NotFound";
 inline constexpr const char* kMethodNotAllowed = "MethodNotAllowed";
 inline constexpr const char* kConflict = "Conflict";
 inline constexpr const char* kPayloadTooLarge = "PayloadTooLarge";
+inline constexpr const char* kUnsupportedMediaType = "UnsupportedMediaType";  // 415
 inline constexpr const char* kInvalid = "Invalid";
 inline constexpr const char* kTooManyRequests = "TooManyRequests";
 inline constexpr const char* kInternal = "Internal";

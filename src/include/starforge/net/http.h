@@ -63,10 +63,16 @@ struct Request {
   std::string url;
   std::vector<std::string> headers;  // "Name: value"; "Name:" drops a header libcurl would add
   // The body, at most one of:
-  std::optional<std::string_view> body;         // bytes in memory (must outlive the exchange)
-  BodyReader reader;                            // streamed: PUT uploads it, POST posts it
-  int64_t reader_size = 0;                      // the streamed body's length
+  std::optional<std::string_view> body;  // bytes in memory (must outlive the exchange)
+  BodyReader reader;                     // streamed: PUT uploads it, POST posts it
+  int64_t reader_size = 0;  // the streamed body's length; -1 with PUT: unknown, sent chunked
+  // A file sent whole as the body (PUT uploads it, POST posts it), opened as the exchange starts
+  // like a FormPart's file; one that cannot be opened is Fault::kReadBody naming it.
+  std::filesystem::path body_file;
   const std::vector<FormPart>* form = nullptr;  // multipart/form-data
+  // libcurl's upload buffer (CURLOPT_UPLOAD_BUFFERSIZE, at most 2 MiB); 0 = its default (64 KiB).
+  // Bigger means fewer reads of the body and fewer, larger sends of a big upload.
+  size_t upload_buffer_bytes = 0;
   // A 2xx body goes here instead of into Response::body; false ends the exchange, stopped.
   std::function<bool(std::string_view)> on_data;
   std::function<void(const Progress&)> on_progress;
