@@ -186,6 +186,22 @@ class Api : public ::testing::Test {
     }
   }
 
+  // Builds what the test wrote under tmp_/code into tmp_/cap.zip for Spec(name), as forge submit
+  // does before it uploads; *bytes gets the capsule.
+  capsule::BuildResult BuildClientCapsule(const std::string& name, std::string* bytes) {
+    const jobspec::ParseResult parsed = jobspec::Parse(Spec(name), jobspec::Defaults{});
+    capsule::BuildResult built;
+    if (!parsed.ok()) {
+      built.errors.push_back("Spec(\"" + name + "\") does not parse");
+      return built;
+    }
+    capsule::BuildOptions opts;
+    opts.output = tmp_ / "cap.zip";
+    built = capsule::Build(capsule::Collect(tmp_ / "code").files, *parsed.spec, opts);
+    if (built.ok()) *bytes = support::ReadFile(opts.output);
+    return built;
+  }
+
   void ExpectHealthyAndNoJobs() {
     auto h = http_->Get("/healthz");
     ASSERT_TRUE(h);
@@ -1621,15 +1637,9 @@ namespace {
 // and stored as it is; a resubmit names it by digest and uploads nothing; only its owner may.
 TEST_F(Api, ClientBuiltCapsulesAreCheckedStoredAndNamedByDigest) {
   support::WriteFile(tmp_ / "code/main.py", kStepsPy);
-  const capsule::CollectResult files = capsule::Collect(tmp_ / "code");
-  ASSERT_TRUE(files.ok());
-  const jobspec::ParseResult parsed = jobspec::Parse(Spec("cap"), jobspec::Defaults{});
-  ASSERT_TRUE(parsed.ok());
-  capsule::BuildOptions opts;
-  opts.output = tmp_ / "cap.zip";
-  const capsule::BuildResult built = capsule::Build(files.files, *parsed.spec, opts);
+  std::string bytes;
+  const capsule::BuildResult built = BuildClientCapsule("cap", &bytes);
   ASSERT_TRUE(built.ok());
-  const std::string bytes = support::ReadFile(opts.output);
 
   auto send = [&](const std::string& token, const std::string& spec, const std::string& part,
                   const std::string& data) {
@@ -1678,7 +1688,7 @@ TEST_F(Api, ClientBuiltCapsulesAreCheckedStoredAndNamedByDigest) {
         "    dst.writestr(i, b\"#\" * len(data) if i.filename == \"main.py\" else data)\n"
         "if sys.argv[3]: dst.writestr(sys.argv[3], b\"x\")\n"
         "dst.close()' " +
-        support::Quote(opts.output.string()) + " " + support::Quote(out.string()) + " " +
+        support::Quote(built.path.string()) + " " + support::Quote(out.string()) + " " +
         support::Quote(extra));
     EXPECT_EQ(o.code, 0);
     return support::ReadFile(out);
@@ -1697,12 +1707,8 @@ TEST_F(Api, ClientBuiltCapsulesAreCheckedStoredAndNamedByDigest) {
 TEST_F(Api, CapsulesCheckedWhileTheyArriveRefuseWhatDisagreesOrIsCutShort) {
   support::WriteFile(tmp_ / "code/main.py", kStepsPy);
   support::WriteFile(tmp_ / "code/lib/util.py", "X = 1\n");
-  const jobspec::ParseResult parsed = jobspec::Parse(Spec("cap"), jobspec::Defaults{});
-  ASSERT_TRUE(parsed.ok());
-  capsule::BuildOptions opts;
-  opts.output = tmp_ / "cap.zip";
-  ASSERT_TRUE(capsule::Build(capsule::Collect(tmp_ / "code").files, *parsed.spec, opts).ok());
-  const std::string good = support::ReadFile(opts.output);
+  std::string good;
+  ASSERT_TRUE(BuildClientCapsule("cap", &good).ok());
   auto send = [&](const std::string& bytes) {
     httplib::MultipartFormDataItems items = {{"spec", Spec("cap"), "", ""},
                                              {"capsule", bytes, "capsule.zip", "application/zip"}};
@@ -1757,14 +1763,9 @@ namespace {
 TEST_F(Api, CapsulesSentAsAPlainBodyAfterTheirJobSpec) {
   support::WriteFile(tmp_ / "code/main.py", kStepsPy);
   support::WriteFile(tmp_ / "code/lib/util.py", "X = 1\n");
-  const jobspec::ParseResult parsed = jobspec::Parse(Spec("plain"), jobspec::Defaults{});
-  ASSERT_TRUE(parsed.ok());
-  capsule::BuildOptions opts;
-  opts.output = tmp_ / "cap.zip";
-  const capsule::BuildResult built =
-      capsule::Build(capsule::Collect(tmp_ / "code").files, *parsed.spec, opts);
+  std::string good;
+  const capsule::BuildResult built = BuildClientCapsule("plain", &good);
   ASSERT_TRUE(built.ok());
-  const std::string good = support::ReadFile(opts.output);
 
   auto start = [&](const std::string& token, const std::string& spec,
                    const std::string& type = "application/yaml") {
