@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <libdeflate.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -44,6 +45,9 @@ using internal::kMaxManifestBytes;
 constexpr size_t kPiece = 4 << 20;
 constexpr uint64_t kMinPiece = 1 << 20;
 constexpr size_t kWindow = 1 << 20;  // headers and small entries are read this much at a time
+// The most of a file that is mapped to be read in place (address space only: nothing is read
+// ahead). A longer file is read with pread past this.
+constexpr uint64_t kMaxMapped = 1ULL << 40;
 
 uint64_t Le(const uint8_t* p, int n) {
   uint64_t v = 0;
@@ -91,6 +95,12 @@ enum class Outcome { kVouched, kInspect, kRefused, kStopped };
 struct StreamCheck::State {
   int fd = -1;
   InspectOptions options;
+  // The file mapped (shared, read-only) for its first map_size bytes, or null: both threads read
+  // the bytes written so far in place, from the page cache, instead of copying them out with
+  // pread (two copies of every byte of the upload). Only bytes below `written` are touched: the
+  // file always holds them (the caller only appends), so no access lies past its end.
+  const uint8_t* map = nullptr;
+  uint64_t map_size = 0;
 
   std::mutex mu;
   std::condition_variable cv;
@@ -136,6 +146,11 @@ struct StreamCheck::State {
   // check is stopped or a read fails (read_failed). Small reads (headers, small entries) are served
   // from a window read ahead; large ones go straight to `buf`.
   bool Take(void* buf, size_t n) {
+    if (const uint8_t* v = TakeInPlace(n)) {
+      std::memcpy(buf, v, n);
+      return true;
+    }
+    if (map != nullptr && pos + n <= map_size) return false;  // stopped, or the file ended
     auto* p = static_cast<uint8_t*>(buf);
     while (n > 0) {
       if (pos >= win_start && pos < win_start + win_len) {
@@ -159,7 +174,27 @@ struct StreamCheck::State {
     }
     return true;
   }
+  // The next `n` bytes at pos where they lie in the mapped file (pos moves past them), or null:
+  // not mapped that far (then nothing happened; read them with Take), or Take would fail.
+  const uint8_t* TakeInPlace(size_t n) {
+    if (map == nullptr || pos + n > map_size) return nullptr;
+    if (!Await(pos + n)) return nullptr;
+    const uint8_t* v = map + pos;
+    pos += n;
+    return v;
+  }
+  // `n` bytes at pos: in place when mapped, else read into `scratch`. Null as Take's false.
+  const uint8_t* TakeView(size_t n, Buffer& scratch) {
+    if (const uint8_t* v = TakeInPlace(n)) return v;
+    if (map != nullptr && pos + n <= map_size) return nullptr;
+    uint8_t* p = scratch.Get(n);
+    return Take(p, n) ? p : nullptr;
+  }
   bool ReadAt(uint64_t at, uint8_t* p, size_t n) const {
+    if (map != nullptr && at + n <= map_size) {
+      std::memcpy(p, map + at, n);
+      return true;
+    }
     while (n > 0) {
       const ssize_t got = ::pread(fd, p, n, static_cast<off_t>(at));
       if (got < 0 && errno == EINTR) continue;
@@ -277,11 +312,11 @@ Outcome StreamCheck::State::Data(Seen& e) {
   Sha256 sha;
   if (e.method == kStored) {
     uint32_t crc = 0;
-    uint8_t* piece = in.Get(static_cast<size_t>(std::min<uint64_t>(kPiece, e.comp_size)));
     for (uint64_t left = e.comp_size; left > 0;) {
       if (!Await(pos + std::min(left, kMinPiece))) return cut();
       const size_t k = static_cast<size_t>(std::min<uint64_t>({left, Available() - pos, kPiece}));
-      if (!Take(piece, k)) return cut();
+      const uint8_t* piece = TakeView(k, in);
+      if (piece == nullptr) return cut();
       crc = libdeflate_crc32(crc, piece, k);
       sha.Update(piece, k);
       if (keep) manifest_text.append(reinterpret_cast<const char*>(piece), k);
@@ -297,8 +332,8 @@ Outcome StreamCheck::State::Data(Seen& e) {
     return Outcome::kVouched;
   }
   const auto comp_size = static_cast<size_t>(e.comp_size), size = static_cast<size_t>(e.size);
-  uint8_t* packed = in.Get(comp_size);
-  if (!Take(packed, comp_size)) return cut();
+  const uint8_t* packed = TakeView(comp_size, in);
+  if (packed == nullptr) return cut();
   // Room for exactly the size the header gives: an entry that inflates past it shows it.
   uint8_t* plain = out.Get(size);
   size_t got = 0;
@@ -464,8 +499,12 @@ std::string StreamCheck::State::HashArchive() {
   uint64_t at = 0;
   while (Await(at + 1)) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), Available() - at));
-    if (!ReadAt(at, buf.data(), n)) return "";
-    sha.Update(buf.data(), n);
+    if (map != nullptr && at + n <= map_size) {
+      sha.Update(map + at, n);  // in place: no copy
+    } else {
+      if (!ReadAt(at, buf.data(), n)) return "";
+      sha.Update(buf.data(), n);
+    }
     at += n;
   }
   return Stopped() ? "" : sha.HexDigest();
@@ -524,6 +563,18 @@ InspectResult StreamCheck::State::Judge(uint64_t size) {
 StreamCheck::StreamCheck(int fd, const InspectOptions& options) : s_(std::make_unique<State>()) {
   s_->fd = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
   s_->options = options;
+  if (s_->fd >= 0) {
+    // Nothing is read past what the caller has written, which never exceeds the limit (it
+    // stops writing there); a file without a limit is mapped up to kMaxMapped.
+    const uint64_t size = std::min(options.max_total_bytes, kMaxMapped);
+    void* m = size == 0
+                  ? MAP_FAILED
+                  : ::mmap(nullptr, static_cast<size_t>(size), PROT_READ, MAP_SHARED, s_->fd, 0);
+    if (m != MAP_FAILED) {
+      s_->map = static_cast<const uint8_t*>(m);
+      s_->map_size = size;
+    }
+  }
   State* s = s_.get();
   s_->thread = std::thread([s] {
     const Outcome o = s->fd < 0 ? Outcome::kInspect : s->Run();
@@ -553,6 +604,8 @@ StreamCheck::~StreamCheck() {
   s_->cv.notify_all();
   s_->thread.join();
   s_->hasher.join();
+  if (s_->map != nullptr)
+    ::munmap(const_cast<uint8_t*>(s_->map), static_cast<size_t>(s_->map_size));
   if (s_->fd >= 0) ::close(s_->fd);
 }
 

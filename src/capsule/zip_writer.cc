@@ -1,7 +1,6 @@
 #include "zip_writer.h"
 
 #include <libdeflate.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -96,7 +95,7 @@ void EncodeEntry(libdeflate_compressor* c, std::vector<uint8_t> data, bool try_d
   *out = std::move(data);
 }
 
-ZipWriter::ZipWriter(int fd, int tee_fd) : fd_(fd), tee_fd_(tee_fd) {
+ZipWriter::ZipWriter(int fd, WrittenFn written) : fd_(fd), written_(std::move(written)) {
   buf_.reserve(kBuffer);
   thread_ = std::thread([this] { WriteLoop(); });
 }
@@ -387,19 +386,6 @@ void ZipWriter::Enqueue(Chunk chunk) {
   cv_.notify_all();
 }
 
-void ZipWriter::Tee(const uint8_t* p, size_t size) {
-  while (tee_fd_ >= 0 && size > 0) {
-    const ssize_t n = ::send(tee_fd_, p, size, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      tee_fd_ = -1;  // the reader went away: its side reports why
-      return;
-    }
-    p += n;
-    size -= static_cast<size_t>(n);
-  }
-}
-
 void ZipWriter::WriteLoop() {
   while (true) {
     Chunk c;
@@ -412,8 +398,8 @@ void ZipWriter::WriteLoop() {
     }
     const uint8_t* p = c.owned.empty() ? c.data : c.owned.data();
     size_t size = c.size;
+    const size_t chunk_size = size;
     std::string failed;
-    Tee(p, size);
     if (c.src_fd >= 0) {
       // The kernel copies page cache to page cache; any failure (another filesystem, an old
       // kernel) falls back to write() of the mapped bytes from where it stopped.
@@ -435,6 +421,10 @@ void ZipWriter::WriteLoop() {
       }
       p += n;
       size -= static_cast<size_t>(n);
+    }
+    if (failed.empty()) {
+      file_bytes_ += chunk_size;
+      if (written_) written_(fd_, file_bytes_);
     }
     std::lock_guard<std::mutex> lock(mu_);
     queued_owned_ -= c.owned.size();

@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -56,9 +57,11 @@ void EncodeEntry(libdeflate_compressor* c, std::vector<uint8_t> data, bool try_d
 // costs max(SHA-256, write) rather than their sum.
 class ZipWriter {
  public:
-  // Writes to `fd` (not owned), which must be empty and at offset 0, and every byte also to
-  // `tee_fd` when >= 0 (BuildOptions::tee_fd).
-  explicit ZipWriter(int fd, int tee_fd = -1);
+  // Writes to `fd` (not owned), which must be empty and at offset 0. `written`, when set, is
+  // called on the write thread after each write with `fd` and the bytes the file then holds
+  // (BuildOptions::written).
+  using WrittenFn = std::function<void(int fd, uint64_t bytes)>;
+  explicit ZipWriter(int fd, WrittenFn written = {});
   ~ZipWriter();
   ZipWriter(const ZipWriter&) = delete;
   ZipWriter& operator=(const ZipWriter&) = delete;
@@ -118,13 +121,13 @@ class ZipWriter {
   void CatchUp();  // hashes the previous capsule's bytes up to offset_: they are this archive's
   void Put(const void* data, size_t size);
   void FlushRun();
-  void Tee(const uint8_t* p, size_t size);  // on the write thread
   void FlushBuffer();
   void Enqueue(Chunk chunk);
   void WriteLoop();
 
   int fd_;
-  int tee_fd_;  // the write thread's; -1 once a send failed
+  WrittenFn written_;
+  uint64_t file_bytes_ = 0;  // the write thread's: bytes in the file
   uint64_t offset_ = 0;
   std::vector<uint8_t> buf_;
   std::vector<Central> central_;

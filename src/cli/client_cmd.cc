@@ -1,17 +1,19 @@
 // `forge login`, `submit`, `get`, `describe`, `logs`, `cancel`, `capacity`, `doctor`: clients of
 // the REST API of `forge serve` (docs/cli.md; the contract is docs of src/api). kubectl habits: -o
 // wide|json|yaml|name, --watch, `describe` sections, exit codes a script can branch on.
-#include <poll.h>
-#include <sys/socket.h>
+#include <fcntl.h>
 #include <termios.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <mutex>
 #include <sstream>
+#include <system_error>
 #include <thread>
 
 #include "command.h"
@@ -372,43 +374,70 @@ ApiError StartUpload(ApiClient& client, const std::string& spec_text, std::strin
   return e;
 }
 
-// Builds the capsule on another thread while this one uploads it, its bytes passed through a
-// socket pair as they are written (BuildOptions::tee_fd), the part sent with chunked encoding:
-// the upload costs no time of its own. *built is the build's result; the return value the
-// POST's. False (nothing done) when the socket pair cannot be made.
+// Builds the capsule on another thread while this one uploads it: the upload reads the
+// capsule file back (pread, from the page cache) up to what the build has written
+// (BuildOptions::written), the part sent with chunked encoding. The upload costs no time of its
+// own, and the build never waits for it: a slow upload just reads further behind. *built is the
+// build's result; the return value the POST's. False (nothing done) when no thread can be made.
 // With `upload_url` (StartUpload), the archive is its PUT's plain body; else the "capsule"
 // part of a multipart POST /api/v1/jobs.
 bool BuildWhileUploading(ApiClient& client, std::vector<FormPart> parts,
                          const std::string& upload_url, const capsule::CollectResult& files,
                          const jobspec::JobSpec& spec, capsule::BuildOptions opts,
                          capsule::BuildResult* built, ApiError* sent, json* job) {
-  int sv[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return false;
-  opts.tee_fd = sv[1];
-  std::thread builder([&] {
-    *built = capsule::Build(files.files, spec, opts);
-    ::shutdown(sv[1], SHUT_WR);  // the reader sees the end
-  });
-  bool joined = false;
-  auto finish = [&] {
-    if (!joined) builder.join();
-    joined = true;
-  };
-  net::BodyReader reader = [&](char* buf, size_t room) -> std::optional<size_t> {
-    while (true) {
-      const ssize_t n = ::recv(sv[0], buf, room, 0);
-      if (n > 0) return static_cast<size_t>(n);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return std::nullopt;
-      finish();  // the end of the archive: sent whole only if the build succeeded
-      if (!built->ok()) return std::nullopt;
-      return 0;
+  std::mutex mu;
+  std::condition_variable cv;
+  int file = -1;           // the capsule file, dup'ed at its first bytes; -1 if that failed
+  uint64_t available = 0;  // bytes of the archive in it
+  bool ended = false;      // the build returned: *built is set
+  int dup_errno = 0;
+  opts.written = [&](int fd, uint64_t bytes) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (file < 0 && dup_errno == 0) {
+      file = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+      if (file < 0) dup_errno = errno;
     }
+    available = bytes;
+    cv.notify_all();
+  };
+  std::thread builder;
+  try {
+    builder = std::thread([&] {
+      capsule::BuildResult r = capsule::Build(files.files, spec, opts);
+      std::lock_guard<std::mutex> lock(mu);
+      *built = std::move(r);
+      ended = true;
+      cv.notify_all();
+    });
+  } catch (const std::system_error&) {
+    return false;
+  }
+  uint64_t offset = 0;  // bytes handed to the upload
+  net::BodyReader reader = [&](char* buf, size_t room) -> std::optional<size_t> {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return ended || available > offset; });
+    // A failed build stops the upload at once: its bytes are not a capsule.
+    if (ended && !built->ok()) return std::nullopt;
+    if (available == offset) return 0;  // the end of the archive
+    if (file < 0) return std::nullopt;  // dup failed: nothing to read from
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(room, available - offset));
+    const int fd = file;
+    lock.unlock();
+    size_t got = 0;
+    while (got < want) {
+      const ssize_t n = ::pread(fd, buf + got, want - got, static_cast<off_t>(offset + got));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return std::nullopt;
+      got += static_cast<size_t>(n);
+    }
+    offset += got;
+    return got;
   };
   // The request starts with the archive's first bytes, not before the hashing pass: a server
   // drops a body that stays silent for a few seconds (api::ServerOptions::read_timeout_s).
-  pollfd ready{sv[0], POLLIN, 0};
-  while (::poll(&ready, 1, -1) < 0 && errno == EINTR) {
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return ended || available > 0; });
   }
   if (!upload_url.empty()) {
     *sent = client.PutBody(upload_url, "application/zip", {}, reader, nullptr, job);
@@ -416,10 +445,8 @@ bool BuildWhileUploading(ApiClient& client, std::vector<FormPart> parts,
     parts[1] = FormPart{"capsule", "", {}, "capsule.zip", "application/zip", reader};
     *sent = client.PostForm("/api/v1/jobs", parts, nullptr, job);
   }
-  ::shutdown(sv[0], SHUT_RDWR);  // a build still sending (the POST ended early) stops sending
-  finish();
-  ::close(sv[0]);
-  ::close(sv[1]);
+  builder.join();  // an upload that ended early (refused) leaves the build to finish
+  if (file >= 0) ::close(file);
   return true;
 }
 

@@ -51,11 +51,13 @@ struct BuildOptions {
   const ReuseIndex* reuse = nullptr;
   // Called on the calling thread, at most about ten times a second.
   std::function<void(const BuildProgress&)> progress;
-  // When >= 0, every byte of the archive is also sent here, in order, as it is written (a
-  // socket the caller uploads from while the capsule is built; send() without SIGPIPE). Not
-  // owned; the build does not close it. A failed send stops the copy, not the build: the caller
-  // learns from its own end. The bytes sent equal the file's only when the build succeeds.
-  int tee_fd = -1;
+  // Called on the build's writing thread each time the capsule file holds more of the archive:
+  // `fd` is that file (readable; the build closes it when it returns, so a caller that reads it
+  // later dups it during the call) and `bytes` how much of the archive, from its first byte, it
+  // now holds. `forge submit` uploads the archive while it is built by reading it back (pread)
+  // up to there: no copy of its own, and the build never waits for the upload. Called with
+  // `bytes` only growing; the file's bytes are the capsule's only when the build succeeds.
+  std::function<void(int fd, uint64_t bytes)> written;
 };
 
 struct BuildResult {
