@@ -528,18 +528,27 @@ def drops(name):
         return -1
 print("%-44s %12d %12d   (machine-wide; each costs a 1 s SYN retry)" % (
       "SYNs dropped at full listen queues", drops("one"), drops("many")))
-def operator_requests(name, verb=None):
-    # kubesim's RayJob controller's requests in the phase (what its reconciles cost the API).
+def operator_requests(name, verb=None, part="controllers"):
+    # kubesim's RayJob controller's requests in the phase (what its reconciles cost the API);
+    # part "conflicts": those answered 409; "reconciles": its reconciles.
     try:
         a, b = (json.load(open(os.path.join(work, "%s.%s.controllers.json" % (name, w))))
-                ["controllers"].get("rayjob-controller", {}) for w in ("before", "after"))
+                [part] for w in ("before", "after"))
     except (OSError, ValueError, KeyError):
         return float("nan")
+    if part == "reconciles":
+        return b.get("rayjob-controller", 0) - a.get("rayjob-controller", 0)
+    a, b = a.get("rayjob-controller", {}), b.get("rayjob-controller", {})
     return sum(n - a.get(k, 0) for k, n in b.items() if verb is None or k == verb)
 plain("kubesim RayJob controller requests per job", operator_requests("one") / base_n,
       operator_requests("many") / m)
 plain("  of which update rayjobs/status", operator_requests("one", "update rayjobs/status") / base_n,
       operator_requests("many", "update rayjobs/status") / m)
+plain("  of which answered 409 Conflict", operator_requests("one", None, "conflicts") / base_n,
+      operator_requests("many", None, "conflicts") / m)
+plain("kubesim RayJob controller reconciles per job",
+      operator_requests("one", None, "reconciles") / base_n,
+      operator_requests("many", None, "reconciles") / m)
 print("%-44s %12s %12s" % ("archived (driver/ray-job/submitter/events/rj)",
       "/".join(str(one["files"].get(f, 0)) for f in ARCHIVE),
       "/".join(str(many["files"].get(f, 0)) for f in ARCHIVE)))

@@ -508,6 +508,68 @@ TEST(Kubesim, SelectorsAndPaging) {
   EXPECT_FALSE(first_rv.empty());
 }
 
+// Lists and watches with a `k=v` label selector are answered from the store's label index: the
+// same objects in the same order as a scan, after relabelling, deleting and in other namespaces,
+// and the rest of the selector still applies.
+TEST(Kubesim, LabelIndexAnswersAsAScan) {
+  Kubesim k;
+  auto c = k.Client();
+  Post(c, "/api/v1/namespaces", {{"metadata", {{"name", "other"}}}});
+  for (int i = 0; i < 6; ++i) {
+    json p = Pod("q" + std::to_string(i));
+    p["metadata"]["labels"] = {{"cluster", i < 4 ? "a" : "b"}, {"idx", std::to_string(i)}};
+    Post(c, kPods, p);
+  }
+  json elsewhere = Pod("q9");
+  elsewhere["metadata"]["labels"] = {{"cluster", "a"}};
+  Post(c, "/api/v1/namespaces/other/pods", elsewhere);
+  auto names = [&](const std::string& path) {
+    auto r = c.Get(path);
+    EXPECT_EQ(r->status, 200) << r->body;
+    std::vector<std::string> out;
+    for (const auto& i : Body(r)["items"])
+      out.push_back(i["metadata"]["namespace"].get<std::string>() + "/" +
+                    i["metadata"]["name"].get<std::string>());
+    return out;
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(names(kPods + "?labelSelector=cluster%3Da"),
+            (V{"default/q0", "default/q1", "default/q2", "default/q3"}));
+  EXPECT_EQ(names("/api/v1/pods?labelSelector=cluster%3Da"),
+            (V{"default/q0", "default/q1", "default/q2", "default/q3", "other/q9"}));
+  EXPECT_EQ(names(kPods + "?labelSelector=cluster%20in%20(b)"), (V{"default/q4", "default/q5"}));
+  EXPECT_EQ(names(kPods + "?labelSelector=cluster%3Da,idx%21%3D1"),
+            (V{"default/q0", "default/q2", "default/q3"}));
+  EXPECT_EQ(names(kPods + "?labelSelector=cluster%3Dc"), V{});
+  // Relabel q1 to b, drop q2's label, delete q3: the index follows.
+  auto r = c.Patch(kPods + "/q1", R"({"metadata":{"labels":{"cluster":"b"}}})",
+                   "application/merge-patch+json");
+  ASSERT_EQ(r->status, 200) << r->body;
+  r = c.Patch(kPods + "/q2", R"({"metadata":{"labels":{"cluster":null}}})",
+              "application/merge-patch+json");
+  ASSERT_EQ(r->status, 200) << r->body;
+  ASSERT_EQ(c.Delete(kPods + "/q3?gracePeriodSeconds=0")->status, 200);
+  EXPECT_EQ(names(kPods + "?labelSelector=cluster%3Da"), (V{"default/q0"}));
+  EXPECT_EQ(names(kPods + "?labelSelector=cluster%3Db"),
+            (V{"default/q1", "default/q4", "default/q5"}));
+  // Paging over the index.
+  auto page = Body(c.Get(kPods + "?labelSelector=cluster%3Db&limit=2"));
+  ASSERT_EQ(page["items"].size(), 2u);
+  EXPECT_EQ(page["metadata"]["remainingItemCount"], 1);
+  const std::string cont = page["metadata"]["continue"];
+  EXPECT_EQ(names(kPods + "?labelSelector=cluster%3Db&limit=2&continue=" + cont),
+            (V{"default/q5"}));
+  // A watch without a resourceVersion starts with the same objects.
+  auto events = ReadWatch(c, kPods + "?watch=1&timeoutSeconds=1&labelSelector=cluster%3Db",
+                          [](const std::vector<json>& e) { return e.size() >= 3; });
+  V added;
+  for (const auto& e : events) {
+    EXPECT_EQ(e["type"], "ADDED");
+    added.push_back("default/" + e["object"]["metadata"]["name"].get<std::string>());
+  }
+  EXPECT_EQ(added, (V{"default/q1", "default/q4", "default/q5"}));
+}
+
 TEST(Kubesim, EventsBothApis) {
   Kubesim k;
   auto c = k.Client();

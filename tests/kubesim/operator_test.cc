@@ -1294,14 +1294,13 @@ TEST(Operator, OperatorV14AsKubeRay142) {
                                    .value("status", json::object())
                                    .contains("conditions");
   })) << sim.Log();
-  // Two more reads of the cluster by the RayJob controller: one whole reconcile (status write
-  // included) saw the cluster's status.
-  auto cluster_reads = [&] {
-    return sim.Get("/kubesim/requests?controllers=1")["controllers"]["rayjob-controller"].value(
-        "get rayclusters", 0);
+  // Two more reconciles by the RayJob controller: one whole reconcile (status write included)
+  // saw the cluster's status.
+  auto reconciles = [&] {
+    return sim.Get("/kubesim/requests?controllers=1")["reconciles"].value("rayjob-controller", 0);
   };
-  const int64_t reads = cluster_reads();
-  ASSERT_TRUE(WaitFor([&] { return cluster_reads() >= reads + 2; })) << sim.Log();
+  const int64_t reads = reconciles();
+  ASSERT_TRUE(WaitFor([&] { return reconciles() >= reads + 2; })) << sim.Log();
   json st = RayJobStatus(sim, "default", "v14-init");
   EXPECT_EQ(st["jobDeploymentStatus"], "Initializing");
   EXPECT_EQ(st["rayClusterStatus"], json({{"desiredCPU", "0"},
@@ -1325,10 +1324,10 @@ TEST(Operator, OperatorV14AsKubeRay142) {
   EXPECT_EQ(WaitJds(sim, "default", "v14-init", "Running"), "Running") << sim.Log();
   // v1.4.2's RayJob controller has no reconcileServices: the RayCluster's head service is the
   // job's only service (v1.5+ add "<rayjob>-head-svc"; the real v1.4.2's audit log shows one
-  // `create services` per job). Two more cluster reads: a whole Running reconcile went by (the
+  // `create services` per job). Two more reconciles: a whole Running reconcile went by (the
   // one that would have created it, right after reading the cluster).
-  const int64_t running_reads = cluster_reads();
-  ASSERT_TRUE(WaitFor([&] { return cluster_reads() >= running_reads + 2; })) << sim.Log();
+  const int64_t running_reads = reconciles();
+  ASSERT_TRUE(WaitFor([&] { return reconciles() >= running_reads + 2; })) << sim.Log();
   std::vector<std::string> names;
   for (const json& s : Items(sim.Get("/api/v1/namespaces/default/services")))
     names.push_back(s["metadata"]["name"]);
@@ -1355,6 +1354,41 @@ TEST(Operator, ReconcileConcurrencyAndCachedRayJob) {
     sim.Get(RjPath("default", "one-worker"), &code);
     return code == 404;
   })) << sim.Log();
+}
+
+// The RayJob controller reads its children (RayCluster, submitter Job, services) from its
+// informers, as KubeRay does: a running RayJob's 3 s poll (here 200 ms) costs the API nothing
+// while nothing changes. /kubesim/requests?controllers=1 counts the reconciles and the 409s.
+TEST(Operator, RunningPollReadsChildrenFromCache) {
+  FakeRay ray;
+  Sim sim(Args(ray.port()));
+  ASSERT_GT(sim.port(), 0) << sim.Log();
+  json st = RunToRunning(sim, "default", MakeRayJob("polled"));
+  ASSERT_EQ(st.value("jobDeploymentStatus", ""), "Running") << sim.Log();
+  // Let the submitter Job and service settle, then count over several polls.
+  std::this_thread::sleep_for(1s);
+  auto counts = [&] { return sim.Get("/kubesim/requests?controllers=1"); };
+  const json before = counts();
+  ASSERT_TRUE(before.contains("conflicts")) << before.dump();
+  ASSERT_TRUE(before["conflicts"].is_object()) << before.dump();
+  const int64_t reconciles = before["reconciles"].value("rayjob-controller", 0);
+  EXPECT_GT(reconciles, 0) << before.dump();
+  ASSERT_TRUE(WaitFor([&] {
+    return counts()["reconciles"].value("rayjob-controller", 0) >= reconciles + 4;
+  })) << sim.Log();
+  const json after = counts();
+  for (const char* k : {"get rayclusters", "get jobs", "get services", "get rayjobs"}) {
+    EXPECT_EQ(after["controllers"]["rayjob-controller"].value(k, 0),
+              before["controllers"]["rayjob-controller"].value(k, 0))
+        << k << ": " << after.dump();
+  }
+  EXPECT_EQ(RayJobStatus(sim, "default", "polled").value("jobDeploymentStatus", ""), "Running");
+  // DELETE resets every count.
+  int code = 0;
+  json cleared = sim.Req("DELETE", "/kubesim/requests?controllers=1", json(), &code);
+  EXPECT_EQ(code, 200);
+  EXPECT_EQ(cleared["total"], 0) << cleared.dump();
+  EXPECT_EQ(cleared["reconciles"].value("rayjob-controller", 0), 0) << cleared.dump();
 }
 
 TEST(Operator, ReconcileConcurrencyMustBePositive) {

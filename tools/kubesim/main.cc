@@ -129,6 +129,7 @@ int main(int argc, char** argv) {
   kubesim::controllers::ControllerSet running;
   if (!cflags.enabled.empty()) {
     opts.controller_key = kubesim::controllers::ControllerKey();
+    opts.reconcile_counts = kubesim::controllers::ReconcileCounts;
     opts.threads = 256;
   }
   opts.on_listening = [&running, cflags](int port, const kubesim::Options& resolved) {

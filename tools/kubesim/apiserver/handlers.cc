@@ -327,7 +327,14 @@ void Server::List(const httplib::Request& req, httplib::Response& res, const Tar
   std::string last_key;
   bool more = false;
   int64_t remaining = 0;
-  for (const json* obj : store_.List(t.r->storage, t.ns)) {
+  // A `k=v` requirement narrows the scan to the label index's objects (same order, and every
+  // candidate still goes through both selectors).
+  std::string lkey;
+  std::string lvalue;
+  const std::vector<const json*> candidates =
+      ls.Equality(&lkey, &lvalue) ? store_.ListByLabel(t.r->storage, t.ns, lkey, lvalue)
+                                  : store_.List(t.r->storage, t.ns);
+  for (const json* obj : candidates) {
     const std::string key =
         (*obj)["metadata"].value("namespace", "") + "/" + (*obj)["metadata"].value("name", "");
     if (!after.empty() && key <= after) continue;

@@ -113,6 +113,18 @@ bool LabelSelector::Matches(const json& object) const {
   return true;
 }
 
+bool LabelSelector::Equality(std::string* key, std::string* value) const {
+  for (const Req& r : reqs_) {
+    const bool one = r.op == "=" || (r.op == "in" && r.values.size() == 1);
+    if (one && !r.values.empty() && !r.values[0].empty()) {
+      *key = r.key;
+      *value = r.values[0];
+      return true;
+    }
+  }
+  return false;
+}
+
 namespace {
 
 // events.k8s.io field labels in terms of the stored core/v1 Event.

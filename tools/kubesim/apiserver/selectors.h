@@ -17,6 +17,9 @@ class LabelSelector {
   static LabelSelector Parse(const std::string& text);
   bool Matches(const nlohmann::json& object) const;
   bool Empty() const { return reqs_.empty(); }
+  // A requirement `key=value` with a non-empty value that every match must meet (what the
+  // store's label index answers), if the selector has one.
+  bool Equality(std::string* key, std::string* value) const;
 
  private:
   struct Req {

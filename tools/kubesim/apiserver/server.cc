@@ -279,6 +279,17 @@ int Server::Run() {
 }
 
 void Server::Dispatch(const httplib::Request& req, httplib::Response& res) {
+  std::string controller;  // kubesim's own controller sending this request, if any
+  std::string counted;     // its "<verb> <resource>" counter
+  DispatchCounted(req, res, &controller, &counted);
+  if (!counted.empty() && res.status == 409) {
+    std::lock_guard<std::mutex> lock(controller_counts_mu_);
+    ++controller_conflicts_[controller][counted];
+  }
+}
+
+void Server::DispatchCounted(const httplib::Request& req, httplib::Response& res,
+                             std::string* controller_out, std::string* counted) {
   try {
     const std::string& path = req.path;
     if (path.rfind("/kubesim/", 0) == 0) {
@@ -298,7 +309,7 @@ void Server::Dispatch(const httplib::Request& req, httplib::Response& res) {
     const std::string token = auth.rfind("Bearer ", 0) == 0 ? auth.substr(7) : "";
     // kubesim's own controllers (controllers/controller.h): the name header counts only with
     // this process's key, so a pod sending the header is an ordinary client.
-    std::string controller;
+    std::string& controller = *controller_out;
     if (!opts_.controller_key.empty() && req.has_header("X-Kubesim-Controller") &&
         req.get_header_value("X-Kubesim-Controller-Key") == opts_.controller_key) {
       controller = req.get_header_value("X-Kubesim-Controller");
@@ -403,6 +414,7 @@ void Server::Dispatch(const httplib::Request& req, httplib::Response& res) {
     }
     if (!controller.empty()) {
       CountController(controller, t.verb, t.CounterResource());
+      *counted = t.verb + " " + t.CounterResource();
       if (t.verb == "watch") {
         Watch(req, res, t, -1);
         return;
@@ -544,7 +556,11 @@ void Server::HandleAdmin(const httplib::Request& req, httplib::Response& res) {
   }
   if (p == "/kubesim/requests" && IsTrue(req.get_param_value("controllers"))) {
     std::lock_guard<std::mutex> lock(controller_counts_mu_);
-    if (m == "DELETE") controller_counts_.clear();
+    if (m == "DELETE") {
+      controller_counts_.clear();
+      controller_conflicts_.clear();
+      if (opts_.reconcile_counts) opts_.reconcile_counts(true);
+    }
     json out = json::object();
     uint64_t total = 0;
     for (const auto& [name, counts] : controller_counts_) {
@@ -555,7 +571,16 @@ void Server::HandleAdmin(const httplib::Request& req, httplib::Response& res) {
         total += n;
       }
     }
-    WriteJson(res, 200, {{"controllers", out}, {"total", total}});
+    json conflicts = json::object();
+    for (const auto& [name, counts] : controller_conflicts_)
+      conflicts[name] = counts;
+    json reconciles = json::object();
+    if (opts_.reconcile_counts) reconciles = opts_.reconcile_counts(false);
+    WriteJson(res, 200,
+              {{"controllers", out},
+               {"conflicts", conflicts},
+               {"reconciles", reconciles},
+               {"total", total}});
     return;
   }
   if (p == "/kubesim/requests") {

@@ -49,6 +49,9 @@ struct Options {
   // Requests carrying this key in X-Kubesim-Controller-Key are kubesim's own controllers
   // (admin, never faulted, counted apart); "" = no controller identity is honoured.
   std::string controller_key;
+  // Reconciles per controller (main.cc: controllers::ReconcileCounts), shown beside their
+  // requests by GET /kubesim/requests?controllers=1; `reset` clears them (its DELETE).
+  std::function<std::map<std::string, uint64_t>(bool reset)> reconcile_counts;
   // Worker threads of the listener (each watch and each kept-alive connection holds one).
   int threads = 64;
 };
@@ -74,6 +77,9 @@ class Server {
 
  private:
   void Dispatch(const httplib::Request& req, httplib::Response& res);
+  // Dispatch's work; names the controller sending the request and its counter, if any.
+  void DispatchCounted(const httplib::Request& req, httplib::Response& res, std::string* controller,
+                       std::string* counted);
   void HandleAdmin(const httplib::Request& req, httplib::Response& res);
   bool HandleDiscovery(const httplib::Request& req, httplib::Response& res);
   void HandleResource(const httplib::Request& req, httplib::Response& res, const Target& t);
@@ -135,6 +141,8 @@ class Server {
                        const std::string& resource);
   std::mutex controller_counts_mu_;
   std::map<std::string, std::map<std::string, uint64_t>> controller_counts_;
+  // Of those, the ones answered 409 Conflict (a write on a stale read, or AlreadyExists).
+  std::map<std::string, std::map<std::string, uint64_t>> controller_conflicts_;
 
   std::mutex logs_mu_;
   std::condition_variable logs_cv_;

@@ -82,8 +82,38 @@ std::vector<const json*> Store::List(const std::string& storage, const std::stri
   std::vector<const json*> out;
   auto s = objects_.find(storage);
   if (s == objects_.end()) return out;
-  for (const auto& [key, obj] : s->second) {
-    if (ns.empty() || obj["metadata"].value("namespace", "") == ns) out.push_back(&obj);
+  if (ns.empty()) {
+    for (const auto& [key, obj] : s->second)
+      out.push_back(&obj);
+    return out;
+  }
+  // Keys are "namespace/name": a namespace's objects are one run of the map.
+  const std::string prefix = ns + "/";
+  for (auto it = s->second.lower_bound(prefix);
+       it != s->second.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
+    out.push_back(&it->second);
+  }
+  return out;
+}
+
+std::vector<const json*> Store::ListByLabel(const std::string& storage, const std::string& ns,
+                                            const std::string& key,
+                                            const std::string& value) const {
+  std::vector<const json*> out;
+  auto s = objects_.find(storage);
+  if (s == objects_.end()) return out;
+  std::string ix = storage;
+  ix += '\0';
+  ix += key;
+  ix += '\0';
+  ix += value;
+  auto keys = by_label_.find(ix);
+  if (keys == by_label_.end()) return out;
+  const std::string prefix = ns.empty() ? "" : ns + "/";
+  for (const std::string& k : keys->second) {
+    if (!prefix.empty() && k.compare(0, prefix.size(), prefix) != 0) continue;
+    auto it = s->second.find(k);
+    if (it != s->second.end()) out.push_back(&it->second);
   }
   return out;
 }
@@ -94,7 +124,7 @@ bool Store::NamespaceExists(const std::string& ns) {
 
 void Store::Record(const std::string& type, const std::string& storage, const json& obj,
                    const json& old) {
-  history_.push_back(WatchEvent{rv_, type, storage, obj, old});
+  history_.push_back(WatchEvent{rv_, type, storage, obj, old, {}});
   while (history_.size() > history_cap_) {
     oldest_ = history_.front().rv;
     history_.pop_front();
@@ -102,9 +132,52 @@ void Store::Record(const std::string& type, const std::string& storage, const js
   cv.notify_all();
 }
 
+namespace {
+
+// The string-valued labels of an object (what the label index files it under).
+std::map<std::string, std::string> StringLabels(const json* obj) {
+  std::map<std::string, std::string> out;
+  if (obj == nullptr) return out;
+  const auto md = obj->find("metadata");
+  if (md == obj->end() || !md->is_object()) return out;
+  const auto labels = md->find("labels");
+  if (labels == md->end() || !labels->is_object()) return out;
+  for (const auto& [k, v] : labels->items()) {
+    if (v.is_string()) out.emplace(k, v.get<std::string>());
+  }
+  return out;
+}
+
+}  // namespace
+
 void Store::Index(const std::string& storage, const std::string& key, const json* old,
                   const json* now) {
   const Ref self{storage, key};
+  {
+    const auto old_labels = StringLabels(old);
+    const auto new_labels = StringLabels(now);
+    auto ix = [&storage](const std::string& k, const std::string& v) {
+      std::string s = storage;
+      s += '\0';
+      s += k;
+      s += '\0';
+      s += v;
+      return s;
+    };
+    for (const auto& [k, v] : old_labels) {
+      auto n = new_labels.find(k);
+      if (n != new_labels.end() && n->second == v) continue;
+      auto it = by_label_.find(ix(k, v));
+      if (it == by_label_.end()) continue;
+      it->second.erase(key);
+      if (it->second.empty()) by_label_.erase(it);
+    }
+    for (const auto& [k, v] : new_labels) {
+      auto o = old_labels.find(k);
+      if (o != old_labels.end() && o->second == v) continue;
+      by_label_[ix(k, v)].insert(key);
+    }
+  }
   const std::string old_uid = old != nullptr ? UidOf(*old) : "";
   const std::string new_uid = now != nullptr ? UidOf(*now) : "";
   if (old != nullptr && (now == nullptr || old_uid != new_uid)) {

@@ -13,6 +13,7 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -27,6 +28,10 @@ struct WatchEvent {
   std::string storage;
   nlohmann::json object;  // the new state (the last state for DELETED)
   nlohmann::json old;     // the previous state (null for ADDED)
+  // The object as each resource presents it, encoded once for every watch of it (a pod event
+  // used to be encoded once per watcher: kubesim's controllers and forge serve watch pods six
+  // times over). Keyed by the ResourceInfo; written and read with Store::mu held.
+  mutable std::vector<std::pair<const void*, std::string>> encoded;
 };
 
 enum class Propagation { kBackground, kForeground, kOrphan };
@@ -52,6 +57,11 @@ class Store {
                             const std::string& name) const;
   // Objects of `storage` in key order, restricted to `ns` unless empty.
   std::vector<const nlohmann::json*> List(const std::string& storage, const std::string& ns) const;
+  // The same restricted to objects whose label `key` is the string `value`, from an index kept
+  // on every write (a controller's list by `ray.io/cluster=X` used to scan every pod).
+  std::vector<const nlohmann::json*> ListByLabel(const std::string& storage, const std::string& ns,
+                                                 const std::string& key,
+                                                 const std::string& value) const;
   bool NamespaceExists(const std::string& ns);
 
   // Stores a new object (metadata fully prepared except resourceVersion); returns it.
@@ -122,6 +132,10 @@ class Store {
   // own state or dependents changed.
   std::set<Ref> check_refs_;
   std::set<Ref> check_owners_;
+
+  // storage \0 label key \0 value -> the keys (namespace/name) of the objects carrying that
+  // label with that string value, in key order; kept by Index().
+  std::unordered_map<std::string, std::set<std::string>> by_label_;
 };
 
 }  // namespace kubesim

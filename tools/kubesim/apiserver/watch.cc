@@ -44,6 +44,28 @@ std::string Encode(WatchState& st, const std::string& type, const json& object) 
   return Line(type, t);
 }
 
+// The line of a history event for a plain JSON watch: the same bytes as Line(type, Present(r,
+// object)), with the object's encoding made once per event and resource and shared by every
+// watch (nlohmann's objects keep keys sorted: "object" before "type").
+std::string HistoryLine(const std::string& type, const WatchEvent& e, const ResourceInfo& r) {
+  const std::string* enc = nullptr;
+  for (const auto& [key, text] : e.encoded) {
+    if (key == &r) enc = &text;
+  }
+  if (enc == nullptr) {
+    e.encoded.emplace_back(&r, Present(r, e.object).dump());
+    enc = &e.encoded.back().second;
+  }
+  std::string line;
+  line.reserve(enc->size() + type.size() + 24);
+  line += "{\"object\":";
+  line += *enc;
+  line += ",\"type\":";
+  line += json(type).dump();
+  line += "}\n";
+  return line;
+}
+
 }  // namespace
 
 void Server::Watch(const httplib::Request& req, httplib::Response& res, const Target& t,
@@ -86,7 +108,12 @@ void Server::Watch(const httplib::Request& req, httplib::Response& res, const Ta
     std::lock_guard<std::mutex> lock(store_.mu);
     st->epoch = store_.WatchEpoch();
     if (start_rv == 0) {
-      for (const json* obj : store_.List(r->storage, ns)) {
+      std::string lkey;
+      std::string lvalue;
+      const std::vector<const json*> objs = ls->Equality(&lkey, &lvalue)
+                                                ? store_.ListByLabel(r->storage, ns, lkey, lvalue)
+                                                : store_.List(r->storage, ns);
+      for (const json* obj : objs) {
         if (ls->Matches(*obj) && fs->Matches(*obj))
           st->pending.push_back(Encode(*st, "ADDED", Present(*r, *obj)));
       }
@@ -159,7 +186,9 @@ void Server::Watch(const httplib::Request& req, httplib::Response& res, const Ta
               } else if (was_match) {
                 type = "DELETED";
               }
-              if (!type.empty()) out.push_back(Encode(*st, type, Present(*r, it->object)));
+              if (type.empty()) continue;
+              out.push_back(st->as_table ? Encode(*st, type, Present(*r, it->object))
+                                         : HistoryLine(type, *it, *r));
             }
             if (!out.empty()) break;
             if (bookmarks && now >= st->next_bookmark) {

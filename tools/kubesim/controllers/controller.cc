@@ -112,6 +112,23 @@ std::set<std::string> ParseControllerSelection(const std::string& text) {
   return out;
 }
 
+namespace {
+std::mutex reconcile_counts_mu;
+std::map<std::string, uint64_t> reconcile_counts;
+}  // namespace
+
+void CountReconcile(const std::string& name) {
+  std::lock_guard<std::mutex> lock(reconcile_counts_mu);
+  ++reconcile_counts[name];
+}
+
+std::map<std::string, uint64_t> ReconcileCounts(bool reset) {
+  std::lock_guard<std::mutex> lock(reconcile_counts_mu);
+  std::map<std::string, uint64_t> out = reconcile_counts;
+  if (reset) reconcile_counts.clear();
+  return out;
+}
+
 const std::string& ControllerKey() {
   static const std::string key = [] {
     std::random_device rd;

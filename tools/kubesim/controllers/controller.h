@@ -17,6 +17,7 @@
 // ControllerFlags::values.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -119,6 +120,13 @@ std::set<std::string> ParseControllerSelection(const std::string& text);
 
 // A random key for this process (hex), sent by controller clients and checked by the server.
 const std::string& ControllerKey();
+
+// Reconciles run per controller name (controllers/reconciler.h counts them), shown by
+// `GET /kubesim/requests?controllers=1` beside the requests: what a reconcile costs the API is
+// requests / reconciles, and a test can wait for "one more reconcile" without it sending any.
+void CountReconcile(const std::string& name);
+// The counts so far; `reset` clears them after reading.
+std::map<std::string, uint64_t> ReconcileCounts(bool reset);
 
 // The controllers a kubesim process runs: started after the listener is up, stopped before exit.
 class ControllerSet {

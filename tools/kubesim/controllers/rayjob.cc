@@ -126,20 +126,24 @@ class RayJobController : public Controller, public Reconciler {
       return n.empty() ? "" : Str(o, {"metadata", "namespace"}) + "/" + n;
     };
     const std::string sel = std::string(kOriginCrdLabel) + "=RayJob";
-    for (const kube::ResourceRef* r :
-         {&kube::resources::kRayClusters, &kube::resources::kJobs, &kube::resources::kServices}) {
+    for (auto [r, cache] : {std::pair{&kube::resources::kRayClusters, &clusters_},
+                            std::pair{&kube::resources::kJobs, &jobs_},
+                            std::pair{&kube::resources::kServices, &services_}}) {
       kube::InformerOptions o;
       o.resource = *r;
       o.label_selector = sel;
-      AddInformer(o, EnqueueMapped(owner));
+      *cache = &AddInformer(o, EnqueueMapped(owner));
     }
   }
 
   // The object of `cache`, else (not cached yet) through the API. KubeRay reads everything
-  // through controller-runtime's cache; this controller reads the RayJob it reconciles so (its GET
-  // per reconcile was 6.5 % of kubesim's CPU under a burst of RayJobs: bench/README.md,
-  // kuberay_fleet_scale) and its children through the API (what it creates is decided on a
-  // consistent read). A stale RayJob only makes the reconcile's write conflict (409, retried).
+  // through controller-runtime's cache, and so does this controller: the RayJob it reconciles
+  // (its GET per reconcile was 6.5 % of kubesim's CPU under a burst of RayJobs: bench/README.md,
+  // kuberay_fleet_scale) and its children, the RayCluster, submitter Job and services (three GETs
+  // on every 3 s poll of every running RayJob, the part of kubesim's work that grew with N times
+  // the time jobs spent running). What it creates has a fixed name and is created only after a
+  // miss here was confirmed through the API, so a stale cache delays work but never duplicates
+  // it; a stale RayJob only makes the reconcile's write conflict (409, retried).
   // Throws the API's NotFound.
   json CachedOrGet(const kube::Informer* cache, const kube::ResourceRef& r, const std::string& ns,
                    const std::string& name) {
@@ -612,7 +616,7 @@ class RayJobController : public Controller, public Reconciler {
     const std::string ns = Str(rj, {"metadata", "namespace"});
     const std::string cname = GetS(st, "rayClusterName");
     try {
-      return client_->Get(kube::resources::kRayClusters, ns, cname);
+      return CachedOrGet(clusters_, kube::resources::kRayClusters, ns, cname);
     } catch (const kube::ApiError& e) {
       if (!kube::IsNotFound(e)) throw;
     }
@@ -653,8 +657,10 @@ class RayJobController : public Controller, public Reconciler {
   }
 
   std::string DashboardUrl(const json& cluster) {
-    json svc = client_->Get(kube::resources::kServices, Str(cluster, {"metadata", "namespace"}),
-                            HeadServiceName(cluster));
+    // The RayCluster's head service carries no originated-from label: a miss, read through the
+    // API (once per RayJob).
+    json svc = CachedOrGet(services_, kube::resources::kServices,
+                           Str(cluster, {"metadata", "namespace"}), HeadServiceName(cluster));
     for (const json& p : At(svc, {"spec", "ports"})) {
       if (p.value("name", "") == "dashboard") {
         return Str(svc, {"metadata", "name"}) + "." + Str(svc, {"metadata", "namespace"}) +
@@ -692,8 +698,8 @@ class RayJobController : public Controller, public Reconciler {
     try {
       json st = rj.value("status", json::object());
       if (GetS(st, "rayClusterName").empty() || GetS(st, "jobId").empty()) return;
-      json cluster = client_->Get(kube::resources::kRayClusters, Str(rj, {"metadata", "namespace"}),
-                                  GetS(st, "rayClusterName"));
+      json cluster = CachedOrGet(clusters_, kube::resources::kRayClusters,
+                                 Str(rj, {"metadata", "namespace"}), GetS(st, "rayClusterName"));
       Dashboard(cluster, st).StopJob(GetS(st, "jobId"));
     } catch (const std::exception&) {
       // best effort (KubeRay logs and goes on)
@@ -804,7 +810,7 @@ class RayJobController : public Controller, public Reconciler {
     const std::string ns = Str(rj, {"metadata", "namespace"});
     const std::string name = Str(rj, {"metadata", "name"});
     try {
-      client_->Get(kube::resources::kJobs, ns, name);
+      CachedOrGet(jobs_, kube::resources::kJobs, ns, name);
       return;
     } catch (const kube::ApiError& e) {
       if (!kube::IsNotFound(e)) throw;
@@ -869,8 +875,8 @@ class RayJobController : public Controller, public Reconciler {
   // checkSubmitterAndUpdateStatusIfNeeded (K8sJobMode). `finished_at` gets the Complete/Failed
   // condition's lastTransitionTime.
   bool CheckSubmitter(const json& rj, json& st, int64_t* finished_at) {
-    json job = client_->Get(kube::resources::kJobs, Str(rj, {"metadata", "namespace"}),
-                            Str(rj, {"metadata", "name"}));
+    json job = CachedOrGet(jobs_, kube::resources::kJobs, Str(rj, {"metadata", "namespace"}),
+                           Str(rj, {"metadata", "name"}));
     bool update = false;
     const json& conds = At(job, {"status", "conditions"});
     if (conds.is_array()) {
@@ -914,7 +920,7 @@ class RayJobController : public Controller, public Reconciler {
                                  {kRayIdLabel, rname + "-head"}};
     json old;
     try {
-      old = client_->Get(kube::resources::kServices, ns, rname + "-head-svc");
+      old = CachedOrGet(services_, kube::resources::kServices, ns, rname + "-head-svc");
     } catch (const kube::ApiError& e) {
       if (!kube::IsNotFound(e)) throw;
     }
@@ -960,7 +966,7 @@ class RayJobController : public Controller, public Reconciler {
     if (cname.empty()) return true;
     json cluster;
     try {
-      cluster = client_->Get(kube::resources::kRayClusters, ns, cname);
+      cluster = CachedOrGet(clusters_, kube::resources::kRayClusters, ns, cname);
     } catch (const kube::ApiError& e) {
       if (kube::IsNotFound(e)) return true;
       throw;
@@ -985,7 +991,7 @@ class RayJobController : public Controller, public Reconciler {
     const std::string name = Str(rj, {"metadata", "name"});
     json job;
     try {
-      job = client_->Get(kube::resources::kJobs, ns, name);
+      job = CachedOrGet(jobs_, kube::resources::kJobs, ns, name);
     } catch (const kube::ApiError& e) {
       if (kube::IsNotFound(e)) return true;
       throw;
@@ -1099,8 +1105,9 @@ class RayJobController : public Controller, public Reconciler {
     if (policy == "DeleteSelf") return false;
     json cluster;
     try {
-      cluster = client_->Get(kube::resources::kRayClusters, Str(rj, {"metadata", "namespace"}),
-                             Str(rj, {"status", "rayClusterName"}));
+      cluster =
+          CachedOrGet(clusters_, kube::resources::kRayClusters, Str(rj, {"metadata", "namespace"}),
+                      Str(rj, {"status", "rayClusterName"}));
     } catch (const kube::ApiError& e) {
       if (kube::IsNotFound(e)) return true;
       throw;
@@ -1125,6 +1132,10 @@ class RayJobController : public Controller, public Reconciler {
 
   OperatorFeatures f_;
   const kube::Informer* rayjobs_ = nullptr;  // every RayJob
+  // What RayJobs own (label ray.io/originated-from-crd=RayJob).
+  const kube::Informer* clusters_ = nullptr;
+  const kube::Informer* jobs_ = nullptr;
+  const kube::Informer* services_ = nullptr;
   milliseconds resync_{3000};
   std::unique_ptr<EventRecorder> recorder_;
 };

@@ -144,6 +144,7 @@ class Reconciler {
                                                        : std::min(5000, 100 << std::min(n, 6)));
         }
       }
+      CountReconcile(name_);
       queue_.Done(*key);
       if (!stopping_ && requeue.count() >= 0) queue_.AddAfter(*key, requeue);
     }
