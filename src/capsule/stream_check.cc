@@ -495,15 +495,19 @@ Outcome StreamCheck::State::Central(uint64_t cd_offset) {
 // The SHA-256 of the whole file, read as it is written; "" when stopped or a read fails.
 std::string StreamCheck::State::HashArchive() {
   Sha256 sha;
-  std::vector<uint8_t> buf(kPiece);
+  // Sized by what has arrived, up to kPiece, and not zeroed: a capsule of a few KiB (most of
+  // them) costs a few KiB here, not 4 MiB of zeroed pages per upload, which glibc then kept
+  // resident in the arena of every thread that had hashed one (issue 20: forge serve's RSS).
+  Buffer buf;
   uint64_t at = 0;
   while (Await(at + 1)) {
-    const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), Available() - at));
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(kPiece, Available() - at));
     if (map != nullptr && at + n <= map_size) {
       sha.Update(map + at, n);  // in place: no copy
     } else {
-      if (!ReadAt(at, buf.data(), n)) return "";
-      sha.Update(buf.data(), n);
+      uint8_t* p = buf.Get(n);
+      if (!ReadAt(at, p, n)) return "";
+      sha.Update(p, n);
     }
     at += n;
   }

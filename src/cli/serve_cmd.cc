@@ -2,6 +2,7 @@
 // cluster and S3 are configured, the kuberay fleet; REST API);
 // `forge token create`: API tokens, by whoever can write the store's file.
 #include <fcntl.h>
+#include <malloc.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <unistd.h>
@@ -238,7 +239,24 @@ void SetUpLogging() {
   spdlog::flush_on(spdlog::level::info);
 }
 
+// glibc raises its mmap threshold to the size of each large block freed (up to 32 MiB), and the
+// trim threshold with it: after the first upload's MiB-sized buffers had come and gone, such
+// buffers were carved from the arena of the thread that used them and kept there once freed — a
+// few MiB in each of up to 8 × cores arenas (API workers, stream checks, informers). A fixed
+// threshold keeps the dynamic adjustment off: blocks of 128 KiB and more are mapped and
+// returned at free. Measured with bench/kuberay_fleet_scale.sh at N = 20 (docs/kuberay-fleet.md,
+// "Scale"): peak RSS 82 → 35 MiB. An operator's own setting (GLIBC_TUNABLES,
+// MALLOC_MMAP_THRESHOLD_) wins.
+void FixMmapThreshold() {
+  const char* tunables = std::getenv("GLIBC_TUNABLES");
+  if (std::getenv("MALLOC_MMAP_THRESHOLD_") != nullptr ||
+      (tunables != nullptr && std::strstr(tunables, "mmap_threshold") != nullptr))
+    return;
+  ::mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+}
+
 int Serve(Context& c, const ServeOptions& o) {
+  FixMmapThreshold();
   config::Config cfg;
   if (!LoadConfig(c, &cfg)) return kExitUsage;
   // kuberay runs where a cluster and S3 are configured; elsewhere its jobs are refused with what

@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <ctime>
 #include <deque>
+#include <future>
 #include <map>
 #include <mutex>
 #include <set>
@@ -316,9 +317,9 @@ struct KubeRayFleet::Impl {
     all_pods =
         informer(res::kPods, "", "", usage, [](json& p) { p = kuberay::TrimPodForCapacity(p); });
     kube::InformerHandlers node_changes;
-    node_changes.on_add = [this](const json&) { ++capacity_generation; };
-    node_changes.on_update = [this](const json&, const json&) { ++capacity_generation; };
-    node_changes.on_delete = [this](const json&) { ++capacity_generation; };
+    node_changes.on_add = [this](const json&) { NodeChanged(); };
+    node_changes.on_update = [this](const json&, const json&) { NodeChanged(); };
+    node_changes.on_delete = [this](const json&) { NodeChanged(); };
     nodes = informer(res::kNodes, "", "", node_changes, [](json& n) {
       StripManagedFields(n);
       if (auto st = n.find("status"); st != n.end() && st->is_object()) st->erase("images");
@@ -350,21 +351,34 @@ struct KubeRayFleet::Impl {
     return out;
   }
 
+  void NodeChanged() {
+    ++node_generation;
+    ++capacity_generation;
+  }
+
   void UpdateUsage(const json* before, const json* now) {
     std::lock_guard lock(usage_mu);
     usage_sums.Update(before, now);
     ++capacity_generation;
   }
 
-  // The capacity view from the nodes and the per-node sums, recomputed only after a change.
-  std::vector<kuberay::SeriesCapacity> CurrentCapacity() {
+  // The capacity view from the nodes and the per-node sums, recomputed only after a change, and
+  // shared rather than copied (it lists every node). Pods change at every step of every job, nodes
+  // seldom: the nodes are copied out of their cache only after a node changed, not at every
+  // admission during a burst of submits (at 1,000 jobs, 130 nodes copied twice per Admit).
+  std::shared_ptr<const std::vector<kuberay::SeriesCapacity>> CurrentCapacity() {
     std::lock_guard lock(usage_mu);
     const uint64_t gen = capacity_generation.load();
-    if (capacity_cache && capacity_cache_generation == gen) return *capacity_cache;
-    capacity_cache = kuberay::ComputeCapacityFromUsage(
-        Values(nodes->Snapshot()), usage_sums.by_node(), o.config.k8s_gpu_node_label);
+    if (capacity_cache && capacity_cache_generation == gen) return capacity_cache;
+    if (const uint64_t node_gen = node_generation.load(); node_list_generation != node_gen) {
+      node_list = Values(nodes->Snapshot());
+      node_list_generation = node_gen;
+    }
+    capacity_cache = std::make_shared<const std::vector<kuberay::SeriesCapacity>>(
+        kuberay::ComputeCapacityFromUsage(node_list, usage_sums.by_node(),
+                                          o.config.k8s_gpu_node_label));
     capacity_cache_generation = gen;
-    return *capacity_cache;
+    return capacity_cache;
   }
 
   std::vector<kube::Informer*> Informers() {
@@ -699,7 +713,7 @@ struct KubeRayFleet::Impl {
     // Unschedulable message counts free GPUs); copying them costs, so only then.
     auto unscheduled = [](const json& pod) { return Str(Field(pod, "spec"), "nodeName").empty(); };
     if (std::any_of(j.cluster_pods.begin(), j.cluster_pods.end(), unscheduled))
-      in.capacity = CurrentCapacity();
+      in.capacity = *CurrentCapacity();
     in.gpu_label = o.config.k8s_gpu_node_label;
     in.pools = spec.pools;  // what render laid out: read from the JobSpec, not from the RayJob
     return kuberay::Diagnose(in);
@@ -737,7 +751,7 @@ struct KubeRayFleet::Impl {
       return {};  // the cluster cannot be read now: Submit retries, Pending explains
     }
     const auto capacity = CurrentCapacity();
-    const kuberay::FitCheck fit = kuberay::CheckFits(spec, capacity, o.config.k8s_gpu_passthrough);
+    const kuberay::FitCheck fit = kuberay::CheckFits(spec, *capacity, o.config.k8s_gpu_passthrough);
     if (!fit.possible) return {false, fit.message, fit.field};
     return {};
   }
@@ -1043,8 +1057,22 @@ struct KubeRayFleet::Impl {
       if (!fs::exists(dir / "ray-job.log")) SaveGoneNote(job_id, name, last, dir, &problems);
     } else {
       const kuberay::StatusView sv = kuberay::ReadStatus(*rj);
-      if (!sv.job_id.empty()) SaveRayJobLog(job_id, name, sv, dir, &problems);
-      SaveSubmitterLog(name, dir, &problems);
+      // Ray's log (through the service proxy) and the submitter's (pods/log) are two requests
+      // to the API server that do not depend on each other: read together, end → archived
+      // waits for the slower one, not for both (each about 0.2 s at 1,000 jobs, issue 20).
+      // The future's destructor waits for it should the submitter's log throw.
+      std::future<std::vector<std::string>> ray_log;
+      if (!sv.job_id.empty()) {
+        ray_log = std::async(std::launch::async, [&] {
+          std::vector<std::string> ray_problems;
+          SaveRayJobLog(job_id, name, sv, dir, &ray_problems);
+          return ray_problems;
+        });
+      }
+      std::vector<std::string> submitter_problems;
+      SaveSubmitterLog(name, dir, &submitter_problems);
+      if (ray_log.valid()) problems = ray_log.get();
+      problems.insert(problems.end(), submitter_problems.begin(), submitter_problems.end());
       SaveEventsAndRayJob(*rj, name, dir, &problems);
     }
 
@@ -1129,7 +1157,7 @@ struct KubeRayFleet::Impl {
       return out;
     }
     const auto capacity = CurrentCapacity();
-    json body = kuberay::ToJson(capacity, o.config.k8s_gpu_node_label);
+    json body = kuberay::ToJson(*capacity, o.config.k8s_gpu_node_label);
     for (auto& [k, v] : body.items())
       out[k] = v;
     return out;
@@ -1207,11 +1235,14 @@ struct KubeRayFleet::Impl {
   std::map<std::string, std::pair<std::chrono::steady_clock::time_point, json>> gone_rayjobs;
   std::deque<std::pair<std::chrono::steady_clock::time_point, std::string>> gone_order;
 
-  std::mutex usage_mu;  // guards the three below
+  std::mutex usage_mu;  // guards the five below
   kuberay::NodeUsageSums usage_sums;
-  std::optional<std::vector<kuberay::SeriesCapacity>> capacity_cache;
+  std::shared_ptr<const std::vector<kuberay::SeriesCapacity>> capacity_cache;
   uint64_t capacity_cache_generation = 0;
+  std::vector<json> node_list;  // the node cache's objects as of node_list_generation
+  uint64_t node_list_generation = 0;
   std::atomic<uint64_t> capacity_generation{1};  // bumped by every node or pod change
+  std::atomic<uint64_t> node_generation{1};      // bumped by every node change
 
   std::mutex sweep_mu;
   std::condition_variable sweep_cv;

@@ -7,6 +7,7 @@
 
 #include <httplib.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -752,6 +753,58 @@ TEST_F(KubeRayFleetTest, CollectLogsArchivesRaySubmitterEventsAndARedactedRayJob
   EXPECT_FALSE(RayJobExists(h));
 }
 
+// Ray's log and the submitter's are read at the same time: Ray's head answers only once the
+// submitter's log has been asked for (read one after the other, it would wait in vain).
+TEST_F(KubeRayFleetTest, CollectLogsReadsRaysLogAndTheSubmittersTogether) {
+  KubeRayFleet& fleet = StartFleet();
+  const std::string id = "j-both";
+  const std::string h = Submitted(id);
+  auto submitter_log_gets = [&] {
+    const json counts = json::parse(api_->Raw("GET", "/kubesim/requests", {}, "", ""));
+    return counts["requests"].value("get pods/log", int64_t{0});
+  };
+
+  httplib::Server dashboard;
+  std::atomic<bool> asked_together{false};
+  int64_t gets_before = 0;
+  dashboard.Get(R"(/api/jobs/([^/]+)/logs)", [&](const httplib::Request&, httplib::Response& res) {
+    asked_together = Eventually([&] { return submitter_log_gets() > gets_before; }, 10s);
+    res.set_content(json{{"logs", "from Ray\n"}}.dump(), "application/json");
+  });
+  const int port = dashboard.bind_to_any_port("127.0.0.1");
+  std::thread serving([&] { dashboard.listen_after_bind(); });
+  ASSERT_TRUE(Eventually([&] { return dashboard.is_running(); }));
+  api_->Create(res::kServices, ns_,
+               {{"metadata",
+                 {{"name", h + "-head-svc"},
+                  {"annotations",
+                   {{"kubesim.starforge.dev/proxy-target", "127.0.0.1:" + std::to_string(port)}}}}},
+                {"spec", {{"ports", {{{"name", "dashboard"}, {"port", 8265}}}}}}});
+  const std::string submitter = h + "-q8w2e";
+  Pod(submitter, {{"batch.kubernetes.io/job-name", h}, {"job-name", h}}, "ray-job-submitter");
+  api_->Raw("PUT", "/kubesim/logs/" + ns_ + "/" + submitter, {}, "from the submitter\n",
+            "text/plain");
+  SetStatus(h, {{"jobDeploymentStatus", "Complete"},
+                {"jobStatus", "SUCCEEDED"},
+                {"jobId", h + "-r4t5y"},
+                {"rayClusterName", h + "-x7k2p"}});
+  ObserveState(id, h, State::kSucceeded);
+  ASSERT_TRUE(Eventually([&] {
+    const auto v = fleet.CachedPod(submitter);
+    return v && v->pod;
+  }));
+
+  const fs::path logs = root_ / "jobs" / id / "logs";
+  fs::create_directories(logs);
+  gets_before = submitter_log_gets();
+  EXPECT_TRUE(fleet.CollectLogs(id, h, logs).ok());
+  EXPECT_TRUE(asked_together) << "Ray's log was read before the submitter's was asked for";
+  EXPECT_EQ(ReadFile(logs / "ray-job.log"), "from Ray\n");
+  EXPECT_EQ(ReadFile(logs / "submitter.log"), "from the submitter\n");
+  dashboard.stop();
+  serving.join();
+}
+
 TEST_F(KubeRayFleetTest, CollectLogsOfAJobWhoseRayJobWasAlreadyGoneSaysSo) {
   KubeRayFleet& fleet = StartFleet();
   const std::string id = "j-gone";
@@ -825,6 +878,20 @@ TEST_F(KubeRayFleetTest, CapacityAndAdmissionComeFromNodesAndPods) {
   EXPECT_EQ(h200["blockedNodes"], 1);
   EXPECT_EQ(h200["gpus"]["requested"], 4);
   EXPECT_EQ(h200["gpus"]["free"], 4) << "free on schedulable nodes only";
+
+  // A node that changes after the capacity was computed (the fleet keeps its copy of the nodes
+  // until one changes): cordoned, then back (kubesim's nodes are shared by every test).
+  auto h200_of = [&] {
+    for (const auto& s : fleet.Capacity()["series"])
+      if (s["series"] == "h200") return s;
+    return json();
+  };
+  api_->MergePatch(res::kNodes, "", "h200-a", {{"spec", {{"unschedulable", true}}}});
+  EXPECT_TRUE(Eventually([&] { return h200_of()["blockedNodes"] == 2; })) << h200_of().dump();
+  EXPECT_EQ(h200_of()["gpus"]["free"], 0);
+  api_->MergePatch(res::kNodes, "", "h200-a", {{"spec", {{"unschedulable", false}}}});
+  EXPECT_TRUE(Eventually([&] { return h200_of()["blockedNodes"] == 1; })) << h200_of().dump();
+  EXPECT_EQ(h200_of()["gpus"]["free"], 4);
 
   EXPECT_TRUE(fleet.Admit(Spec(kTwoPools)).possible) << "it only has to wait";
   Admission a =
