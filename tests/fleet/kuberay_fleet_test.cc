@@ -882,7 +882,8 @@ TEST_F(KubeRayFleetTest, CapacityAndAdmissionComeFromNodesAndPods) {
   // A node that changes after the capacity was computed (the fleet keeps its copy of the nodes
   // until one changes): cordoned, then back (kubesim's nodes are shared by every test).
   auto h200_of = [&] {
-    for (const auto& s : fleet.Capacity()["series"])
+    const json now = fleet.Capacity();
+    for (const auto& s : now["series"])
       if (s["series"] == "h200") return s;
     return json();
   };
