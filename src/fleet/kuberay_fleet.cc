@@ -280,6 +280,13 @@ struct KubeRayFleet::Impl {
     // A RayJob gone from the cache is kept as last seen: archiving a job whose RayJob went first
     // (cancelled while Pending, deleted outside StarForge) still saves it and says what is missing.
     kube::InformerHandlers rayjob_changes = notify;
+    // Once the watch has brought a RayJob we created, the create's answer is no longer needed:
+    // dropped here, not only when a look finds it in the cache, so that a RayJob deleted before
+    // any look (cancelled at once) is not answered from a stale create after it went.
+    rayjob_changes.on_add = [this](const json& obj) {
+      ForgetCreated(Name(obj));
+      NotifyFor(obj);
+    };
     // A RayJob turning terminal is its job's end: the controller serves it with the ended jobs.
     rayjob_changes.on_update = [this](const json& before, const json& obj) {
       if (kuberay::ReadStatus(obj).terminal && !kuberay::ReadStatus(before).terminal) {
@@ -289,6 +296,7 @@ struct KubeRayFleet::Impl {
       NotifyFor(obj);
     };
     rayjob_changes.on_delete = [this](const json& obj) {
+      ForgetCreated(Name(obj));
       RememberGone(obj);
       NotifyFor(obj);
     };
@@ -440,6 +448,11 @@ struct KubeRayFleet::Impl {
     gone_order.emplace_back(now, name);
   }
 
+  void ForgetCreated(const std::string& name) {
+    std::lock_guard lock(mu);
+    created_rayjobs.erase(name);
+  }
+
   // The last state the watch saw of a deleted RayJob, or nullopt.
   std::optional<json> GoneRayJob(const std::string& name) {
     std::lock_guard lock(mu);
@@ -511,7 +524,17 @@ struct KubeRayFleet::Impl {
         return *rj;
       }
       std::lock_guard lock(mu);
-      if (auto it = created_rayjobs.find(name); it != created_rayjobs.end()) return it->second;
+      if (auto it = created_rayjobs.find(name); it != created_rayjobs.end()) {
+        // The watch may have brought and deleted it before the create's answer was kept.
+        auto gone = gone_rayjobs.find(name);
+        const std::string uid = Str(it->second, {"metadata", "uid"});
+        if (gone != gone_rayjobs.end() && !uid.empty() &&
+            Str(gone->second.second, {"metadata", "uid"}) == uid) {
+          created_rayjobs.erase(it);
+          return std::nullopt;
+        }
+        return it->second;
+      }
       return std::nullopt;  // a synced cache without it: deleted (or never made)
     }
     try {

@@ -848,6 +848,29 @@ TEST_F(KubeRayFleetTest, CollectLogsOfAJobWhoseRayJobWasAlreadyGoneSaysSo) {
   EXPECT_TRUE(fleet.Release(id, h).ok());
 }
 
+TEST_F(KubeRayFleetTest, ARayJobCancelledBeforeAnyLookIsGoneWhenArchived) {
+  // Cancelled right after the create, before any Observe looked at it: the create's answer,
+  // kept until the watch brings the RayJob, must not outlive the RayJob (it once did when no
+  // look found the RayJob in the cache in between, and the archive then read a RayJob that
+  // was gone). A few rounds: how the watch and the looks interleave varies.
+  KubeRayFleet& fleet = StartFleet();
+  for (int i = 0; i < 5; ++i) {
+    const std::string id = "j-quick-" + std::to_string(i);
+    const std::string h = Submitted(id);
+    EXPECT_TRUE(fleet.Cancel(id, h, 0).ok());
+    ObserveState(id, h, State::kCancelled);
+    ASSERT_FALSE(RayJobExists(h));
+    const fs::path logs = root_ / "jobs" / id / "logs";
+    fs::create_directories(logs);
+    EXPECT_TRUE(fleet.CollectLogs(id, h, logs).ok());
+    EXPECT_THAT(ReadFile(logs / "not-archived.txt"),
+                HasSubstr("ray-job.log: RayJob " + ns_ + "/" + h +
+                          " was already gone when the job was archived"))
+        << "round " << i;
+    EXPECT_TRUE(fleet.Release(id, h).ok());
+  }
+}
+
 TEST_F(KubeRayFleetTest, CapacityAndAdmissionComeFromNodesAndPods) {
   // Someone else's pod holds 4 GPUs of h200-a.
   api_->Create(res::kNamespaces, "", {{"metadata", {{"name", ns_ + "-other"}}}});
