@@ -527,7 +527,8 @@ TEST(Kubesim, LabelIndexAnswersAsAScan) {
     auto r = c.Get(path);
     EXPECT_EQ(r->status, 200) << r->body;
     std::vector<std::string> out;
-    for (const auto& i : Body(r)["items"])
+    const json body = Body(r);
+    for (const auto& i : body["items"])
       out.push_back(i["metadata"]["namespace"].get<std::string>() + "/" +
                     i["metadata"]["name"].get<std::string>());
     return out;

@@ -574,8 +574,9 @@ void Server::HandleAdmin(const httplib::Request& req, httplib::Response& res) {
     json conflicts = json::object();
     for (const auto& [name, counts] : controller_conflicts_)
       conflicts[name] = counts;
+    // (After a DELETE: none, like the requests, even if a reconcile ended since the reset.)
     json reconciles = json::object();
-    if (opts_.reconcile_counts) reconciles = opts_.reconcile_counts(false);
+    if (opts_.reconcile_counts && m != "DELETE") reconciles = opts_.reconcile_counts(false);
     WriteJson(res, 200,
               {{"controllers", out},
                {"conflicts", conflicts},
