@@ -1141,7 +1141,15 @@ TEST(Operator, DeletionWhileRunning) {
     sim.Get(RjPath("default", "del"), &code);
     return code == 404;
   })) << sim.Log();
-  EXPECT_EQ(ray.stops(), std::vector<std::string>{id});
+  // Stopped, and only this job. Possibly twice: like KubeRay's controller, which reads the
+  // RayJob from controller-runtime's cache, a reconcile queued before the finalizer's removal
+  // can still find the deleting RayJob in a cache that has not seen it go, and stops it again
+  // (StopJob of a stopped job is harmless in Ray); the Update that follows then fails.
+  const std::vector<std::string> stops = ray.stops();
+  EXPECT_FALSE(stops.empty());
+  EXPECT_LE(stops.size(), 2u);
+  for (const std::string& stopped : stops)
+    EXPECT_EQ(stopped, id);
   EXPECT_TRUE(WaitFor([&] {
     int a = 0, b = 0, c = 0;
     sim.Get(RcPath("default", cluster), &a);
