@@ -238,6 +238,22 @@ class KubeRayFleetTest : public ::testing::Test {
     return api_->Create(res::kPods, ns_,
                         {{"metadata", {{"name", name}, {"labels", labels}}}, {"spec", spec}});
   }
+  // The RayJob's head service, which kubesim proxies to a dashboard on 127.0.0.1:`port`.
+  void HeadService(const std::string& rayjob, int port) {
+    api_->Create(
+        res::kServices, ns_,
+        {{"metadata",
+          {{"name", rayjob + "-head-svc"},
+           {"annotations",
+            {{"kubesim.starforge.dev/proxy-target", "127.0.0.1:" + std::to_string(port)}}}}},
+         {"spec", {{"ports", {{{"name", "dashboard"}, {"port", 8265}}}}}}});
+  }
+  // The RayJob's submitter pod `name`, whose log is `log`.
+  void SubmitterPod(const std::string& rayjob, const std::string& name, const std::string& log) {
+    Pod(name, {{"batch.kubernetes.io/job-name", rayjob}, {"job-name", rayjob}},
+        "ray-job-submitter");
+    api_->Raw("PUT", "/kubesim/logs/" + ns_ + "/" + name, {}, log, "text/plain");
+  }
   void PodStatus(const std::string& name, const json& status) {
     api_->MergePatchStatus(res::kPods, ns_, name, {{"status", status}});
   }
@@ -685,17 +701,11 @@ TEST_F(KubeRayFleetTest, CollectLogsArchivesRaySubmitterEventsAndARedactedRayJob
   const int port = dashboard.bind_to_any_port("127.0.0.1");
   std::thread serving([&] { dashboard.listen_after_bind(); });
   ASSERT_TRUE(Eventually([&] { return dashboard.is_running(); }));
-  api_->Create(res::kServices, ns_,
-               {{"metadata",
-                 {{"name", h + "-head-svc"},
-                  {"annotations",
-                   {{"kubesim.starforge.dev/proxy-target", "127.0.0.1:" + std::to_string(port)}}}}},
-                {"spec", {{"ports", {{{"name", "dashboard"}, {"port", 8265}}}}}}});
+  HeadService(h, port);
 
   const std::string submitter = h + "-k2l3m";
-  Pod(submitter, {{"batch.kubernetes.io/job-name", h}, {"job-name", h}}, "ray-job-submitter");
-  api_->Raw("PUT", "/kubesim/logs/" + ns_ + "/" + submitter, {},
-            "Job submission server address: http://x:8265\nhello from the driver\n", "text/plain");
+  SubmitterPod(h, submitter,
+               "Job submission server address: http://x:8265\nhello from the driver\n");
   Event("e3", "RayJob", h, "Normal", "CreatedRayCluster",
         "Created RayCluster " + ns_ + "/" + h + "-x7k2p", "rayjob-controller");
   SetStatus(h, {{"jobDeploymentStatus", "Complete"},
@@ -774,16 +784,9 @@ TEST_F(KubeRayFleetTest, CollectLogsReadsRaysLogAndTheSubmittersTogether) {
   const int port = dashboard.bind_to_any_port("127.0.0.1");
   std::thread serving([&] { dashboard.listen_after_bind(); });
   ASSERT_TRUE(Eventually([&] { return dashboard.is_running(); }));
-  api_->Create(res::kServices, ns_,
-               {{"metadata",
-                 {{"name", h + "-head-svc"},
-                  {"annotations",
-                   {{"kubesim.starforge.dev/proxy-target", "127.0.0.1:" + std::to_string(port)}}}}},
-                {"spec", {{"ports", {{{"name", "dashboard"}, {"port", 8265}}}}}}});
+  HeadService(h, port);
   const std::string submitter = h + "-q8w2e";
-  Pod(submitter, {{"batch.kubernetes.io/job-name", h}, {"job-name", h}}, "ray-job-submitter");
-  api_->Raw("PUT", "/kubesim/logs/" + ns_ + "/" + submitter, {}, "from the submitter\n",
-            "text/plain");
+  SubmitterPod(h, submitter, "from the submitter\n");
   SetStatus(h, {{"jobDeploymentStatus", "Complete"},
                 {"jobStatus", "SUCCEEDED"},
                 {"jobId", h + "-r4t5y"},
