@@ -238,6 +238,17 @@ class KubeRayFleetTest : public ::testing::Test {
     return api_->Create(res::kPods, ns_,
                         {{"metadata", {{"name", name}, {"labels", labels}}}, {"spec", spec}});
   }
+  // Cancels job `id` (RayJob `h`), waits until it is Cancelled and its RayJob gone, then
+  // archives its logs; returns the logs' directory.
+  fs::path CancelledAndArchived(KubeRayFleet& fleet, const std::string& id, const std::string& h) {
+    EXPECT_TRUE(fleet.Cancel(id, h, 0).ok());
+    ObserveState(id, h, State::kCancelled);
+    EXPECT_FALSE(RayJobExists(h));
+    const fs::path logs = root_ / "jobs" / id / "logs";
+    fs::create_directories(logs);
+    EXPECT_TRUE(fleet.CollectLogs(id, h, logs).ok());
+    return logs;
+  }
   // The RayJob's head service, which kubesim proxies to a dashboard on 127.0.0.1:`port`.
   void HeadService(const std::string& rayjob, int port) {
     api_->Create(
@@ -815,13 +826,7 @@ TEST_F(KubeRayFleetTest, CollectLogsOfAJobWhoseRayJobWasAlreadyGoneSaysSo) {
   ObserveState(id, h, State::kPending);
   // Cancelled while Pending: the RayJob (no finalizer yet) is gone at once, and with it the
   // RayCluster and Ray's log.
-  EXPECT_TRUE(fleet.Cancel(id, h, 0).ok());
-  ObserveState(id, h, State::kCancelled);
-  ASSERT_FALSE(RayJobExists(h));
-
-  const fs::path logs = root_ / "jobs" / id / "logs";
-  fs::create_directories(logs);
-  EXPECT_TRUE(fleet.CollectLogs(id, h, logs).ok());
+  const fs::path logs = CancelledAndArchived(fleet, id, h);
   EXPECT_THAT(ReadFile(logs / "not-archived.txt"),
               AllOf(HasSubstr("ray-job.log: RayJob " + ns_ + "/" + h +
                               " was already gone when the job was archived"),
@@ -860,12 +865,7 @@ TEST_F(KubeRayFleetTest, ARayJobCancelledBeforeAnyLookIsGoneWhenArchived) {
   for (int i = 0; i < 5; ++i) {
     const std::string id = "j-quick-" + std::to_string(i);
     const std::string h = Submitted(id);
-    EXPECT_TRUE(fleet.Cancel(id, h, 0).ok());
-    ObserveState(id, h, State::kCancelled);
-    ASSERT_FALSE(RayJobExists(h));
-    const fs::path logs = root_ / "jobs" / id / "logs";
-    fs::create_directories(logs);
-    EXPECT_TRUE(fleet.CollectLogs(id, h, logs).ok());
+    const fs::path logs = CancelledAndArchived(fleet, id, h);
     EXPECT_THAT(ReadFile(logs / "not-archived.txt"),
                 HasSubstr("ray-job.log: RayJob " + ns_ + "/" + h +
                           " was already gone when the job was archived"))
