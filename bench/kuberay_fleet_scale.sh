@@ -163,6 +163,21 @@ done
 api /api/v1/capacity | grep -q '"h200"' ||
   fail "the kuberay fleet never showed the h200 nodes in /api/v1/capacity; see $work/serve.log"
 
+# A watch of the namespace's RayJobs, for the whole run: when each one was gone (its DELETED
+# event), which splits a release's last part into the operator's (DELETE accepted → finalizer
+# removed, RayJob gone) and forge serve's (gone → its own watch told it and it wrote the job).
+# Started before any phase: its one watch is not in a phase's request counts.
+python3 - "$k8s" >"$work/rayjobs.watch" 2>"$work/rayjobs.watch.err" <<'EOF' &
+import json, sys, time, urllib.request
+url = sys.argv[1] + "/apis/ray.io/v1/namespaces/starforge/rayjobs?watch=1&timeoutSeconds=86400"
+for line in urllib.request.urlopen(url, timeout=86400):
+    ev = json.loads(line)
+    md = ev.get("object", {}).get("metadata", {})
+    print("%.3f %s %s %s" % (time.time(), ev.get("type"), (md.get("labels") or {}).get("starforge/job-id", "-"),
+                             "deleting" if md.get("deletionTimestamp") else "-"), flush=True)
+EOF
+e2e_pids+=($!)
+
 mkdir -p "$work/code" "$work/specs" "$work/ids"
 cat >"$work/code/main.py" <<'EOF'
 import os
@@ -436,6 +451,25 @@ for name, count in (("one", 0), ("many", n)) + ((("ref", ref_n),) if ref_n else 
                 at = when(rel[0]["firstAt"])
                 split.setdefault("serve", []).append(at - when(d["finishedAt"]))
                 split.setdefault("operator", []).append(when(d["updatedAt"]) - at)
+    # The operator's part split at the RayJob's DELETED event (the bench's own watch).
+    gone = {}
+    try:
+        for line in open(os.path.join(work, "rayjobs.watch")):
+            t, typ, jid, _ = line.split()
+            if typ == "DELETED":
+                gone[jid] = float(t)
+    except OSError:
+        pass
+    for i in ids:
+        try:
+            d = json.load(open(os.path.join(work, name + ".detail", i + ".json")))
+            evs = json.load(open(os.path.join(work, name + ".detail", i + ".events.json")))
+        except (OSError, ValueError):
+            continue
+        rel = [e for e in evs.get("items", []) if e.get("reason") == "Releasing"]
+        if rel and i in gone and d.get("updatedAt"):
+            split.setdefault("finalizer", []).append(gone[i] - when(rel[0]["firstAt"]))
+            split.setdefault("noticed", []).append(when(d["updatedAt"]) - gone[i])
     p["spent"], p["split"] = spent, split
     # The archive (<storage root>/jobs/<id>/logs): which files each job got, and how long after the
     # RayJob's end (status.endTime) rayjob.json was written. ray-job.log comes from the Ray head:
@@ -500,7 +534,9 @@ if rel_a and rel_b:
     plain("finished→released, max (s)", rel_a[-1], rel_b[-1])
 # The split at the Releasing event: forge serve archives and deletes (finished → DELETE
 # accepted), then the operator removes its finalizer and the watch shows the RayJob gone.
-for k, label in (("serve", "forge serve: →DELETE accepted"), ("operator", "operator: →RayJob gone")):
+for k, label in (("serve", "forge serve: →DELETE accepted"), ("operator", "operator: →RayJob gone"),
+                 ("finalizer", "  the operator's own: →DELETED"),
+                 ("noticed", "  forge serve noticing: →written")):
     a, b = sorted(one["split"].get(k) or []), sorted(many["split"].get(k) or [])
     if a and b:
         print("%-44s %12s %12s" % ("  %s, p50/p99/max" % label,
@@ -511,7 +547,8 @@ ref_rel = sorted((ref or {}).get("spent", {}).get("finished→released") or [])
 if ref_rel:
     print("%-44s %12s %12s" % ("finished→released at %d jobs, p50/p99/max" % ref_n, "",
           "%.1f/%.1f/%.1f" % (pct(ref_rel, 0.5), pct(ref_rel, 0.99), ref_rel[-1])))
-    for k, label in (("serve", "forge serve"), ("operator", "operator")):
+    for k, label in (("serve", "forge serve"), ("operator", "operator"), ("finalizer", "  …DELETED"),
+                     ("noticed", "  …noticed")):
         r = sorted(ref["split"].get(k) or [])
         if r:
             print("%-44s %12s %12s" % ("  %s part at %d jobs, p50/p99/max" % (label, ref_n), "",

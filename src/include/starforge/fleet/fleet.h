@@ -115,9 +115,9 @@ class Fleet {
     std::lock_guard<std::mutex> lock(notify_mu_);
     notify_ = std::move(notify);
   }
-  // Called instead when the change is the job's end (its next Observe finds it terminal), so the
-  // controller serves it with the ended jobs rather than behind the live jobs' changes; unset,
-  // the plain notification is used.
+  // Called instead when the change is the job's end (its next Observe finds it terminal) or the
+  // last step of its release (what it ran on is gone), so the controller serves it with the ended
+  // jobs rather than behind the live jobs' changes; unset, the plain notification is used.
   void SetNotifyEnded(std::function<void(const std::string& job_id)> notify) {
     std::lock_guard<std::mutex> lock(notify_mu_);
     notify_ended_ = std::move(notify);
