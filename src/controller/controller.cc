@@ -809,8 +809,10 @@ void Controller::Worker(Lane worst) {
   // work: below the API's request threads, so a burst of submits is answered first and packaged
   // a moment later, rather than every request waiting behind the packaging of the ones before
   // it (RocksDB lowers its compaction threads the same way). Raising one's own nice needs no
-  // privilege; a failure leaves the thread as it was.
-  if (options_.worker_nice > 0) {
+  // privilege; a failure leaves the thread as it was. The cleanup workers stay as the server:
+  // their archive and release are short, mostly waiting on the cluster, and what gives the
+  // machines back — niced, they waited behind a busy machine's other work at N = 1,000.
+  if (options_.worker_nice > 0 && worst != Lane::kCleanup) {
     const auto tid = static_cast<id_t>(::gettid());
     errno = 0;
     const int nice = ::getpriority(PRIO_PROCESS, tid);  // -1 is a valid nice value: errno tells

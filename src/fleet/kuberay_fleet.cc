@@ -527,18 +527,25 @@ struct KubeRayFleet::Impl {
         created_rayjobs.erase(name);
         return *rj;
       }
-      std::lock_guard lock(mu);
-      if (auto it = created_rayjobs.find(name); it != created_rayjobs.end()) {
-        // The watch may have brought and deleted it before the create's answer was kept.
-        auto gone = gone_rayjobs.find(name);
-        const std::string uid = Str(it->second, {"metadata", "uid"});
-        if (gone != gone_rayjobs.end() && !uid.empty() &&
-            Str(gone->second.second, {"metadata", "uid"}) == uid) {
-          created_rayjobs.erase(it);
-          return std::nullopt;
+      {
+        std::lock_guard lock(mu);
+        if (auto it = created_rayjobs.find(name); it != created_rayjobs.end()) {
+          // The watch may have brought and deleted it before the create's answer was kept.
+          auto gone = gone_rayjobs.find(name);
+          const std::string uid = Str(it->second, {"metadata", "uid"});
+          if (gone != gone_rayjobs.end() && !uid.empty() &&
+              Str(gone->second.second, {"metadata", "uid"}) == uid) {
+            created_rayjobs.erase(it);
+            return std::nullopt;
+          }
+          return it->second;
         }
-        return it->second;
       }
+      // The watch may have brought it between the two looks, and its add dropped the create's
+      // answer (ForgetCreated): the cache holds it by then (an informer updates its cache before
+      // it calls the handlers). Without this second look a job whose RayJob had just been made
+      // failed as "deleted outside StarForge" (once in 1,000 at N = 1,000).
+      if (auto rj = rayjobs->Find(Key(name))) return *rj;
       return std::nullopt;  // a synced cache without it: deleted (or never made)
     }
     try {

@@ -39,8 +39,8 @@ struct Options {
   // Workers that serve only terminal jobs' archive and release (work_queue.h, Lane::kCleanup),
   // beside `workers`, which serve them first too.
   int cleanup_workers = 2;
-  // The workers' nice value, added to the server's (0: as the server). Background work below the
-  // API's requests: see Controller::Worker.
+  // The workers' nice value, added to the server's (0: as the server); not the cleanup workers'.
+  // Background work below the API's requests: see Controller::Worker.
   int worker_nice = 5;
   std::chrono::milliseconds resync{1000};  // requeue of Pending/Running jobs (polled fleets)
   // Pending/Running jobs of a fleet that notifies every change (Fleet::NotifiesChanges): looked
