@@ -215,6 +215,10 @@ int Server::Run() {
   http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   http_->set_payload_max_length(16u << 20);
   http_->set_keep_alive_max_count(1000);
+  // Go's net package sets TCP_NODELAY on every TCP connection, so kube-apiserver answers at once.
+  // httplib leaves Nagle on: on a kept-alive connection a response written in two parts then
+  // waited for the client's delayed ACK, about 40 ms per request (docs/kubesim.md).
+  http_->set_tcp_nodelay(true);
   http_->set_read_timeout(300, 0);
   http_->set_write_timeout(30, 0);
   // kubectl asks for gzip; httplib would buffer compressed watch streams, so never compress.

@@ -320,6 +320,7 @@ int main(int argc, char** argv) {
     std::filesystem::remove(key);
     std::filesystem::remove(cert);
     if (!api.is_valid()) throw std::runtime_error("cannot set up the kubelet API's TLS");
+    api.set_tcp_nodelay(true);  // as Go's servers (the kubelet's): no Nagle delay per response
     auto logs_client = make_client("kubelet-api");
     ServeLogs(api, *logs_client);
     const int port = kubelet_port > 0
