@@ -218,8 +218,8 @@ TEST(Kubesim, AnswersAtOnceOnAKeptAliveConnection) {
     auto r = c.Get(kRj + "/rj");
     ASSERT_TRUE(r);
     ASSERT_EQ(r->status, 200);
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                     .count());
+    ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   std::sort(ms.begin(), ms.end());
   EXPECT_LT(ms[ms.size() / 2], 20.0) << "median round trip in ms on one connection (a Nagle "
