@@ -74,8 +74,13 @@ Outcome Retry(std::string why) {
 class Reconciler {
  public:
   Reconciler(store::Store& store, fleet::Fleet* fleet, objstore::ObjectStore& objects,
-             const Options& options, Metrics& metrics)
-      : store_(store), fleet_(fleet), objects_(objects), options_(options), metrics_(metrics) {}
+             const Options& options, Metrics& metrics, RecordedFleetEvents& recorded_events)
+      : store_(store),
+        fleet_(fleet),
+        objects_(objects),
+        options_(options),
+        metrics_(metrics),
+        recorded_events_(recorded_events) {}
 
   Outcome Run(Job job) {
     if (store::IsTerminal(job.phase)) {
@@ -124,6 +129,7 @@ class Reconciler {
   Outcome Finish(const Job& job, Phase to, const std::string& reason, const std::string& message,
                  const std::function<void(Job&)>& mutate = nullptr) {
     Move(job, to, reason, message, mutate);
+    recorded_events_.Forget(job.id);  // no more looks at the fleet's events
     Failpoint("terminal-recorded");
     Outcome o = Now();
     o.cleanup = true;  // ahead of live jobs' observes (work_queue.h)
@@ -398,7 +404,7 @@ class Reconciler {
   // Records the fleet's events idempotently: the observation lists everything since submit, so
   // only occurrences beyond what is already counted are recorded.
   void RecordFleetEvents(const Job& job, const std::vector<fleet::FleetEvent>& events) {
-    if (events.empty()) return;
+    if (events.empty() || recorded_events_.Same(job.id, events)) return;
     using Key = std::tuple<std::string, std::string, std::string, std::string>;
     std::map<Key, int> recorded;
     for (const auto& e : store_.ListEvents(job.id)) {
@@ -414,6 +420,7 @@ class Reconciler {
         ++recorded[key];
       }
     }
+    recorded_events_.Remember(job.id, events);
   }
 
   // When the job last entered `phase` (created_at if it never did).
@@ -640,6 +647,7 @@ class Reconciler {
 
   // Terminal: archive the logs, then give the machines back; each recorded before the next.
   Outcome Cleanup(const Job& job) {
+    recorded_events_.Forget(job.id);  // also when it ended by another way than Finish
     DiscardUpload(job);
     if (fleet_ == nullptr) {  // nothing ever ran anywhere
       if (!job.logs_archived || !job.released) {
@@ -689,9 +697,28 @@ class Reconciler {
   objstore::ObjectStore& objects_;
   const Options& options_;
   Metrics& metrics_;
+  RecordedFleetEvents& recorded_events_;
 };
 
 }  // namespace
+
+bool RecordedFleetEvents::Same(const std::string& job_id,
+                               const std::vector<fleet::FleetEvent>& events) {
+  std::lock_guard lock(mu_);
+  auto it = by_job_.find(job_id);
+  return it != by_job_.end() && it->second == events;
+}
+
+void RecordedFleetEvents::Remember(const std::string& job_id,
+                                   const std::vector<fleet::FleetEvent>& events) {
+  std::lock_guard lock(mu_);
+  by_job_[job_id] = events;
+}
+
+void RecordedFleetEvents::Forget(const std::string& job_id) {
+  std::lock_guard lock(mu_);
+  by_job_.erase(job_id);
+}
 
 void Failpoint(const char* point) {
   const char* env = std::getenv("STARFORGE_FAILPOINT");
@@ -771,7 +798,8 @@ std::optional<milliseconds> Controller::ReconcileStep(const std::string& job_id,
     if (!job) {
       outcome = Done();  // nothing to do for a job that does not exist
     } else {
-      outcome = Reconciler(store_, FleetFor(job->fleet), objects_, options_, metrics_)
+      outcome = Reconciler(store_, FleetFor(job->fleet), objects_, options_, metrics_,
+                           recorded_events_)
                     .Run(std::move(*job));
     }
   } catch (const std::exception& e) {

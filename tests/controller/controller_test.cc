@@ -824,6 +824,17 @@ TEST_F(ControllerTest, RepeatedReconcilesSubmitOnceAndDedupEvents) {
   };
   for (int i = 0; i < 15; ++i)
     controller_->Reconcile(created.id);
+  // A list that grows records what is new, once; one that goes back to an earlier list (a
+  // look that did not find an event again) records nothing: the looks skip reading the store
+  // only for the very list they last recorded.
+  const std::vector<fleet::FleetEvent> before = fleet_.observation.events;
+  fleet_.observation.events.push_back({"Normal", "Pulling", "pulling image", ""});
+  for (int i = 0; i < 3; ++i)
+    controller_->Reconcile(created.id);
+  fleet_.observation.events = before;
+  controller_->Reconcile(created.id);
+  fleet_.observation.events.push_back({"Normal", "Pulling", "pulling image", ""});
+  controller_->Reconcile(created.id);
   fleet_.Set(created.id, fleet::State::kRunning);
   for (int i = 0; i < 15; ++i)
     controller_->Reconcile(created.id);
@@ -834,6 +845,7 @@ TEST_F(ControllerTest, RepeatedReconcilesSubmitOnceAndDedupEvents) {
     counts[e.reason + "/" + e.source] += e.count;
   EXPECT_EQ(counts["FailedScheduling/kuberay:pod-a"], 2);  // as often as the fleet saw it
   EXPECT_EQ(counts["Pulled/fleet:local"], 1);
+  EXPECT_EQ(counts["Pulling/fleet:local"], 1);
   EXPECT_EQ(counts["Running/controller"], 1);
   EXPECT_EQ(Path(created.id).size(), 5u);
 }

@@ -53,6 +53,7 @@ struct FleetEvent {
   std::string reason;
   std::string message;
   std::string source;
+  bool operator==(const FleetEvent&) const = default;
 };
 
 struct Observation {
