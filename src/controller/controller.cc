@@ -798,9 +798,9 @@ std::optional<milliseconds> Controller::ReconcileStep(const std::string& job_id,
     if (!job) {
       outcome = Done();  // nothing to do for a job that does not exist
     } else {
-      outcome = Reconciler(store_, FleetFor(job->fleet), objects_, options_, metrics_,
-                           recorded_events_)
-                    .Run(std::move(*job));
+      outcome =
+          Reconciler(store_, FleetFor(job->fleet), objects_, options_, metrics_, recorded_events_)
+              .Run(std::move(*job));
     }
   } catch (const std::exception& e) {
     outcome = Retry(e.what());
