@@ -129,7 +129,6 @@ class Reconciler {
   Outcome Finish(const Job& job, Phase to, const std::string& reason, const std::string& message,
                  const std::function<void(Job&)>& mutate = nullptr) {
     Move(job, to, reason, message, mutate);
-    recorded_events_.Forget(job.id);  // no more looks at the fleet's events
     Failpoint("terminal-recorded");
     Outcome o = Now();
     o.cleanup = true;  // ahead of live jobs' observes (work_queue.h)
@@ -647,7 +646,7 @@ class Reconciler {
 
   // Terminal: archive the logs, then give the machines back; each recorded before the next.
   Outcome Cleanup(const Job& job) {
-    recorded_events_.Forget(job.id);  // also when it ended by another way than Finish
+    recorded_events_.Forget(job.id);  // no more looks at the fleet's events
     DiscardUpload(job);
     if (fleet_ == nullptr) {  // nothing ever ran anywhere
       if (!job.logs_archived || !job.released) {

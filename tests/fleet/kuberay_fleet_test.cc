@@ -256,6 +256,10 @@ class KubeRayFleetTest : public ::testing::Test {
     EXPECT_TRUE(fleet.Cancel(id, h, 0).ok());
     ObserveState(id, h, State::kCancelled);
     EXPECT_FALSE(RayJobExists(h));
+    // Archive once the watch has shown it gone (its delete notifies the job's end): the API
+    // answers before the watch delivers (at once since kubesim's TCP_NODELAY), and an archive
+    // from a cache that still holds the RayJob reads it as live instead of saying it is gone.
+    EXPECT_TRUE(Eventually([&] { return NotifiedEnded(id); }));
     const fs::path logs = root_ / "jobs" / id / "logs";
     fs::create_directories(logs);
     EXPECT_TRUE(fleet.CollectLogs(id, h, logs).ok());
