@@ -202,6 +202,8 @@ snapshot() {  # NAME: both processes' figures into $work/NAME.stats
     for (i = 1; i <= NF; i++) if (h[i] == "ListenDrops") print $i}' /proc/net/netstat >"$work/$1.drops" 2>/dev/null || true
   # kubesim's own controllers' requests so far (never reset: the phase's are after - before).
   curl -fsS "$k8s/kubesim/requests?controllers=1" >"$work/$1.controllers.json" 2>/dev/null || true
+  # forge serve's reconciles so far (its looks at jobs; the phase's are after - before).
+  api /metrics 2>/dev/null | awk '$1 == "starforge_reconciles_total" {print $2}' >"$work/$1.reconciles" || true
 }
 
 # Submits job NAME; its id goes to $work/ids/NAME, an error to $work/ids/NAME.err.
@@ -577,6 +579,12 @@ def operator_requests(name, verb=None, part="controllers"):
         return b.get("rayjob-controller", 0) - a.get("rayjob-controller", 0)
     a, b = a.get("rayjob-controller", {}), b.get("rayjob-controller", {})
     return sum(n - a.get(k, 0) for k, n in b.items() if verb is None or k == verb)
+def reconciles(name):
+    try:
+        return float(read(name + ".after.reconciles")) - float(read(name + ".before.reconciles"))
+    except (OSError, ValueError):
+        return float("nan")
+plain("forge serve reconciles (looks) per job", reconciles("one") / base_n, reconciles("many") / m)
 plain("kubesim RayJob controller requests per job", operator_requests("one") / base_n,
       operator_requests("many") / m)
 plain("  of which update rayjobs/status", operator_requests("one", "update rayjobs/status") / base_n,

@@ -55,6 +55,7 @@ struct ServeOptions {
   int64_t resync_ms = 1000;
   int64_t sync_period_s = 30;
   int workers = 4;
+  int cleanup_workers = controller::Options{}.cleanup_workers;
   int64_t cancel_grace_s = 30;
   int64_t sse_keepalive_ms = 15'000;
   int64_t orphan_grace_s = 600;
@@ -364,6 +365,7 @@ int Serve(Context& c, const ServeOptions& o) {
   ctl_options.resync = std::chrono::milliseconds(o.resync_ms);
   ctl_options.sync_period = std::chrono::seconds(o.sync_period_s);
   ctl_options.workers = o.workers;
+  ctl_options.cleanup_workers = o.cleanup_workers;
   ctl_options.capsule_max_bytes = cfg.capsule_max_bytes;
   ctl_options.submit_deadline = std::chrono::seconds(cfg.submit_deadline_s);
   controller::Controller ctl(*db, fleets, *objects.value(), ctl_options);
@@ -587,6 +589,12 @@ void RegisterServeCommands(Registry& registry) {
   // many jobs ending at once from queueing behind each other's archiving.
   cmd->add_option("--workers", serve->workers,
                   "How many jobs the controller works on at once (default 4)")
+      ->check(CLI::Range(1, 64));
+  cmd->add_option("--cleanup-workers", serve->cleanup_workers,
+                  fmt::format("Workers beside --workers that serve only ended jobs' archive "
+                              "and release, so that jobs ending together give their machines "
+                              "back without waiting behind live jobs (default {})",
+                              serve->cleanup_workers))
       ->check(CLI::Range(1, 64));
   cmd->add_option("--cancel-grace-s", serve->cancel_grace_s,
                   "Seconds between SIGTERM and SIGKILL when a local job is cancelled")

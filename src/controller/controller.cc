@@ -457,12 +457,11 @@ class Reconciler {
     bool Waiting() const { return queued > 0 && queued >= admitted; }
   };
   QueueTimes Queue(const Job& job) {
+    // Read on every look at a pending job: two indexed lookups, not every event of the job
+    // (reading them all was 6 % of forge serve's CPU at 1,000 jobs, issue 20).
     QueueTimes q;
-    for (const auto& e : store_.ListEvents(job.id)) {
-      if (e.source != kSource) continue;
-      if (e.reason == reasons::kQueued) q.queued = std::max(q.queued, e.last_at);
-      if (e.reason == reasons::kAdmitted) q.admitted = std::max(q.admitted, e.last_at);
-    }
+    q.queued = store_.LastEventAt(job.id, reasons::kQueued, kSource);
+    q.admitted = store_.LastEventAt(job.id, reasons::kAdmitted, kSource);
     return q;
   }
 

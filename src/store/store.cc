@@ -143,6 +143,12 @@ CREATE TABLE playgrounds (
 );
 CREATE INDEX playgrounds_by_owner ON playgrounds (owner, seq);
 )sql"},
+    // A job's events in the order they were recorded, read without a sort: the controller reads
+    // them on its looks at live jobs, and the sort's buffer was a large allocation each time
+    // (glibc consolidates its free lists at every one; issue 20).
+    {4, R"sql(
+CREATE INDEX events_by_job ON events (job_id, seq);
+)sql"},
 };
 
 constexpr int kSchemaVersion = std::size(kMigrations);
@@ -815,6 +821,15 @@ std::vector<Event> Store::ListEvents(const std::string& job_id) {
     out.push_back(std::move(e));
   }
   return out;
+}
+
+int64_t Store::LastEventAt(const std::string& job_id, const std::string& reason,
+                           const std::string& source) {
+  std::lock_guard lock(read_mu_);
+  // Served by the events' unique index (job_id first); one row back, no sort.
+  Stmt s(reader_, "SELECT max(last_at) FROM events WHERE job_id = ? AND reason = ? AND source = ?");
+  s.Bind(1, job_id).Bind(2, reason).Bind(3, source);
+  return s.Step() ? s.Int(0) : 0;
 }
 
 std::optional<User> Store::GetUser(const std::string& name) {

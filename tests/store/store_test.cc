@@ -28,6 +28,7 @@ namespace fs = std::filesystem;
 using support::ReadFile;
 using support::TempDir;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // Runs one SQL statement on the file directly (not through Store); returns the first column of
 // the first row, or "" (and sets *error).
@@ -46,6 +47,25 @@ std::string RawSql(const fs::path& file, const std::string& sql, std::string* er
       &out, &err);
   if (error != nullptr) *error = err != nullptr ? err : "";
   sqlite3_free(err);
+  sqlite3_close(db);
+  return out;
+}
+
+// Every row `sql` returns, its columns joined by '|', one row per line.
+std::string RawRows(const fs::path& file, const std::string& sql) {
+  sqlite3* db = nullptr;
+  sqlite3_open(file.c_str(), &db);
+  std::string out;
+  sqlite3_exec(
+      db, sql.c_str(),
+      [](void* o, int n, char** values, char**) {
+        auto* s = static_cast<std::string*>(o);
+        for (int i = 0; i < n; ++i)
+          *s += std::string(i > 0 ? "|" : "") + (values[i] != nullptr ? values[i] : "NULL");
+        *s += "\n";
+        return 0;
+      },
+      &out, nullptr);
   sqlite3_close(db);
   return out;
 }
@@ -88,13 +108,13 @@ class StoreTest : public ::testing::Test {
 
 TEST_F(StoreTest, FreshFileIsMigratedAndReopens) {
   EXPECT_TRUE(fs::exists(file_));  // the parent directory was created too
-  EXPECT_EQ(store_->SchemaVersion(), 3);
+  EXPECT_EQ(store_->SchemaVersion(), 4);
   EXPECT_EQ(RawSql(file_, "PRAGMA journal_mode"), "wal");
   const Job job = store_->CreateJob(NewJob(), "api");
   store_.reset();
 
   store_ = Store::Open(file_);  // an already-migrated file: nothing to do, nothing lost
-  EXPECT_EQ(store_->SchemaVersion(), 3);
+  EXPECT_EQ(store_->SchemaVersion(), 4);
   auto again = store_->GetJob(job.id);
   ASSERT_TRUE(again);
   EXPECT_EQ(again->spec_json, job.spec_json);
@@ -375,6 +395,17 @@ TEST_F(StoreTest, EventsAreDedupedIntoCounts) {
   EXPECT_EQ(events[2].source, "kuberay:x");
   EXPECT_EQ(events[3].message, "needs 2 GPUs");
   EXPECT_EQ(store_->ListEvents(other.id).size(), 1u);
+  // The newest occurrence of one reason from one source, whatever the type or message.
+  EXPECT_EQ(store_->LastEventAt(job.id, "WaitingForResources", "fleet:local"), 30);
+  EXPECT_EQ(store_->LastEventAt(job.id, "Submitted", "controller"), 20);
+  EXPECT_EQ(store_->LastEventAt(job.id, "Submitted", "fleet:local"), 0);
+  EXPECT_EQ(store_->LastEventAt(job.id, "Admitted", "controller"), 0);
+  EXPECT_EQ(store_->LastEventAt("j-nosuchjob0", "Submitted", "controller"), 0);
+  // Read in order from an index: no sort (and no sort buffer) per read.
+  const std::string plan =
+      RawRows(file_, "EXPLAIN QUERY PLAN SELECT seq FROM events WHERE job_id = 'x' ORDER BY seq");
+  EXPECT_THAT(plan, HasSubstr("events_by_job"));
+  EXPECT_THAT(plan, Not(HasSubstr("TEMP B-TREE")));
   // An event must belong to a job (foreign key).
   EXPECT_THROW(store_->RecordEvent("j-nosuchjob0", "Normal", "X", "y", "z"), StoreError);
 }

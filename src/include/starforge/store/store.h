@@ -106,6 +106,10 @@ class Store {
   void RecordEvent(const std::string& job_id, const std::string& type, const std::string& reason,
                    const std::string& message, const std::string& source);
   std::vector<Event> ListEvents(const std::string& job_id);  // oldest first
+  // When the job's newest event of this reason from this source last happened (Unix ms; 0 when
+  // it has none): what a clock needs without reading every event back.
+  int64_t LastEventAt(const std::string& job_id, const std::string& reason,
+                      const std::string& source);
 
   // The change journal: the newest kJournalSize changes made through this Store (not by other
   // processes), kept in memory so that a watch learns what changed without scanning the jobs.
