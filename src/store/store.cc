@@ -826,7 +826,7 @@ std::vector<Event> Store::ListEvents(const std::string& job_id) {
 int64_t Store::LastEventAt(const std::string& job_id, const std::string& reason,
                            const std::string& source) {
   std::lock_guard lock(read_mu_);
-  // Served by the events' unique index (job_id first); one row back, no sort.
+  // An index on job_id leads (events_by_job, or the unique one); one row back, no sort.
   Stmt s(reader_, "SELECT max(last_at) FROM events WHERE job_id = ? AND reason = ? AND source = ?");
   s.Bind(1, job_id).Bind(2, reason).Bind(3, source);
   return s.Step() ? s.Int(0) : 0;
