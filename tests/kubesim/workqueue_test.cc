@@ -2,6 +2,7 @@
 // first in, first out, so that no key starves while others keep being requeued.
 #include "controllers/workqueue.h"
 
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -82,6 +83,29 @@ TEST(KubesimWorkQueue, EventsFirstHandsOutChangesBeforeDuePolls) {
   for (int i = 0; i < 3; ++i)
     out.push_back(*q.Get());
   EXPECT_EQ(out, (std::vector<std::string>{"changed", "both", "poll-2"}));
+}
+
+TEST(KubesimWorkQueue, TheEarlierRequeueWinsAndALiftedPollComesOutOnce) {
+  WorkQueue q(/*events_first=*/true);
+  q.AddAfter("a", 10s);
+  q.AddAfter("a", 1ms);  // earlier: replaces the 10 s requeue
+  q.AddAfter("b", 2ms);
+  q.AddAfter("b", 10s);  // later: the 2 ms requeue stands
+  q.AddAfter("c", 3ms);
+  std::this_thread::sleep_for(30ms);
+  q.Add("b");  // b's due poll lifted to the events: handed out first, and only once
+  std::vector<std::string> out;
+  for (int i = 0; i < 3; ++i) {
+    out.push_back(*q.Get());
+    q.Done(out.back());
+  }
+  EXPECT_EQ(out, (std::vector<std::string>{"b", "a", "c"}));
+  std::thread stop([&q] {
+    std::this_thread::sleep_for(100ms);
+    q.ShutDown();
+  });
+  EXPECT_EQ(q.Get(), std::nullopt) << "a key came out twice";
+  stop.join();
 }
 
 }  // namespace
