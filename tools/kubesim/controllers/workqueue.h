@@ -137,13 +137,13 @@ class WorkQueue {
     uint64_t seq = 0;
   };
   using Entry = std::pair<std::string, uint64_t>;  // key, sequence number
-  std::deque<Entry> events_;               // FIFO (every key when !events_first_)
-  std::deque<Entry> due_;                  // FIFO of requeues that came due (events_first_ only)
+  std::deque<Entry> events_;                       // FIFO (every key when !events_first_)
+  std::deque<Entry> due_;                 // FIFO of requeues that came due (events_first_ only)
   std::map<std::string, Queued> queued_;  // the one live entry of each waiting key
   uint64_t seq_ = 0;
   std::set<std::string> processing_;
   std::map<std::string, bool> dirty_;  // re-added while processing; true = by an event
-  std::map<std::string, Clock::time_point> delayed_;            // key → when it is due
+  std::map<std::string, Clock::time_point> delayed_;             // key → when it is due
   std::set<std::pair<Clock::time_point, std::string>> by_time_;  // the same, by when
   bool shutdown_ = false;
 };
