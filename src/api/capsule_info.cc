@@ -20,8 +20,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr uint64_t kMaxManifestBytes = 64 << 20;
-
 struct ZipClose {
   void operator()(zip_t* z) const { zip_discard(z); }
 };
@@ -55,7 +53,7 @@ std::optional<capsule::Manifest> ReadCapsuleManifest(const fs::path& file, std::
     *error = file.string() + " has no " + capsule::kManifestPath;
     return std::nullopt;
   }
-  if (!(st.valid & ZIP_STAT_SIZE) || st.size > kMaxManifestBytes) {
+  if (!(st.valid & ZIP_STAT_SIZE) || st.size > capsule::kMaxManifestBytes) {
     *error = std::string(capsule::kManifestPath) + " in " + file.string() + " is too large";
     return std::nullopt;
   }

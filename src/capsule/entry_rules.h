@@ -14,9 +14,6 @@
 
 namespace starforge::capsule::internal {
 
-// The manifest is small; anything bigger than this is not one of ours.
-constexpr uint64_t kMaxManifestBytes = 64 << 20;
-
 // Screens entry names in archive order: no directory entries, safe names, no name twice, at least
 // two top-level names (Ray strips a lone top-level directory). Each problem is added to `r`;
 // returns every accepted name with its position in `names`.

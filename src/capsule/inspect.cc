@@ -28,7 +28,6 @@ using internal::Printable;
 using internal::ZipCloser;
 using internal::ZipFileCloser;
 
-using internal::kMaxManifestBytes;
 constexpr zip_uint64_t kMissing = ~zip_uint64_t{0};
 
 // Reads entry `index` through libzip (which checks its CRC), at most `limit` bytes; hashes it.

@@ -40,7 +40,6 @@ constexpr uint16_t kDeflated = 8;
 constexpr uint16_t kKnownFlags = 0x0806;
 // As Inspect: libdeflate inflates whole entries in memory, up to this size.
 constexpr uint64_t kInflateInMemory = 64 << 20;
-using internal::kMaxManifestBytes;
 // Stored data is read in pieces of at most kPiece, once at least kMinPiece (or the rest) is in.
 constexpr size_t kPiece = 4 << 20;
 constexpr uint64_t kMinPiece = 1 << 20;

@@ -16,6 +16,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include "starforge/store/store.h"
 #include "support/files.h"
@@ -30,43 +31,44 @@ using support::TempDir;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-// Runs one SQL statement on the file directly (not through Store); returns the first column of
-// the first row, or "" (and sets *error).
-std::string RawSql(const fs::path& file, const std::string& sql, std::string* error = nullptr) {
+// Runs SQL on the file directly (not through Store); every row's columns ("NULL" for a null), and
+// sqlite's error in *error ("" when none).
+std::vector<std::vector<std::string>> RawQuery(const fs::path& file, const std::string& sql,
+                                               std::string* error = nullptr) {
   sqlite3* db = nullptr;
   sqlite3_open(file.c_str(), &db);
-  std::string out;
+  std::vector<std::vector<std::string>> rows;
   char* err = nullptr;
   sqlite3_exec(
       db, sql.c_str(),
       [](void* o, int n, char** values, char**) {
-        auto* s = static_cast<std::string*>(o);
-        if (n > 0 && values[0] != nullptr && s->empty()) *s = values[0];
+        auto& row = static_cast<std::vector<std::vector<std::string>>*>(o)->emplace_back();
+        for (int i = 0; i < n; ++i)
+          row.emplace_back(values[i] != nullptr ? values[i] : "NULL");
         return 0;
       },
-      &out, &err);
+      &rows, &err);
   if (error != nullptr) *error = err != nullptr ? err : "";
   sqlite3_free(err);
   sqlite3_close(db);
-  return out;
+  return rows;
+}
+
+// The first column of the first row, or "" (no row, or a null).
+std::string RawSql(const fs::path& file, const std::string& sql, std::string* error = nullptr) {
+  const auto rows = RawQuery(file, sql, error);
+  if (rows.empty() || rows[0].empty() || rows[0][0] == "NULL") return "";
+  return rows[0][0];
 }
 
 // Every row `sql` returns, its columns joined by '|', one row per line.
 std::string RawRows(const fs::path& file, const std::string& sql) {
-  sqlite3* db = nullptr;
-  sqlite3_open(file.c_str(), &db);
   std::string out;
-  sqlite3_exec(
-      db, sql.c_str(),
-      [](void* o, int n, char** values, char**) {
-        auto* s = static_cast<std::string*>(o);
-        for (int i = 0; i < n; ++i)
-          *s += std::string(i > 0 ? "|" : "") + (values[i] != nullptr ? values[i] : "NULL");
-        *s += "\n";
-        return 0;
-      },
-      &out, nullptr);
-  sqlite3_close(db);
+  for (const auto& row : RawQuery(file, sql)) {
+    for (size_t i = 0; i < row.size(); ++i)
+      out += (i > 0 ? "|" : "") + row[i];
+    out += "\n";
+  }
   return out;
 }
 

@@ -14,6 +14,8 @@ namespace starforge::capsule {
 inline constexpr const char* kStarforgeDir = ".starforge";
 inline constexpr const char* kManifestPath = ".starforge/manifest.json";
 inline constexpr int kManifestVersion = 1;
+// The manifest is small; a bigger one is not ours (readers refuse it before reading it).
+inline constexpr uint64_t kMaxManifestBytes = 64 << 20;
 
 // One file of the capsule. `executable` records the owner's x bit, which unzip tools drop.
 struct ManifestEntry {
