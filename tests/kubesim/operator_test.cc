@@ -1755,6 +1755,41 @@ TEST(OperatorFakePods, RayJobCompletesWithoutProcesses) {
       << sim.Log();
 }
 
+// A fake job runs --fake-job-ms unless its runtime env sets KUBESIM_FAKE_JOB_MS (what lets a bench
+// keep a thousand jobs running at once while its single jobs stay short): the submitter reads it
+// from the operator's `--runtime-env-json`, as `ray job submit` would post it.
+TEST(OperatorFakePods, RuntimeEnvSetsHowLongAJobRuns) {
+  Sim sim({"--nodes", std::string(KUBESIM_TESTDATA) + "/nodes.yaml", "--resync-ms", "300",
+           "--scheduler-backoff-ms", "200", "--bookmark-interval-ms", "200", "--pods", "fake",
+           "--fake-job-ms", "300"});
+  ASSERT_GT(sim.port(), 0) << sim.Log();
+  std::vector<json> docs = ReadManifests(std::string(KUBESIM_TESTDATA) + "/ray-job.sample.yaml");
+  ASSERT_FALSE(docs.empty());
+  for (const char* name : {"short", "long"}) {
+    json rayjob = docs[0];
+    rayjob["metadata"]["name"] = name;
+    rayjob["spec"].erase("ttlSecondsAfterFinished");
+    rayjob["spec"]["shutdownAfterJobFinishes"] = false;
+    rayjob["spec"]["runtimeEnvYAML"] =
+        std::string(name) == "long"
+            ? "env_vars:\n  counter_name: \"test_counter\"\n  KUBESIM_FAKE_JOB_MS: \"6000\"\n"
+            : "env_vars:\n  counter_name: \"test_counter\"\n";
+    sim.Create(RjPath("default"), rayjob);
+  }
+  ASSERT_EQ(WaitJds(sim, "default", "short", "Complete", 30s), "Complete") << sim.Log();
+  ASSERT_EQ(WaitJds(sim, "default", "long", "Running", 30s), "Running") << sim.Log();
+  // Both were submitted within a second or so; the short one ended 300 ms after its start.
+  EXPECT_EQ(RayJobStatus(sim, "default", "long")["jobStatus"], "RUNNING");
+  ASSERT_EQ(WaitJds(sim, "default", "long", "Complete", 30s), "Complete") << sim.Log();
+  const json st = RayJobStatus(sim, "default", "long");
+  EXPECT_EQ(st["jobStatus"], "SUCCEEDED");
+  const json details = sim.Get(
+      "/api/v1/namespaces/default/services/long-head-svc:dashboard/proxy/api/jobs/" +
+      st["jobId"].get<std::string>());
+  EXPECT_GE(details.value("end_time", 0LL) - details.value("start_time", 0LL), 6000)
+      << details.dump();
+}
+
 // upstream-facts §9: backoffLimit > 0 retries with a new RayCluster and jobId.
 TEST(Operator, RetryWithBackoffLimit) {
   FakeRay ray;

@@ -55,6 +55,30 @@ std::string Entrypoint(const json& pod) {
   return text.substr(b + 4, e == std::string::npos ? std::string::npos : e - b - 4);
 }
 
+// The runtime env a submitter's `ray job submit --runtime-env-json "<json>"` passes (the operator
+// quotes the JSON with Go's %q, which for JSON text reads back as a JSON string), or {}.
+json RuntimeEnv(const json& pod) {
+  const json& cs = Obj(Obj(pod, "spec"), "containers");
+  if (!cs.is_array() || cs.empty()) return json::object();
+  std::string text;
+  for (const char* f : {"command", "args"}) {
+    for (const json& a : Obj(cs[0], f).is_array() ? cs[0][f] : json::array())
+      if (a.is_string()) text += a.get<std::string>() + " ";
+  }
+  const std::string flag = "--runtime-env-json \"";
+  const auto b = text.find(flag);
+  if (b == std::string::npos) return json::object();
+  size_t e = b + flag.size();
+  while (e < text.size() && text[e] != '"')
+    e += text[e] == '\\' ? 2 : 1;
+  if (e >= text.size()) return json::object();
+  const json quoted = json::parse(text.substr(b + flag.size() - 1, e - b - flag.size() + 2),
+                                  nullptr, false);
+  if (!quoted.is_string()) return json::object();
+  json env = json::parse(quoted.get<std::string>(), nullptr, false);
+  return env.is_object() ? env : json::object();
+}
+
 json Conditions(bool terminal, const std::string& phase, const json& existing) {
   const std::string ready = terminal ? "False" : "True";
   std::vector<json> mine = {{{"type", "PodReadyToStartContainers"}, {"status", ready}},
@@ -312,6 +336,8 @@ void FakePods::Reconcile(const std::string& key) {
     }
     p->start_time = starforge::NowRfc3339();
     p->submission_id = Env(pod, "RAY_JOB_SUBMISSION_ID");
+    if (!p->submission_id.empty())
+      p->run = milliseconds(FakeJobRunMs(RuntimeEnv(pod), job_run_.count()));
     std::lock_guard lock(mu_);
     pods_rt_[key] = p;
   }
@@ -361,7 +387,7 @@ void FakePods::Reconcile(const std::string& key) {
   if (!p->submitted) {
     p->head_ip = HeadIpFor(pod, address);
     if (p->head_ip.empty() ||
-        !SubmitFakeRayJob(p->head_ip, p->submission_id, Entrypoint(pod), job_run_.count())) {
+        !SubmitFakeRayJob(p->head_ip, p->submission_id, Entrypoint(pod), p->run.count())) {
       std::ofstream(LogFile(*p)) << "Waiting for Ray Dashboard GCS to become healthy at http://"
                                  << address << " ...\n";
       Write(*p, pod, Status(*p, pod, false, 0));
@@ -380,7 +406,7 @@ void FakePods::Reconcile(const std::string& key) {
   if (status == "RUNNING" || status == "PENDING") {
     std::ofstream(LogFile(*p)) << text;
     Write(*p, pod, Status(*p, pod, false, 0));
-    queue_.AddAfter(key, job_run_ + milliseconds(50));  // when it ends (status is by clock)
+    queue_.AddAfter(key, p->run + milliseconds(50));  // when it ends (status is by clock)
     return;
   }
   // Ended (or the head went away: `ray job logs` fails).

@@ -6,7 +6,8 @@
 //     (node/fake_ray.h) for the operator's Jobs API calls and the service proxy;
 //   - a submitter pod (env RAY_JOB_SUBMISSION_ID and RAY_DASHBOARD_ADDRESS, as the operator's
 //     submitter Job sets them) submits its job to the head of the service it names, runs until
-//     that job ends (after --fake-job-ms), writes a log as `ray job submit` + `ray job logs
+//     that job ends (after --fake-job-ms, or KUBESIM_FAKE_JOB_MS of the job's runtime env:
+//     node/fake_ray.h), writes a log as `ray job submit` + `ray job logs
 //     --follow` would, and exits 0 when the job SUCCEEDED (1 otherwise);
 //   - every other pod runs until deleted.
 // So a thousand RayJobs fit on two cores; the process kubelet (node/kubelet.h) stays the default
@@ -49,6 +50,7 @@ class FakePods {
     bool head = false;
     std::string submission_id;  // a submitter's (RAY_JOB_SUBMISSION_ID), "" = not a submitter
     std::string head_ip;        // the head it submitted to
+    std::chrono::milliseconds run{0};  // how long its job runs (--fake-job-ms or its runtime env)
     bool submitted = false;
     bool log_annotated = false;
     bool done = false;       // terminal status written

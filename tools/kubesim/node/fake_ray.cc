@@ -122,6 +122,20 @@ bool SubmitFakeRayJob(const std::string& ip, const std::string& id, const std::s
   return true;
 }
 
+int64_t FakeJobRunMs(const json& runtime_env, int64_t fallback_ms) {
+  const json* vars = runtime_env.is_object() && runtime_env.contains("env_vars")
+                         ? &runtime_env["env_vars"]
+                         : nullptr;
+  if (vars == nullptr || !vars->is_object() || !vars->contains("KUBESIM_FAKE_JOB_MS"))
+    return fallback_ms;
+  const json& v = (*vars)["KUBESIM_FAKE_JOB_MS"];
+  // Ray's env_vars are strings; a number is accepted too.
+  const std::string text = v.is_string() ? v.get<std::string>() : v.is_number_integer() ? v.dump() : "";
+  if (text.empty() || text.size() > 12 || text.find_first_not_of("0123456789") != std::string::npos)
+    return fallback_ms;
+  return std::stoll(text);
+}
+
 std::string FakeRayJobStatus(const std::string& ip, const std::string& id, std::string* log) {
   std::lock_guard lock(R().mu);
   auto it = R().heads.find(ip);
@@ -168,7 +182,8 @@ std::optional<FakeRayReply> AnswerFakeRay(const std::string& host, const std::st
     Job j;
     j.entrypoint = req["entrypoint"].get<std::string>();
     j.start_ms = now;
-    j.end_ms = now;  // HTTPMode: nothing says how long; done at once
+    // Posted straight to the dashboard: done at once unless its runtime env says how long.
+    j.end_ms = now + FakeJobRunMs(req.value("runtime_env", json::object()), 0);
     j.metadata = req.value("metadata", json(nullptr));
     head.jobs.emplace(id, std::move(j));
     return FakeRayReply{200, json{{"job_id", id}, {"submission_id", id}}.dump()};

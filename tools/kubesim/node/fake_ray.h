@@ -10,6 +10,8 @@
 #include <optional>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 namespace kubesim::node {
 
 struct FakeRayReply {
@@ -36,6 +38,11 @@ std::string FakeRayHeadIp(const std::string& cluster);
 // when asked: no thread per job). False when the head is gone. An id already known is kept.
 bool SubmitFakeRayJob(const std::string& ip, const std::string& id, const std::string& entrypoint,
                       int64_t run_ms);
+// How long a fake job runs: env var KUBESIM_FAKE_JOB_MS of its runtime env (`runtime_env`, the
+// JSON `ray job submit --runtime-env-json` posts: {"env_vars": {...}}) when it holds a whole
+// number of milliseconds >= 0, else `fallback_ms`. Nothing runs in a fake job, so this stands in
+// for how long the job's own code would take (a bench sets it per job; see docs/kubesim.md).
+int64_t FakeJobRunMs(const nlohmann::json& runtime_env, int64_t fallback_ms);
 // The job's status ("" = unknown job or head) and its log so far.
 std::string FakeRayJobStatus(const std::string& ip, const std::string& id, std::string* log);
 
