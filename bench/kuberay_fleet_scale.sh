@@ -28,9 +28,9 @@
 #   forge serve runs with --resync-ms RESYNC_MS (default 1000) and --workers WORKERS (default 4);
 #   phase 2: N such jobs submitted at once (SUBMIT_PARALLEL submits at a time, default 4), until
 #     every job is terminal and released (or TIMEOUT seconds, default 300 + 20 N, plus the jobs'
-#     length); with PODS=fake each runs MANY_JOB_MS (default 2000 + 120 N ms; 0 = FAKE_JOB_MS),
-#     so that all N run at once and end about as far apart as they were submitted (the table's
-#     "jobs running at once, peak" shows whether they did);
+#     length); with PODS=fake each runs MANY_JOB_MS to 1 + MANY_JOB_SPREAD times that (defaults
+#     2000 + 120 N ms and 0.5; MANY_JOB_MS=0 = FAKE_JOB_MS), so that all N run at once (the
+#     table's "jobs running at once, peak" shows whether they did) and end spread out;
 #   then IDLE_SECONDS (default 20) with no job, to see what an idle server sends.
 # The bench's own polling of forge serve's job list (every POLL seconds, default max(0.2, N/200))
 # is part of forge serve's CPU.
@@ -82,12 +82,17 @@ base_jobs=${BASE_JOBS:-20}
 ref_n=${REF_N:-40}
 # Phase 2's jobs run long enough for all N to run at once (the scale the goals speak of): with
 # every job as short as the baseline's, a job ended before the burst of submits was half over, so
-# at most ~50 of 1,000 ever ran together and their releases met the submits' load. PODS=fake only
-# (KUBESIM_FAKE_JOB_MS in the job's env, docs/kubesim.md "Fake pods"); 0 = FAKE_JOB_MS's.
+# at most ~50 of 1,000 ever ran together and their releases met the submits' load. Job k runs
+# MANY_JOB_MS × (1 + MANY_JOB_SPREAD × frac(k φ)): lengths spread evenly (golden-ratio sequence,
+# the same in every run) so that jobs end as a fleet's do, not all within seconds of each other
+# (0 = one length for all). PODS=fake only (KUBESIM_FAKE_JOB_MS in the job's env,
+# docs/kubesim.md "Fake pods"); MANY_JOB_MS=0 = FAKE_JOB_MS's.
 many_job_ms=${MANY_JOB_MS:-$((2000 + 120 * N))}
 [[ "$many_job_ms" =~ ^[0-9]+$ ]] || fail "MANY_JOB_MS must be a whole number, not $many_job_ms"
 [[ "$pods" == fake ]] || many_job_ms=0
-job_ms=0  # the job length of the phase being submitted (0 = kubesim's --fake-job-ms)
+many_spread=${MANY_JOB_SPREAD:-0.5}
+[[ "$many_spread" =~ ^[0-9]+(\.[0-9]+)?$ ]] || fail "MANY_JOB_SPREAD must be a number >= 0, not $many_spread"
+job_ms=0  # the base job length of the phase being submitted (0 = kubesim's --fake-job-ms)
 [[ "$ref_n" =~ ^[0-9]+$ ]] || fail "REF_N must be a whole number, not $ref_n"
 ((N > ref_n)) || ref_n=0
 forge="$build/bin/forge"
@@ -219,8 +224,8 @@ snapshot() {  # NAME: both processes' figures into $work/NAME.stats
 }
 
 # Submits job NAME; its id goes to $work/ids/NAME, an error to $work/ids/NAME.err. A fake job
-# runs $job_ms ms when that is not 0.
-submit() {
+# runs $job_ms ms (× 1 + $many_spread × frac(K φ) for job number K) when that is not 0.
+submit() {  # NAME [K]
   cat >"$work/specs/$1.yaml" <<EOF
 name: $1
 fleet: kuberay
@@ -229,7 +234,9 @@ entrypoint: python3 main.py
 pools:
   - {name: main, gpuSeries: h200, gpusPerMachine: 1}
 EOF
-  ((job_ms == 0)) || printf 'env: {KUBESIM_FAKE_JOB_MS: "%s"}\n' "$job_ms" >>"$work/specs/$1.yaml"
+  ((job_ms == 0)) || awk -v ms="$job_ms" -v s="$many_spread" -v k="${2:-0}" 'BEGIN {
+    f = k * 0.6180339887; f -= int(f)
+    printf "env: {KUBESIM_FAKE_JOB_MS: \"%d\"}\n", ms * (1 + s * f) }' >>"$work/specs/$1.yaml"
   local id
   if id=$("$forge" submit "$work/specs/$1.yaml" --code "$work/code" -o name 2>"$work/ids/$1.err"); then
     echo "${id#job/}" >"$work/ids/$1"
@@ -322,7 +329,7 @@ run_phase() {  # PHASE COUNT SECONDS [serial: each job alone, submitted once the
       wait_released "$phase" "$3" || break
       continue
     fi
-    submit "$phase-$i" &
+    submit "$phase-$i" "$i" &
     pids+=($!)
     if ((${#pids[@]} >= par)); then wait "${pids[@]}"; pids=(); fi
   done
@@ -396,9 +403,9 @@ if ((ref_n > 0)); then
   say "reference phase: $ref_n jobs at once (release times to compare phase 2 with)"
   run_phase ref "$ref_n" $((300 + 20 * ref_n)) || ok=false
 fi
-say "phase 2: $N jobs at once$( ((many_job_ms == 0)) || echo ", each running $((many_job_ms / 1000)) s")"
+say "phase 2: $N jobs at once$( ((many_job_ms == 0)) || echo ", each running $((many_job_ms / 1000)) s × (1 to 1 + $many_spread)")"
 job_ms=$many_job_ms
-run_phase many "$N" $((timeout + many_job_ms / 1000)) || ok=false
+run_phase many "$N" $((timeout + 2 * many_job_ms / 1000)) || ok=false
 job_ms=0
 
 # An idle server: what it sends with no job (list/watch reconnects only, if it watches).
