@@ -455,7 +455,7 @@ for name, count in (("one", 0), ("many", n)) + ((("ref", ref_n),) if ref_n else 
                  for i in ids if i in jobs and jobs[i].get("finishedAt"))
     p["lat"] = lat
     # Seconds spent in each phase (from the timelines), and finishedAt → last update (the release).
-    spent, split, running = {}, {}, []
+    spent, split, running, ends = {}, {}, [], []
     for i in ids:
         try:
             d = json.load(open(os.path.join(work, name + ".detail", i + ".json")))
@@ -468,6 +468,7 @@ for name, count in (("one", 0), ("many", n)) + ((("ref", ref_n),) if ref_n else 
                 running += [(when(a["at"]), 1), (when(b["at"]), -1)]
         if d.get("finishedAt") and d.get("updatedAt"):
             spent.setdefault("finished→released", []).append(when(d["updatedAt"]) - when(d["finishedAt"]))
+            ends.append((when(d["finishedAt"]), when(d["updatedAt"]) - when(d["finishedAt"])))
             # Split at the Releasing event (the RayJob's DELETE accepted, its finalizer holding
             # it): before it, forge serve archives and deletes; after it, the operator removes
             # its finalizer and the RayJob's watch tells forge serve it is gone.
@@ -499,7 +500,7 @@ for name, count in (("one", 0), ("many", n)) + ((("ref", ref_n),) if ref_n else 
         if rel and i in gone and d.get("updatedAt"):
             split.setdefault("finalizer", []).append(gone[i] - when(rel[0]["firstAt"]))
             split.setdefault("noticed", []).append(when(d["updatedAt"]) - gone[i])
-    p["spent"], p["split"] = spent, split
+    p["spent"], p["split"], p["ends"] = spent, split, ends
     # The most jobs in Running at one time (an end sorts before a start at the same instant).
     p["running_peak"], level = 0, 0
     for _, step in sorted(running):
@@ -577,6 +578,16 @@ for k, label in (("serve", "forge serve: →DELETE accepted"), ("operator", "ope
         print("%-44s %12s %12s" % ("  %s, p50/p99/max" % label,
               "%.1f/%.1f/%.1f" % (pct(a, 0.5), pct(a, 0.99), a[-1]),
               "%.1f/%.1f/%.1f" % (pct(b, 0.5), pct(b, 0.99), b[-1])))
+# The release against the rate of releases: per 10 s of phase 2's job ends, how many ended and
+# the slowest release among them (a release waits on the API server and a CPU, so many at once
+# queue; a cost growing with N would show at any rate).
+if many["ends"]:
+    t0 = min(t for t, _ in many["ends"])
+    buckets = {}
+    for t, r in many["ends"]:
+        buckets.setdefault(int((t - t0) // 10), []).append(r)
+    print("%-44s %s" % ("releases per 10 s of job ends: count/max (s)",
+          " ".join("%d/%.2f" % (len(buckets[k]), max(buckets[k])) for k in sorted(buckets))))
 # The reference phase (REF_N jobs at once, same run): the release goal compares with it.
 ref_rel = sorted((ref or {}).get("spent", {}).get("finished→released") or [])
 if ref_rel:

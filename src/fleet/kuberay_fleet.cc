@@ -556,16 +556,21 @@ struct KubeRayFleet::Impl {
     }
   }
 
-  // Pods of the namespace matching `pred`, from the cache (or a list when not synced).
-  template <typename Pred>
-  std::vector<json> PodsWhere(Pred pred, const std::string& selector) {
+  // The pods of RayJob `name`'s submitter Job (either job-name label): from the cache's index,
+  // or a list when it has not synced. Scanning every cached pod instead was 20 % of forge
+  // serve's CPU while 1,000 running jobs were being released (issue 20).
+  std::vector<json> SubmitterPods(const std::string& name) {
     std::vector<json> out;
-    if (pods->HasSynced()) return pods->Select(pred);
+    if (pods->HasSynced()) {
+      for (const auto& p : pods->ByIndex(kBySubmitter, name))
+        out.push_back(*p);
+      return out;
+    }
     kube::ListOptions lo;
-    lo.label_selector = selector;
+    lo.label_selector = std::string(kuberay::kLabelJobNameBatch) + "=" + name;
     json list = client.List(res::kPods, ns, lo);
     for (auto& p : list["items"])
-      if (pred(p)) out.push_back(p);
+      out.push_back(std::move(p));
     return out;
   }
 
@@ -1031,12 +1036,7 @@ struct KubeRayFleet::Impl {
   void SaveSubmitterLog(const std::string& name, const fs::path& dir,
                         std::vector<std::string>* problems) {
     try {
-      std::vector<json> submitters = PodsWhere(
-          [&](const json& p) {
-            return Label(p, kuberay::kLabelJobNameBatch) == name ||
-                   Label(p, kuberay::kLabelJobNameLegacy) == name;
-          },
-          std::string(kuberay::kLabelJobNameBatch) + "=" + name);
+      std::vector<json> submitters = SubmitterPods(name);
       std::sort(submitters.begin(), submitters.end(), [](const json& a, const json& b) {
         return Str(Field(a, "metadata"), "creationTimestamp") <
                Str(Field(b, "metadata"), "creationTimestamp");

@@ -1783,9 +1783,9 @@ TEST(OperatorFakePods, RuntimeEnvSetsHowLongAJobRuns) {
   ASSERT_EQ(WaitJds(sim, "default", "long", "Complete", 30s), "Complete") << sim.Log();
   const json st = RayJobStatus(sim, "default", "long");
   EXPECT_EQ(st["jobStatus"], "SUCCEEDED");
-  const json details = sim.Get(
-      "/api/v1/namespaces/default/services/long-head-svc:dashboard/proxy/api/jobs/" +
-      st["jobId"].get<std::string>());
+  const json details =
+      sim.Get("/api/v1/namespaces/default/services/long-head-svc:dashboard/proxy/api/jobs/" +
+              st["jobId"].get<std::string>());
   EXPECT_GE(details.value("end_time", 0LL) - details.value("start_time", 0LL), 6000)
       << details.dump();
 }

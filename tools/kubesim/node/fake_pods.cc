@@ -72,8 +72,8 @@ json RuntimeEnv(const json& pod) {
   while (e < text.size() && text[e] != '"')
     e += text[e] == '\\' ? 2 : 1;
   if (e >= text.size()) return json::object();
-  const json quoted = json::parse(text.substr(b + flag.size() - 1, e - b - flag.size() + 2),
-                                  nullptr, false);
+  const json quoted =
+      json::parse(text.substr(b + flag.size() - 1, e - b - flag.size() + 2), nullptr, false);
   if (!quoted.is_string()) return json::object();
   json env = json::parse(quoted.get<std::string>(), nullptr, false);
   return env.is_object() ? env : json::object();

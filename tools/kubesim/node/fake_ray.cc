@@ -11,6 +11,8 @@ namespace {
 
 using nlohmann::json;
 
+constexpr const char* kFakeJobMsEnv = "KUBESIM_FAKE_JOB_MS";  // fake_ray.h, FakeJobRunMs
+
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -126,11 +128,12 @@ int64_t FakeJobRunMs(const json& runtime_env, int64_t fallback_ms) {
   const json* vars = runtime_env.is_object() && runtime_env.contains("env_vars")
                          ? &runtime_env["env_vars"]
                          : nullptr;
-  if (vars == nullptr || !vars->is_object() || !vars->contains("KUBESIM_FAKE_JOB_MS"))
-    return fallback_ms;
-  const json& v = (*vars)["KUBESIM_FAKE_JOB_MS"];
+  if (vars == nullptr || !vars->is_object() || !vars->contains(kFakeJobMsEnv)) return fallback_ms;
+  const json& v = (*vars)[kFakeJobMsEnv];
   // Ray's env_vars are strings; a number is accepted too.
-  const std::string text = v.is_string() ? v.get<std::string>() : v.is_number_integer() ? v.dump() : "";
+  const std::string text = v.is_string()           ? v.get<std::string>()
+                           : v.is_number_integer() ? v.dump()
+                                                   : "";
   if (text.empty() || text.size() > 12 || text.find_first_not_of("0123456789") != std::string::npos)
     return fallback_ms;
   return std::stoll(text);
