@@ -186,8 +186,7 @@ void Server::ServiceProxy(const httplib::Request& req, httplib::Response& res, c
             candidates.clear();  // a value that is not a string matches no label
             break;
           }
-          std::vector<const json*> list =
-              store_.ListByLabel("pods", t.ns, k, v.get<std::string>());
+          std::vector<const json*> list = store_.ListByLabel("pods", t.ns, k, v.get<std::string>());
           if (first || list.size() < candidates.size()) candidates = std::move(list);
           first = false;
         }
