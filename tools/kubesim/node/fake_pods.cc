@@ -40,8 +40,9 @@ std::string Env(const json& pod, const char* name) {
   return "";
 }
 
-// What `ray job submit … -- ENTRYPOINT ; fi` runs (the operator's submitter command), or "".
-std::string Entrypoint(const json& pod) {
+// The first container's command and args, joined by spaces (the operator's submitter command is
+// one `bash -lc` string), or "".
+std::string CommandText(const json& pod) {
   const json& cs = Obj(Obj(pod, "spec"), "containers");
   if (!cs.is_array() || cs.empty()) return "";
   std::string text;
@@ -49,6 +50,12 @@ std::string Entrypoint(const json& pod) {
     for (const json& a : Obj(cs[0], f).is_array() ? cs[0][f] : json::array())
       if (a.is_string()) text += a.get<std::string>() + " ";
   }
+  return text;
+}
+
+// What `ray job submit … -- ENTRYPOINT ; fi` runs (the operator's submitter command), or "".
+std::string Entrypoint(const json& pod) {
+  const std::string text = CommandText(pod);
   const auto b = text.find(" -- ");
   if (b == std::string::npos) return "";
   const auto e = text.find(" ; fi", b);
@@ -58,13 +65,7 @@ std::string Entrypoint(const json& pod) {
 // The runtime env a submitter's `ray job submit --runtime-env-json "<json>"` passes (the operator
 // quotes the JSON with Go's %q, which for JSON text reads back as a JSON string), or {}.
 json RuntimeEnv(const json& pod) {
-  const json& cs = Obj(Obj(pod, "spec"), "containers");
-  if (!cs.is_array() || cs.empty()) return json::object();
-  std::string text;
-  for (const char* f : {"command", "args"}) {
-    for (const json& a : Obj(cs[0], f).is_array() ? cs[0][f] : json::array())
-      if (a.is_string()) text += a.get<std::string>() + " ";
-  }
+  const std::string text = CommandText(pod);
   const std::string flag = "--runtime-env-json \"";
   const auto b = text.find(flag);
   if (b == std::string::npos) return json::object();
