@@ -98,7 +98,8 @@ many_spread=${MANY_JOB_SPREAD:-0.5}
 job_ms=0  # the base job length of the phase being submitted (0 = kubesim's --fake-job-ms)
 [[ "$ref_n" =~ ^[0-9]+$ ]] || fail "REF_N must be a whole number, not $ref_n"
 ((N > ref_n)) || ref_n=0
-ref_rounds=${REF_ROUNDS:-$(((N + ref_n - 1) / (ref_n > 0 ? ref_n : 1)))}
+ref_rounds=1
+((ref_n == 0)) || ref_rounds=${REF_ROUNDS:-$(((N + ref_n - 1) / ref_n))}
 [[ "$ref_rounds" =~ ^[1-9][0-9]*$ ]] || fail "REF_ROUNDS must be a whole number >= 1, not $ref_rounds"
 forge="$build/bin/forge"
 kubesim=${KUBESIM:-$build/bin/kubesim}
@@ -345,8 +346,12 @@ for i in json.load(sys.stdin)["items"]:
 # requests.json,before.stats,after.stats,left}. Returns 1 when it timed out or left something.
 run_phase() {  # PHASE COUNT SECONDS [serial: each job alone, submitted once the last is released
   #                               | BATCH: BATCH at once, each batch once the last is released]
-  local phase=$1 count=$2 serial=${4:-} batch=0 rc=0 i k pids=() name poll=$poll
-  [[ "$serial" =~ ^[0-9]+$ ]] && { batch=$serial; serial=""; }
+  local phase=$1 count=$2 serial="" batch=0 rc=0 i k pids=() name poll=$poll
+  case ${4:-} in
+    serial) serial=1 ;;
+    "") ;;
+    *) batch=$4 ;;
+  esac
   # Serial jobs are short: poll them often, so that each one's time alone stays short.
   [[ -n "$serial" ]] && poll=0.2
   curl -fsS -X DELETE "$k8s/kubesim/requests" >/dev/null
@@ -509,7 +514,6 @@ for name, count in (("one", 0), ("many", n)) + ((("ref", ref_n),) if ref_n else 
             if a["to"] == "Running":
                 running += [(when(a["at"]), 1), (when(b["at"]), -1)]
         if d.get("finishedAt") and d.get("updatedAt"):
-            spent.setdefault("finished→released", []).append(when(d["updatedAt"]) - when(d["finishedAt"]))
             ends.append((when(d["finishedAt"]), when(d["updatedAt"]) - when(d["finishedAt"])))
             # Split at the Releasing event (the RayJob's DELETE accepted, its finalizer holding
             # it): before it, forge serve archives and deletes; after it, the operator removes
@@ -542,6 +546,8 @@ for name, count in (("one", 0), ("many", n)) + ((("ref", ref_n),) if ref_n else 
         if rel and i in gone and d.get("updatedAt"):
             split.setdefault("finalizer", []).append(gone[i] - when(rel[0]["firstAt"]))
             split.setdefault("noticed", []).append(when(d["updatedAt"]) - gone[i])
+    if ends:
+        spent["finished→released"] = [r for _, r in ends]
     p["spent"], p["split"], p["ends"] = spent, split, ends
     # The most jobs in Running at one time (an end sorts before a start at the same instant).
     p["running_peak"], level = 0, 0

@@ -19,10 +19,12 @@
 #include "node/fake_ray.h"
 #include "node/pod_network.h"
 #include "server.h"
+#include "starforge/common/json_read.h"
 
 namespace kubesim {
 
 using nlohmann::json;
+using starforge::json_read::Field;
 
 namespace {
 
@@ -177,8 +179,7 @@ void Server::ServiceProxy(const httplib::Request& req, httplib::Response& res, c
       // namespace made each proxied request O(pods) under the store's lock (7.6 % of kubesim's
       // CPU with 1,000 jobs running, issue 20). kube-apiserver reads the service's Endpoints.
       std::vector<const json*> candidates;
-      const json spec = svc->value("spec", json::object());
-      const json selector = spec.is_object() ? spec.value("selector", json::object()) : json();
+      const json& selector = Field(Field(*svc, "spec"), "selector");
       if (selector.is_object()) {
         bool first = true;
         for (const auto& [k, v] : selector.items()) {
