@@ -18,6 +18,7 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <unordered_map>
 
 #include "starforge/common/atomic_file.h"
 #include "starforge/common/format.h"
@@ -109,53 +110,9 @@ void TrimRayCluster(json& rc) {
   }
 }
 
-// Of an Event, what the fleet reads (kuberay::NormalizeEvents: the object it is about, type,
-// reason, message, source, count and times; the identity in its metadata): with 1,000 jobs at
-// once the namespace holds some ten thousand Events, kept until they expire.
-void TrimEvent(json& e) {
-  if (!e.is_object()) return;
-  static const std::set<std::string> kKeep = {"apiVersion",
-                                              "kind",
-                                              "metadata",
-                                              "involvedObject",
-                                              "regarding",
-                                              "type",
-                                              "reason",
-                                              "message",
-                                              "note",
-                                              "reportingController",
-                                              "reportingComponent",
-                                              "source",
-                                              "deprecatedSource",
-                                              "series",
-                                              "count",
-                                              "deprecatedCount",
-                                              "firstTimestamp",
-                                              "deprecatedFirstTimestamp",
-                                              "lastTimestamp",
-                                              "deprecatedLastTimestamp",
-                                              "eventTime"};
-  auto keep_only = [](json& obj, std::initializer_list<const char*> keys) {
-    if (!obj.is_object()) return;
-    json kept = json::object();
-    for (const char* k : keys) {
-      if (auto it = obj.find(k); it != obj.end()) kept[k] = std::move(*it);
-    }
-    obj = std::move(kept);
-  };
-  for (auto it = e.begin(); it != e.end();) {
-    it = kKeep.count(it.key()) != 0 ? std::next(it) : e.erase(it);
-  }
-  if (auto m = e.find("metadata"); m != e.end()) {
-    keep_only(*m, {"name", "namespace", "uid", "resourceVersion", "creationTimestamp"});
-  }
-  for (const char* ref : {"involvedObject", "regarding"}) {
-    if (auto r = e.find(ref); r != e.end()) keep_only(*r, {"kind", "name", "namespace"});
-  }
-  for (const char* src : {"source", "deprecatedSource"}) {
-    if (auto r = e.find(src); r != e.end()) keep_only(*r, {"component"});
-  }
-}
+// Of an Event, what the fleet reads (kuberay::CompactEvent): with 1,000 jobs at once the
+// namespace holds some ten thousand Events, kept until they expire.
+void TrimEvent(json& e) { e = kuberay::CompactEvent(e); }
 
 // Every string in `value` redacted, managedFields dropped (noise).
 json Redacted(json value) {
@@ -263,13 +220,15 @@ struct KubeRayFleet::Impl {
         client(o.client, o.client_options) {
     const auto no_managed_fields = StripManagedFields;
     auto informer = [&](kube::ResourceRef ref, std::string in_ns, std::string selector,
-                        kube::InformerHandlers h, std::function<void(json&)> transform) {
+                        kube::InformerHandlers h, std::function<void(json&)> transform,
+                        std::function<bool(const json&)> keep = nullptr) {
       kube::InformerOptions io;
       io.resource = std::move(ref);
       io.ns = std::move(in_ns);
       io.label_selector = std::move(selector);
       io.min_watch_timeout = o.min_watch_timeout;
       io.transform = std::move(transform);
+      io.keep = std::move(keep);
       return std::make_unique<kube::Informer>(client, std::move(io), std::move(h));
     };
     kube::InformerHandlers notify;
@@ -309,7 +268,10 @@ struct KubeRayFleet::Impl {
     rayclusters = informer(res::kRayClusters, ns, ours, notify, TrimRayCluster);
     jobs = informer(res::kJobs, ns, std::string(kuberay::kLabelOriginatedFrom), notify, TrimJob);
     pods = informer(res::kPods, ns, "", notify, TrimPod);
-    events = informer(res::kEvents, ns, "", notify, TrimEvent);
+    // A released job's Events are read no more: they leave the cache rather than stay until
+    // they expire (half the cached Events after a burst of short jobs).
+    events = informer(res::kEvents, ns, "", notify, TrimEvent,
+                      [this](const json& e) { return !AboutReleasedJob(e); });
     // Observing one job reads only its objects (client-go Indexers): its cluster's pods, its
     // submitter's pods, and the events about names that start like its own.
     pods->AddIndex(kByCluster,
@@ -501,6 +463,14 @@ struct KubeRayFleet::Impl {
   }
 
   void Forget(const std::string& job_id) {
+    const std::string name = kuberay::RayJobName(job_id);
+    std::string cluster;
+    if (auto rj = rayjobs->Find(Key(name))) {
+      cluster = Str(Field(*rj, "status"), "rayClusterName");
+    } else if (auto gone = GoneRayJob(name)) {
+      cluster = Str(Field(*gone, "status"), "rayClusterName");
+    }
+    ForgetEvents(name, cluster);
     std::error_code ec;
     fs::remove(CancelledMark(job_id), ec);
     std::lock_guard lock(mu);
@@ -610,16 +580,8 @@ struct KubeRayFleet::Impl {
       if (!pod_names.insert(Name(*p)).second) continue;
       j.submitter_pods.push_back(std::move(p));
     }
-    // Pods already gone still explain what happened: their names are <cluster>-… and
-    // <rayjob>-<5 chars> (the submitter Job's pods).
     auto ours = [&](const std::string& kind, const std::string& obj) {
-      if (kind == kuberay::kRayJobKind || kind == res::kJobs.kind) return obj == name;
-      if (kind == kuberay::kRayClusterKind) return !cluster.empty() && obj == cluster;
-      if (kind != "Pod") return false;
-      if (pod_names.count(obj)) return true;
-      if (!cluster.empty() && obj.rfind(cluster + "-", 0) == 0) return true;
-      return obj.size() == name.size() + 6 && obj.rfind(name + "-", 0) == 0 &&
-             obj.find('-', name.size() + 1) == std::string::npos;
+      return (kind == "Pod" && pod_names.count(obj) != 0) || AboutJob(kind, obj, name, cluster);
     };
     std::set<std::string> seen;
     for (const std::string& prefix : {name, cluster}) {
@@ -632,6 +594,64 @@ struct KubeRayFleet::Impl {
       }
     }
     return j;
+  }
+
+  // Whether object `obj` of `kind` is one of RayJob `name`'s, whose RayCluster is `cluster`
+  // ("" = none yet): the RayJob and its submitter Job by name, the cluster, and pods by their
+  // names, gone ones included: <cluster>-… and <rayjob>-<5 chars> (the submitter Job's pods).
+  static bool AboutJob(const std::string& kind, const std::string& obj, const std::string& name,
+                       const std::string& cluster) {
+    if (kind == kuberay::kRayJobKind || kind == res::kJobs.kind) return obj == name;
+    if (kind == kuberay::kRayClusterKind) return !cluster.empty() && obj == cluster;
+    if (kind != "Pod") return false;
+    if (!cluster.empty() && obj.rfind(cluster + "-", 0) == 0) return true;
+    return obj.size() == name.size() + 6 && obj.rfind(name + "-", 0) == 0 &&
+           obj.find('-', name.size() + 1) == std::string::npos;
+  }
+
+  // --- released jobs' Events ---------------------------------------------------------------
+
+  // How long a released RayJob's Events are kept out of the cache: kube-apiserver's default
+  // --event-ttl, after which the server has dropped them too.
+  static constexpr std::chrono::hours kEventTtl{1};
+
+  // Whether Event `e` is about a RayJob released by this server (its job archived and gone).
+  bool AboutReleasedJob(const json& e) {
+    const json& involved = Field(e, "involvedObject");
+    const std::string obj = Str(involved, "name");
+    std::lock_guard lock(released_mu);
+    if (released.empty()) return false;
+    for (const std::string& prefix : DashPrefixes(obj)) {
+      auto it = released.find(prefix);
+      if (it != released.end() && AboutJob(Str(involved, "kind"), obj, prefix, it->second.first))
+        return true;
+    }
+    return false;
+  }
+
+  // RayJob `name` (its RayCluster `cluster`) is released: its Events leave the cache, and those
+  // still to come (its pods' deletion) stay out.
+  void ForgetEvents(const std::string& name, const std::string& cluster) {
+    const auto now = std::chrono::steady_clock::now();
+    {
+      std::lock_guard lock(released_mu);
+      while (!released_order.empty() && now - released_order.front().first > kEventTtl) {
+        if (auto it = released.find(released_order.front().second);
+            it != released.end() && it->second.second == released_order.front().first)
+          released.erase(it);
+        released_order.pop_front();
+      }
+      released[name] = {cluster, now};
+      released_order.emplace_back(now, name);
+    }
+    events->Refilter(kByNamePrefix, name);
+  }
+
+  // A RayJob made again under a released name (not done today: names come from job ids) shows
+  // its Events again.
+  void UnforgetEvents(const std::string& name) {
+    std::lock_guard lock(released_mu);
+    released.erase(name);
   }
 
   // Copies of a job's objects, for the pure functions of src/kuberay.
@@ -826,6 +846,7 @@ struct KubeRayFleet::Impl {
 
     kube::WriteOptions wo;
     wo.field_manager = kFieldManager;
+    UnforgetEvents(name);
     try {
       json made = client.Create(res::kRayJobs, ns, rendered.rayjob, wo);
       {
@@ -1205,7 +1226,9 @@ struct KubeRayFleet::Impl {
     std::vector<std::string> deleted;
     if (!o.job_exists || !rayjobs->HasSynced()) return deleted;
     const int64_t now = std::time(nullptr);
-    for (auto& [key, rj] : rayjobs->Snapshot()) {
+    for (const auto& cached : rayjobs->List()) {
+      const json& rj = *cached;
+      const std::string key = kube::Informer::KeyOf(rj);
       const std::string job_id = Label(rj, kuberay::kLabelJobId);
       if (job_id.empty() || Deleting(rj)) continue;
       bool exists = true;
@@ -1271,6 +1294,12 @@ struct KubeRayFleet::Impl {
   std::map<std::string, std::pair<std::string, Observation>> observed;
   // RayJobs deleted from the cache: name → (when, last state), oldest first in gone_order.
   std::map<std::string, std::pair<std::chrono::steady_clock::time_point, json>> gone_rayjobs;
+  // Released RayJobs: name -> (cluster, when), in release order (ForgetEvents). Its own mutex:
+  // the events informer's keep asks it on the informer's thread.
+  std::mutex released_mu;
+  std::unordered_map<std::string, std::pair<std::string, std::chrono::steady_clock::time_point>>
+      released;
+  std::deque<std::pair<std::chrono::steady_clock::time_point, std::string>> released_order;
   std::deque<std::pair<std::chrono::steady_clock::time_point, std::string>> gone_order;
 
   std::mutex usage_mu;  // guards the five below

@@ -405,7 +405,7 @@ json Client::Delete(const ResourceRef& ref, std::string_view ns, std::string_vie
 }
 
 WatchEnd Client::Watch(const ResourceRef& ref, std::string_view ns, const WatchOptions& o,
-                       const std::function<bool(const WatchEvent&)>& on_event,
+                       const std::function<bool(WatchEvent&)>& on_event,
                        const std::atomic<bool>* stop) {
   Request r;
   r.path = ref.CollectionPath(ns);
@@ -448,7 +448,8 @@ WatchEnd Client::Watch(const ResourceRef& ref, std::string_view ns, const WatchO
       throw ApiError(Reason::kUnknown, 200, fmt::format("unknown watch event type \"{}\"", type),
                      context);
     }
-    if (!on_event(WatchEvent{t, std::move(object)})) {
+    WatchEvent event{t, std::move(object)};
+    if (!on_event(event)) {
       user_stopped = true;
       return false;
     }

@@ -67,7 +67,7 @@ void Informer::AddIndex(const std::string& name, IndexFunc fn) {
       index.keys[v].insert(key);
 }
 
-void Informer::ReindexLocked(const std::string& key, const json* before, const json* now) {
+void Informer::ReindexLocked(std::string_view key, const json* before, const json* now) {
   for (auto& [name, index] : indexes_) {
     if (before != nullptr) {
       for (const std::string& v : index.fn(*before)) {
@@ -100,6 +100,15 @@ std::vector<json> Informer::Select(const std::function<bool(const json&)>& pred)
   return out;
 }
 
+std::vector<ObjectPtr> Informer::List() const {
+  std::lock_guard lock(mu_);
+  std::vector<ObjectPtr> out;
+  out.reserve(cache_.size());
+  for (const auto& [key, obj] : cache_)
+    out.push_back(obj);
+  return out;
+}
+
 std::optional<json> Informer::Get(const std::string& key) const {
   std::lock_guard lock(mu_);
   auto it = cache_.find(key);
@@ -121,10 +130,24 @@ std::vector<ObjectPtr> Informer::ByIndex(const std::string& index, const std::st
   auto v = i->second.keys.find(value);
   if (v == i->second.keys.end()) return out;
   out.reserve(v->second.size());
-  for (const std::string& key : v->second) {
+  for (std::string_view key : v->second) {
     if (auto it = cache_.find(key); it != cache_.end()) out.push_back(it->second);
   }
   return out;
+}
+
+void Informer::Refilter(const std::string& index, const std::string& value) {
+  if (!options_.keep) return;
+  for (const ObjectPtr& obj : ByIndex(index, value)) {
+    if (options_.keep(*obj)) continue;
+    const std::string key = KeyOf(*obj);
+    std::lock_guard lock(mu_);
+    // Only the object asked about: a newer version may have come meanwhile.
+    auto it = cache_.find(key);
+    if (it == cache_.end() || it->second != obj) continue;
+    ReindexLocked(key, obj.get(), nullptr);
+    cache_.erase(it);
+  }
 }
 
 size_t Informer::Size() const {
@@ -160,9 +183,10 @@ bool Informer::Relist() {
   lo.stop = &stop_;
   json list = client_.ListAll(options_.resource, options_.ns, lo, options_.page_size);
   if (stop_) return false;
-  std::map<std::string, ObjectPtr> fresh;
+  std::map<std::string, ObjectPtr, std::less<>> fresh;
   for (auto& item : list["items"]) {
     if (options_.transform) options_.transform(item);
+    if (options_.keep && !options_.keep(item)) continue;
     std::string key = KeyOf(item);
     fresh[key] = std::make_shared<const json>(std::move(item));
   }
@@ -228,6 +252,15 @@ void Informer::Apply(WatchEventType type, json object) {
   }
   if (options_.transform) options_.transform(object);
   std::string key = KeyOf(object);
+  if (options_.keep && !options_.keep(object)) {
+    std::lock_guard lock(mu_);
+    if (auto it = cache_.find(key); it != cache_.end()) {
+      ReindexLocked(key, it->second.get(), nullptr);
+      cache_.erase(it);
+    }
+    if (!rv.empty()) last_rv_ = rv;
+    return;
+  }
   ObjectPtr old;
   auto now = std::make_shared<const json>(std::move(object));
   {
@@ -235,11 +268,13 @@ void Informer::Apply(WatchEventType type, json object) {
     auto it = cache_.find(key);
     if (it != cache_.end()) old = it->second;
     if (type == WatchEventType::kDeleted) {
-      if (it != cache_.end()) cache_.erase(it);
-      ReindexLocked(key, old.get(), nullptr);
+      if (it != cache_.end()) {
+        ReindexLocked(key, old.get(), nullptr);
+        cache_.erase(it);
+      }
     } else {
-      cache_[key] = now;
-      ReindexLocked(key, old.get(), now.get());
+      auto stored = cache_.insert_or_assign(it, key, now);
+      ReindexLocked(stored->first, old.get(), now.get());
     }
     if (!rv.empty()) last_rv_ = rv;
   }
@@ -272,8 +307,8 @@ void Informer::WatchOnce() {
   }
   client_.Watch(
       options_.resource, options_.ns, wo,
-      [this](const WatchEvent& e) {
-        Apply(e.type, e.object);
+      [this](WatchEvent& e) {
+        Apply(e.type, std::move(e.object));
         return !stop_.load();
       },
       &stop_);

@@ -800,6 +800,36 @@ std::vector<DiagnosisEvent> NormalizeEvents(const std::vector<json>& events) {
   return out;
 }
 
+json CompactEvent(const json& e) {
+  if (!e.is_object()) return e;
+  const DiagnosisEvent d = ToEvent(e);
+  const json& meta = Field(e, "metadata");
+  json m = json::object();
+  for (const char* k : {"name", "namespace", "resourceVersion"}) {
+    if (std::string v = Str(meta, k); !v.empty()) m[k] = std::move(v);
+  }
+  // Without a name, the uid is the Event's only identity (NormalizeEvents).
+  if (!m.contains("name") && !Str(meta, "uid").empty()) m["uid"] = Str(meta, "uid");
+  const json& about =
+      Field(e, "regarding").is_object() ? Field(e, "regarding") : Field(e, "involvedObject");
+  json involved = json::object();
+  for (const char* k : {"kind", "name"}) {
+    if (std::string v = Str(about, k); !v.empty()) involved[k] = std::move(v);
+  }
+  json out = {{"metadata", std::move(m)}, {"involvedObject", std::move(involved)}};
+  auto put = [&out](const char* key, const std::string& value) {
+    if (!value.empty()) out[key] = value;
+  };
+  put("type", d.type);
+  put("reason", d.reason);
+  put("message", d.message);
+  put("reportingComponent", d.source);
+  if (d.count > 1) out["count"] = d.count;
+  put("firstTimestamp", d.first_at);
+  if (d.last_at != d.first_at) put("lastTimestamp", d.last_at);
+  return out;
+}
+
 json ToJson(const DiagnosisEvent& e) {
   return json{{"type", e.type},        {"reason", e.reason}, {"message", e.message},
               {"object", e.object},    {"source", e.source}, {"count", e.count},

@@ -838,6 +838,36 @@ TEST_F(KubeRayFleetTest, CollectLogsReadsRaysLogAndTheSubmittersTogether) {
   serving.join();
 }
 
+// A released job's Events leave forge serve's cache, and those still to come (its pods'
+// deletion) stay out; another job's stay, even one whose name starts like the released one's.
+TEST_F(KubeRayFleetTest, AReleasedJobsEventsLeaveTheCache) {
+  KubeRayFleet& fleet = StartFleet();
+  const std::string a = Submitted("j-ev");
+  const std::string b = Submitted("j-ev-2");
+  ASSERT_EQ(b.rfind(a + "-", 0), 0u) << b << " starts like " << a;
+  const std::string cluster = a + "-x7k2p";
+  const std::string head = cluster + "-head-q9z8w";
+  SetStatus(a, {{"jobDeploymentStatus", "Running"}, {"rayClusterName", cluster}});
+  Event("a1", "RayJob", a, "Normal", "CreatedRayCluster", "Created RayCluster " + cluster,
+        "rayjob-controller");
+  Event("a2", "Pod", head, "Normal", "Scheduled", "Successfully assigned", "default-scheduler");
+  Event("b1", "RayJob", b, "Normal", "CreatedRayCluster", "Created RayCluster", "rayjob-controller");
+  auto about = [&](const std::string& object) {
+    const auto v = fleet.CachedPod(object);
+    return v ? v->events.size() : size_t{999};
+  };
+  ASSERT_TRUE(Eventually([&] { return fleet.Observe("j-ev", a, SpecOf("j-ev")).events.size() == 2; }));
+  ASSERT_TRUE(Eventually([&] { return about(b) == 1; }));
+
+  ASSERT_TRUE(Eventually([&] { return fleet.Release("j-ev", a).ok(); }));
+  EXPECT_EQ(about(a), 0u);
+  EXPECT_EQ(about(head), 0u) << "its cluster's pods' Events too";
+  Event("a3", "Pod", head, "Normal", "Killing", "Stopping container ray-head", "kubelet");
+  Event("b2", "RayJob", b, "Normal", "Updated", "after a3", "rayjob-controller");
+  ASSERT_TRUE(Eventually([&] { return about(b) == 2; })) << "b's Events stay";
+  EXPECT_EQ(about(head), 0u) << "an Event about the released job that came later stays out";
+}
+
 TEST_F(KubeRayFleetTest, CollectLogsOfAJobWhoseRayJobWasAlreadyGoneSaysSo) {
   KubeRayFleet& fleet = StartFleet();
   const std::string id = "j-gone";

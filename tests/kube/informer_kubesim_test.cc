@@ -264,6 +264,61 @@ TEST_F(InformerKubesimTest, IndexesAndTransformFollowEveryChange) {
   EXPECT_EQ(inf.Size(), 4u);  // a, c, d and kube-root-ca.crt (no data.v: in no index value)
 }
 
+// `keep` holds objects nobody will read out of the cache and from the handlers; Refilter drops
+// the cached ones it rejects once what it depends on changed (the fleet: a released job's Events).
+TEST_F(InformerKubesimTest, KeepAndRefilterDropWhatNoReaderNeeds) {
+  Create("a");
+  Create("b");
+  std::mutex mu;
+  std::set<std::string> rejected;  // values of data.v not kept
+  InformerOptions o = Options();
+  o.keep = [&](const json& obj) {
+    std::lock_guard lock(mu);
+    return rejected.count(obj["data"].value("v", "")) == 0;
+  };
+  Recorder rec;
+  Informer inf(*client_, o, rec.Handlers());
+  inf.AddIndex("v", [](const json& obj) -> std::vector<std::string> {
+    if (!obj.contains("data") || !obj["data"].contains("v")) return {};
+    return {obj["data"]["v"].get<std::string>()};
+  });
+  inf.Start();
+  ASSERT_TRUE(inf.WaitForSync(10s));
+  WaitWatching(1);
+  Set("b", "1");
+  ASSERT_TRUE(Eventually([&] { return Indexed(inf, "1") == std::set<std::string>{"b"}; }));
+
+  {
+    std::lock_guard lock(mu);
+    rejected.insert("0");
+  }
+  inf.Refilter("v", "0");
+  EXPECT_TRUE(Indexed(inf, "0").empty());
+  EXPECT_EQ(inf.Find(kNs + "/a"), nullptr) << "a leaves the cache";
+  EXPECT_NE(inf.Find(kNs + "/b"), nullptr) << "b, under another value, stays";
+  EXPECT_FALSE(rec.Saw("delete:a")) << "silently: the object was not deleted";
+
+  Create("c");     // arrives rejected: never cached, never handed over
+  Set("b", "0");   // a cached object turning rejected leaves
+  Create("d");
+  Set("d", "2");  // the watch's last word, to wait for
+  ASSERT_TRUE(Eventually([&] { return Indexed(inf, "2") == std::set<std::string>{"d"}; }));
+  EXPECT_EQ(inf.Find(kNs + "/b"), nullptr);
+  EXPECT_EQ(inf.Find(kNs + "/c"), nullptr);
+  EXPECT_TRUE(Indexed(inf, "0").empty());
+  EXPECT_FALSE(rec.Saw("add:c"));
+  const auto seen = rec.Events();
+  EXPECT_EQ(std::count(seen.begin(), seen.end(), "update:b"), 1) << "only its move to 1";
+  EXPECT_TRUE(rec.Saw("add:d")) << "first kept: an add";
+
+  // A relist keeps out what `keep` rejects too.
+  ExpireInformer(this, inf, "http", [&] { Create("e"); });
+  ASSERT_TRUE(Eventually([&] { return inf.stats().relists_after_expired >= 1; }));
+  ASSERT_TRUE(Eventually([&] { return inf.Find(kNs + "/d") != nullptr; }));
+  EXPECT_EQ(inf.Find(kNs + "/e"), nullptr);
+  EXPECT_EQ(inf.Find(kNs + "/a"), nullptr);
+}
+
 TEST_F(InformerKubesimTest, CacheEqualsServerAfterChurn) {
   Informer inf(*client_, Options());
   inf.Start();

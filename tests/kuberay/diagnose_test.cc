@@ -835,5 +835,56 @@ TEST(NormalizeEvents, DeprecatedFieldsOfEventsApi) {
                            "Pod/p", "kubelet", 7, "2026-03-01T10:00:00Z", "2026-03-01T10:05:00Z"}));
 }
 
+// What the fleet's informer caches instead of each Event: the same normalized events, from less.
+TEST(CompactEvent, NormalizesAsTheEventItself) {
+  json scheduler = NewEvent("Pod", kHead, "Warning", "FailedScheduling", kSchedMsg,
+                            "default-scheduler", "2026-03-01T10:00:05.120000Z");
+  scheduler["series"] = {{"count", 4}, {"lastObservedTime", "2026-03-01T10:02:05.500000Z"}};
+  scheduler["metadata"]["uid"] = "u-1";
+  json deprecated = {{"metadata", {{"name", "x.1"}, {"namespace", kNs}, {"uid", "u-2"}}},
+                     {"regarding", {{"kind", "Pod"}, {"name", "p"}}},
+                     {"type", "Warning"},
+                     {"reason", "BackOff"},
+                     {"note", "Back-off restarting\nfailed container"},
+                     {"deprecatedSource", {{"component", "kubelet"}, {"host", "n1"}}},
+                     {"deprecatedFirstTimestamp", "2026-03-01T10:00:00Z"},
+                     {"deprecatedLastTimestamp", "2026-03-01T10:05:00Z"},
+                     {"deprecatedCount", 7}};
+  json timeless = {{"metadata", {{"uid", "u-3"}}},  // no name: the uid is its identity
+                   {"involvedObject", {{"kind", "Job"}, {"name", kRayJob}}},
+                   {"reason", "Completed"},
+                   {"count", 0}};
+  json created_only = {{"metadata",
+                        {{"name", "c.1"},
+                         {"namespace", kNs},
+                         {"resourceVersion", "42"},
+                         {"creationTimestamp", "2026-03-01T09:00:00Z"}}},
+                       {"involvedObject", {{"kind", "RayJob"}, {"name", kRayJob}}},
+                       {"type", "Normal"},
+                       {"reason", "Created"},
+                       {"source", {{"component", "rayjob-controller"}}}};
+  const std::vector<json> events = {
+      scheduler,
+      deprecated,
+      timeless,
+      created_only,
+      KubeletEvent(kHead, "Normal", "Pulling", "Pulling image \"img\"", "2026-03-01T10:03:00Z",
+                   "2026-03-01T10:04:00Z", 2),
+      KubeletEvent(kHead, "Normal", "Pulling", "Pulling image \"img\"", "2026-03-01T10:02:05Z",
+                   "2026-03-01T10:02:05Z")};
+  std::vector<json> compacted;
+  for (const json& e : events) {
+    compacted.push_back(CompactEvent(e));
+    EXPECT_EQ(NormalizeEvents({compacted.back()}), NormalizeEvents({e})) << e.dump();
+    EXPECT_LT(compacted.back().dump().size(), e.dump().size()) << compacted.back().dump();
+  }
+  EXPECT_EQ(NormalizeEvents(compacted), NormalizeEvents(events));
+  // What an informer and the fleet's index read stays: identity, version, the object.
+  const json c = CompactEvent(created_only);
+  EXPECT_EQ(c["metadata"], json({{"name", "c.1"}, {"namespace", kNs}, {"resourceVersion", "42"}}));
+  EXPECT_EQ(c["involvedObject"], json({{"kind", "RayJob"}, {"name", kRayJob}}));
+  EXPECT_EQ(CompactEvent(timeless)["metadata"], json({{"uid", "u-3"}}));
+}
+
 }  // namespace
 }  // namespace starforge::kuberay

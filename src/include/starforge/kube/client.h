@@ -185,9 +185,10 @@ class Client {
   // Streams events to `on_event` until the server ends the body, `on_event` returns false, or
   // `stop` becomes true (checked at least once a second). An ERROR event is thrown as the
   // ApiError it carries (so a 410 arrives as IsExpired() whether sent as HTTP 410 or as an ERROR
-  // event). A watch is never retried here: the caller decides (see Informer).
+  // event). A watch is never retried here: the caller decides (see Informer). `on_event` may
+  // move the event's object out (it is not used after the call).
   WatchEnd Watch(const ResourceRef& ref, std::string_view ns, const WatchOptions& options,
-                 const std::function<bool(const WatchEvent&)>& on_event,
+                 const std::function<bool(WatchEvent&)>& on_event,
                  const std::atomic<bool>* stop = nullptr);
 
   // The container's log as text.

@@ -18,6 +18,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -44,6 +45,11 @@ struct InformerOptions {
   // (client-go SetTransform): drop what no reader needs, so that the cache holds less. Must keep
   // metadata.namespace, name and resourceVersion. Unset = objects as the server sent them.
   std::function<void(nlohmann::json& object)> transform;
+  // Applied after the transform: an object it rejects is neither cached nor handed to the
+  // handlers (one cached before leaves the cache, silently). For objects no reader will look at
+  // again, e.g. the Events of a job already archived. Unset = every object. Runs on the
+  // informer's thread, outside its lock.
+  std::function<bool(const nlohmann::json& object)> keep;
 };
 
 // The values an object is filed under in one index (client-go IndexFunc), e.g. a label's value;
@@ -95,6 +101,9 @@ class Informer {
   // Copies of the cached objects `pred` accepts, taken under one lock: cheaper than Snapshot()
   // when few match. `pred` runs under the informer's lock and must not call back into it.
   std::vector<nlohmann::json> Select(const std::function<bool(const nlohmann::json&)>& pred) const;
+  // Every cached object, without copies: what a reader that looks at all of them should use
+  // (a Snapshot() of 1,000 RayJobs is some 20 MB copied at once).
+  std::vector<ObjectPtr> List() const;
   // One cached object, if present.
   std::optional<nlohmann::json> Get(const std::string& key) const;
   // One cached object without a copy, or null.
@@ -102,6 +111,9 @@ class Informer {
   // The cached objects index `index` files under `value`, by key, without copies (empty for an
   // unknown index or value). Costs what it returns, not the size of the cache.
   std::vector<ObjectPtr> ByIndex(const std::string& index, const std::string& value) const;
+  // Asks `keep` again about the objects `index` files under `value`, and drops those it now
+  // rejects: after what `keep` depends on changed. Costs what the value holds.
+  void Refilter(const std::string& index, const std::string& value);
   // How many objects are cached.
   size_t Size() const;
   // The resourceVersion the reflector will resume from.
@@ -119,7 +131,9 @@ class Informer {
   void WatchOnce();
   void Apply(WatchEventType type, nlohmann::json object);
   // Files `key` under the indexes' values of `now` instead of those of `before` (null = none).
-  void ReindexLocked(const std::string& key, const nlohmann::json* before,
+  // With `now`, `key` must be the cache's own key (the indexes keep views of it); call it before
+  // that key leaves the cache.
+  void ReindexLocked(std::string_view key, const nlohmann::json* before,
                      const nlohmann::json* now);
   void Fail(const std::exception& e);
   // Sleeps `d` unless stopped first; false when stopped.
@@ -134,10 +148,12 @@ class Informer {
 
   mutable std::mutex mu_;  // guards everything below
   std::condition_variable cv_;
-  std::map<std::string, ObjectPtr> cache_;
+  std::map<std::string, ObjectPtr, std::less<>> cache_;  // less<>: found by the indexes' views
   struct Index {
     IndexFunc fn;
-    std::unordered_map<std::string, std::set<std::string>> keys;  // value -> keys
+    // value -> keys, as views of cache_'s keys: thousands of Events are each filed under
+    // several values, and a copy of the key for each was a good part of the indexes' memory.
+    std::unordered_map<std::string, std::set<std::string_view>> keys;
   };
   std::map<std::string, Index> indexes_;
   std::string last_rv_;
