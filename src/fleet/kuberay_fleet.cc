@@ -69,16 +69,23 @@ void StripManagedFields(json& obj) {
 // resources and ports, not its command, args, env, mounts or probes, nor the pod's volumes —
 // the bulk of a Ray pod or a submitter's template (and the capsule's presigned URL). With 1,000
 // jobs at once the caches are most of forge serve's memory (issue 20).
+// (Nor the settings no reader looks at: DNS, service account, security context, priority,
+// termination message; a pod as cached was 4× its JSON in memory.)
 void TrimPodSpec(json& spec) {
   if (!spec.is_object()) return;
-  spec.erase("volumes");
+  for (const char* k : {"volumes", "dnsPolicy", "enableServiceLinks", "preemptionPolicy",
+                        "priority", "schedulerName", "securityContext", "serviceAccount",
+                        "serviceAccountName", "terminationGracePeriodSeconds"})
+    spec.erase(k);
   for (const char* list : {"initContainers", "containers"}) {
     auto cs = spec.find(list);
     if (cs == spec.end() || !cs->is_array()) continue;
     for (json& c : *cs) {
       if (!c.is_object()) continue;
       for (const char* k : {"command", "args", "env", "envFrom", "volumeMounts", "lifecycle",
-                            "livenessProbe", "readinessProbe", "startupProbe"})
+                            "livenessProbe", "readinessProbe", "startupProbe", "imagePullPolicy",
+                            "terminationMessagePath", "terminationMessagePolicy",
+                            "securityContext", "workingDir"})
         c.erase(k);
     }
   }
@@ -89,7 +96,24 @@ void TrimPodSpec(json& spec) {
 // rayjob.json, keeps everything).
 void TrimPod(json& pod) {
   StripManagedFields(pod);
+  if (auto m = pod.find("metadata"); m != pod.end() && m->is_object()) {
+    for (const char* k : {"annotations", "generateName", "ownerReferences"})
+      m->erase(k);
+  }
   if (auto s = pod.find("spec"); s != pod.end()) TrimPodSpec(*s);
+  auto st = pod.find("status");
+  if (st == pod.end() || !st->is_object()) return;
+  for (const char* k : {"hostIP", "hostIPs", "podIP", "podIPs", "qosClass"})
+    st->erase(k);
+  for (const char* list : {"initContainerStatuses", "containerStatuses"}) {
+    auto cs = st->find(list);
+    if (cs == st->end() || !cs->is_array()) continue;
+    for (json& c : *cs) {
+      if (!c.is_object()) continue;
+      for (const char* k : {"containerID", "imageID", "started"})
+        c.erase(k);
+    }
+  }
 }
 void TrimJob(json& job) {
   StripManagedFields(job);

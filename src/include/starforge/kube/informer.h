@@ -4,7 +4,8 @@
 // cluster: one stream per resource instead of polling per object (reference §3, client-go
 // tools/cache/reflector.go). Like client-go's indexer (tools/cache/thread_safe_store.go), it can
 // keep indexes (objects by a label's value, …) so that a reader touches only the objects it asks
-// for, and a transform that trims objects before they are cached (SharedInformer.SetTransform).
+// for, a transform that trims objects before they are cached (SharedInformer.SetTransform), and
+// a filter that keeps out objects no reader needs any more.
 #pragma once
 
 #include <atomic>
