@@ -82,10 +82,10 @@ void TrimPodSpec(json& spec) {
     if (cs == spec.end() || !cs->is_array()) continue;
     for (json& c : *cs) {
       if (!c.is_object()) continue;
-      for (const char* k : {"command", "args", "env", "envFrom", "volumeMounts", "lifecycle",
-                            "livenessProbe", "readinessProbe", "startupProbe", "imagePullPolicy",
-                            "terminationMessagePath", "terminationMessagePolicy",
-                            "securityContext", "workingDir"})
+      for (const char* k :
+           {"command", "args", "env", "envFrom", "volumeMounts", "lifecycle", "livenessProbe",
+            "readinessProbe", "startupProbe", "imagePullPolicy", "terminationMessagePath",
+            "terminationMessagePolicy", "securityContext", "workingDir"})
         c.erase(k);
     }
   }
@@ -136,7 +136,9 @@ void TrimRayCluster(json& rc) {
 
 // Of an Event, what the fleet reads (kuberay::CompactEvent): with 1,000 jobs at once the
 // namespace holds some ten thousand Events, kept until they expire.
-void TrimEvent(json& e) { e = kuberay::CompactEvent(e); }
+void TrimEvent(json& e) {
+  e = kuberay::CompactEvent(e);
+}
 
 // Every string in `value` redacted, managedFields dropped (noise).
 json Redacted(json value) {

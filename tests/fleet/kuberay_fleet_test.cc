@@ -851,12 +851,14 @@ TEST_F(KubeRayFleetTest, AReleasedJobsEventsLeaveTheCache) {
   Event("a1", "RayJob", a, "Normal", "CreatedRayCluster", "Created RayCluster " + cluster,
         "rayjob-controller");
   Event("a2", "Pod", head, "Normal", "Scheduled", "Successfully assigned", "default-scheduler");
-  Event("b1", "RayJob", b, "Normal", "CreatedRayCluster", "Created RayCluster", "rayjob-controller");
+  Event("b1", "RayJob", b, "Normal", "CreatedRayCluster", "Created RayCluster",
+        "rayjob-controller");
   auto about = [&](const std::string& object) {
     const auto v = fleet.CachedPod(object);
     return v ? v->events.size() : size_t{999};
   };
-  ASSERT_TRUE(Eventually([&] { return fleet.Observe("j-ev", a, SpecOf("j-ev")).events.size() == 2; }));
+  ASSERT_TRUE(
+      Eventually([&] { return fleet.Observe("j-ev", a, SpecOf("j-ev")).events.size() == 2; }));
   ASSERT_TRUE(Eventually([&] { return about(b) == 1; }));
 
   ASSERT_TRUE(Eventually([&] { return fleet.Release("j-ev", a).ok(); }));

@@ -298,8 +298,8 @@ TEST_F(InformerKubesimTest, KeepAndRefilterDropWhatNoReaderNeeds) {
   EXPECT_NE(inf.Find(kNs + "/b"), nullptr) << "b, under another value, stays";
   EXPECT_FALSE(rec.Saw("delete:a")) << "silently: the object was not deleted";
 
-  Create("c");     // arrives rejected: never cached, never handed over
-  Set("b", "0");   // a cached object turning rejected leaves
+  Create("c");    // arrives rejected: never cached, never handed over
+  Set("b", "0");  // a cached object turning rejected leaves
   Create("d");
   Set("d", "2");  // the watch's last word, to wait for
   ASSERT_TRUE(Eventually([&] { return Indexed(inf, "2") == std::set<std::string>{"d"}; }));

@@ -134,8 +134,7 @@ class Informer {
   // Files `key` under the indexes' values of `now` instead of those of `before` (null = none).
   // With `now`, `key` must be the cache's own key (the indexes keep views of it); call it before
   // that key leaves the cache.
-  void ReindexLocked(std::string_view key, const nlohmann::json* before,
-                     const nlohmann::json* now);
+  void ReindexLocked(std::string_view key, const nlohmann::json* before, const nlohmann::json* now);
   void Fail(const std::exception& e);
   // Sleeps `d` unless stopped first; false when stopped.
   bool SleepUnlessStopped(std::chrono::milliseconds d);
