@@ -186,7 +186,6 @@ bool Informer::Relist() {
   std::map<std::string, ObjectPtr, std::less<>> fresh;
   for (auto& item : list["items"]) {
     if (options_.transform) options_.transform(item);
-    if (options_.keep && !options_.keep(item)) continue;
     std::string key = KeyOf(item);
     fresh[key] = std::make_shared<const json>(std::move(item));
   }
@@ -199,6 +198,10 @@ bool Informer::Relist() {
   std::vector<Change> changes;
   {
     std::lock_guard lock(mu_);
+    // `keep` asked under the lock, as in Apply.
+    for (auto it = fresh.begin(); options_.keep && it != fresh.end();) {
+      it = options_.keep(*it->second) ? std::next(it) : fresh.erase(it);
+    }
     for (const auto& [key, obj] : fresh) {
       auto it = cache_.find(key);
       if (it == cache_.end()) {
@@ -252,22 +255,17 @@ void Informer::Apply(WatchEventType type, json object) {
   }
   if (options_.transform) options_.transform(object);
   std::string key = KeyOf(object);
-  if (options_.keep && !options_.keep(object)) {
-    std::lock_guard lock(mu_);
-    if (auto it = cache_.find(key); it != cache_.end()) {
-      ReindexLocked(key, it->second.get(), nullptr);
-      cache_.erase(it);
-    }
-    if (!rv.empty()) last_rv_ = rv;
-    return;
-  }
   ObjectPtr old;
   auto now = std::make_shared<const json>(std::move(object));
+  bool kept = true;
   {
     std::lock_guard lock(mu_);
+    // Asked under the lock: a Refilter() after what `keep` reads changed then finds whatever
+    // this adds (asked before the lock, it could add an object that Refilter had just missed).
+    kept = !options_.keep || options_.keep(*now);
     auto it = cache_.find(key);
     if (it != cache_.end()) old = it->second;
-    if (type == WatchEventType::kDeleted) {
+    if (type == WatchEventType::kDeleted || !kept) {
       if (it != cache_.end()) {
         ReindexLocked(key, old.get(), nullptr);
         cache_.erase(it);
@@ -278,6 +276,7 @@ void Informer::Apply(WatchEventType type, json object) {
     }
     if (!rv.empty()) last_rv_ = rv;
   }
+  if (!kept) return;  // silently: for the handlers, the object never was
   try {
     if (type == WatchEventType::kDeleted) {
       if (handlers_.on_delete) handlers_.on_delete(*now);

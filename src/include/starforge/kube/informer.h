@@ -49,7 +49,8 @@ struct InformerOptions {
   // Applied after the transform: an object it rejects is neither cached nor handed to the
   // handlers (one cached before leaves the cache, silently). For objects no reader will look at
   // again, e.g. the Events of a job already archived. Unset = every object. Runs on the
-  // informer's thread, outside its lock.
+  // informer's thread (under the informer's lock) and in Refilter(): it must not call the
+  // informer.
   std::function<bool(const nlohmann::json& object)> keep;
 };
 
