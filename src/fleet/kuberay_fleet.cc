@@ -65,6 +65,26 @@ void StripManagedFields(json& obj) {
   if (auto m = obj.find("metadata"); m != obj.end() && m->is_object()) m->erase("managedFields");
 }
 
+using Keys = std::initializer_list<const char*>;
+
+// `keys` erased from `obj`, an object (else nothing).
+void Erase(json& obj, Keys keys) {
+  if (!obj.is_object()) return;
+  for (const char* k : keys)
+    obj.erase(k);
+}
+
+// `keys` erased from each object of the arrays `lists` of `obj` (its containers, their statuses).
+void EraseFromEach(json& obj, Keys lists, Keys keys) {
+  if (!obj.is_object()) return;
+  for (const char* list : lists) {
+    auto items = obj.find(list);
+    if (items == obj.end() || !items->is_array()) continue;
+    for (json& item : *items)
+      Erase(item, keys);
+  }
+}
+
 // Of a pod spec, what the fleet reads (diagnosis, capacity): each container's name, image,
 // resources and ports, not its command, args, env, mounts or probes, nor the pod's volumes —
 // the bulk of a Ray pod or a submitter's template (and the capsule's presigned URL). With 1,000
@@ -72,23 +92,13 @@ void StripManagedFields(json& obj) {
 // (Nor the settings no reader looks at: DNS, service account, security context, priority,
 // termination message; a pod as cached was 4× its JSON in memory.)
 void TrimPodSpec(json& spec) {
-  if (!spec.is_object()) return;
-  for (const char* k : {"volumes", "dnsPolicy", "enableServiceLinks", "preemptionPolicy",
-                        "priority", "schedulerName", "securityContext", "serviceAccount",
-                        "serviceAccountName", "terminationGracePeriodSeconds"})
-    spec.erase(k);
-  for (const char* list : {"initContainers", "containers"}) {
-    auto cs = spec.find(list);
-    if (cs == spec.end() || !cs->is_array()) continue;
-    for (json& c : *cs) {
-      if (!c.is_object()) continue;
-      for (const char* k :
-           {"command", "args", "env", "envFrom", "volumeMounts", "lifecycle", "livenessProbe",
-            "readinessProbe", "startupProbe", "imagePullPolicy", "terminationMessagePath",
-            "terminationMessagePolicy", "securityContext", "workingDir"})
-        c.erase(k);
-    }
-  }
+  Erase(spec, {"volumes", "dnsPolicy", "enableServiceLinks", "preemptionPolicy", "priority",
+               "schedulerName", "securityContext", "serviceAccount", "serviceAccountName",
+               "terminationGracePeriodSeconds"});
+  EraseFromEach(spec, {"initContainers", "containers"},
+                {"command", "args", "env", "envFrom", "volumeMounts", "lifecycle", "livenessProbe",
+                 "readinessProbe", "startupProbe", "imagePullPolicy", "terminationMessagePath",
+                 "terminationMessagePolicy", "securityContext", "workingDir"});
 }
 
 // Informer transforms: pods and submitter Jobs keep a trimmed pod spec; RayClusters keep their
@@ -96,23 +106,13 @@ void TrimPodSpec(json& spec) {
 // rayjob.json, keeps everything).
 void TrimPod(json& pod) {
   StripManagedFields(pod);
-  if (auto m = pod.find("metadata"); m != pod.end() && m->is_object()) {
-    for (const char* k : {"annotations", "generateName", "ownerReferences"})
-      m->erase(k);
-  }
+  if (auto m = pod.find("metadata"); m != pod.end())
+    Erase(*m, {"annotations", "generateName", "ownerReferences"});
   if (auto s = pod.find("spec"); s != pod.end()) TrimPodSpec(*s);
-  auto st = pod.find("status");
-  if (st == pod.end() || !st->is_object()) return;
-  for (const char* k : {"hostIP", "hostIPs", "podIP", "podIPs", "qosClass"})
-    st->erase(k);
-  for (const char* list : {"initContainerStatuses", "containerStatuses"}) {
-    auto cs = st->find(list);
-    if (cs == st->end() || !cs->is_array()) continue;
-    for (json& c : *cs) {
-      if (!c.is_object()) continue;
-      for (const char* k : {"containerID", "imageID", "started"})
-        c.erase(k);
-    }
+  if (auto st = pod.find("status"); st != pod.end()) {
+    Erase(*st, {"hostIP", "hostIPs", "podIP", "podIPs", "qosClass"});
+    EraseFromEach(*st, {"initContainerStatuses", "containerStatuses"},
+                  {"containerID", "imageID", "started"});
   }
 }
 void TrimJob(json& job) {
@@ -139,6 +139,39 @@ void TrimRayCluster(json& rc) {
 void TrimEvent(json& e) {
   e = kuberay::CompactEvent(e);
 }
+
+// Values remembered for a while: an entry is forgotten `ttl` after it was put (or when erased).
+// Expired entries go at the next Put, so that what is held is bounded by what one `ttl` brings.
+// Not thread-safe: the owner locks.
+template <typename V>
+class Recent {
+ public:
+  explicit Recent(std::chrono::steady_clock::duration ttl) : ttl_(ttl) {}
+  void Put(const std::string& key, V value) {
+    const auto now = std::chrono::steady_clock::now();
+    while (!order_.empty() && now - order_.front().first > ttl_) {
+      // A key put again since is not forgotten by its older entry.
+      if (auto it = entries_.find(order_.front().second);
+          it != entries_.end() && it->second.first == order_.front().first)
+        entries_.erase(it);
+      order_.pop_front();
+    }
+    entries_[key] = {now, std::move(value)};
+    order_.emplace_back(now, key);
+  }
+  // The value put under `key`, or null.
+  const V* Find(const std::string& key) const {
+    auto it = entries_.find(key);
+    return it == entries_.end() ? nullptr : &it->second.second;
+  }
+  void Erase(const std::string& key) { entries_.erase(key); }
+  bool empty() const { return entries_.empty(); }
+
+ private:
+  std::chrono::steady_clock::duration ttl_;
+  std::unordered_map<std::string, std::pair<std::chrono::steady_clock::time_point, V>> entries_;
+  std::deque<std::pair<std::chrono::steady_clock::time_point, std::string>> order_;  // oldest first
+};
 
 // Every string in `value` redacted, managedFields dropped (noise).
 json Redacted(json value) {
@@ -427,17 +460,8 @@ struct KubeRayFleet::Impl {
   static constexpr std::chrono::minutes kGoneRayJobKeep{60};
 
   void RememberGone(const json& rj) {
-    const std::string name = Name(rj);
-    const auto now = std::chrono::steady_clock::now();
     std::lock_guard lock(mu);
-    while (!gone_order.empty() && now - gone_order.front().first > kGoneRayJobKeep) {
-      if (auto it = gone_rayjobs.find(gone_order.front().second);
-          it != gone_rayjobs.end() && it->second.first == gone_order.front().first)
-        gone_rayjobs.erase(it);
-      gone_order.pop_front();
-    }
-    gone_rayjobs[name] = {now, rj};
-    gone_order.emplace_back(now, name);
+    gone_rayjobs.Put(Name(rj), rj);
   }
 
   void ForgetCreated(const std::string& name) {
@@ -448,9 +472,9 @@ struct KubeRayFleet::Impl {
   // The last state the watch saw of a deleted RayJob, or nullopt.
   std::optional<json> GoneRayJob(const std::string& name) {
     std::lock_guard lock(mu);
-    auto it = gone_rayjobs.find(name);
-    if (it == gone_rayjobs.end()) return std::nullopt;
-    return it->second.second;
+    const json* rj = gone_rayjobs.Find(name);
+    if (rj == nullptr) return std::nullopt;
+    return *rj;
   }
 
   // --- cancelled marks ---------------------------------------------------------------------
@@ -493,8 +517,10 @@ struct KubeRayFleet::Impl {
     std::string cluster;
     if (auto rj = rayjobs->Find(Key(name))) {
       cluster = Str(Field(*rj, "status"), "rayClusterName");
-    } else if (auto gone = GoneRayJob(name)) {
-      cluster = Str(Field(*gone, "status"), "rayClusterName");
+    } else {
+      std::lock_guard lock(mu);
+      if (const json* gone = gone_rayjobs.Find(name))
+        cluster = Str(Field(*gone, "status"), "rayClusterName");
     }
     ForgetEvents(name, cluster);
     std::error_code ec;
@@ -504,7 +530,7 @@ struct KubeRayFleet::Impl {
     collect_failures.erase(job_id);
     delete_accepted.erase(job_id);
     created_rayjobs.erase(kuberay::RayJobName(job_id));
-    gone_rayjobs.erase(kuberay::RayJobName(job_id));
+    gone_rayjobs.Erase(kuberay::RayJobName(job_id));
     observed.erase(job_id);
     for (auto it = init_logs.begin(); it != init_logs.end();) {
       it = it->second.job_id == job_id ? init_logs.erase(it) : std::next(it);
@@ -527,10 +553,9 @@ struct KubeRayFleet::Impl {
         std::lock_guard lock(mu);
         if (auto it = created_rayjobs.find(name); it != created_rayjobs.end()) {
           // The watch may have brought and deleted it before the create's answer was kept.
-          auto gone = gone_rayjobs.find(name);
+          const json* gone = gone_rayjobs.Find(name);
           const std::string uid = Str(it->second, {"metadata", "uid"});
-          if (gone != gone_rayjobs.end() && !uid.empty() &&
-              Str(gone->second.second, {"metadata", "uid"}) == uid) {
+          if (gone != nullptr && !uid.empty() && Str(*gone, {"metadata", "uid"}) == uid) {
             created_rayjobs.erase(it);
             return std::nullopt;
           }
@@ -648,9 +673,8 @@ struct KubeRayFleet::Impl {
     std::lock_guard lock(released_mu);
     if (released.empty()) return false;
     for (const std::string& prefix : DashPrefixes(obj)) {
-      auto it = released.find(prefix);
-      if (it != released.end() && AboutJob(Str(involved, "kind"), obj, prefix, it->second.first))
-        return true;
+      const std::string* cluster = released.Find(prefix);
+      if (cluster != nullptr && AboutJob(Str(involved, "kind"), obj, prefix, *cluster)) return true;
     }
     return false;
   }
@@ -658,17 +682,9 @@ struct KubeRayFleet::Impl {
   // RayJob `name` (its RayCluster `cluster`) is released: its Events leave the cache, and those
   // still to come (its pods' deletion) stay out.
   void ForgetEvents(const std::string& name, const std::string& cluster) {
-    const auto now = std::chrono::steady_clock::now();
     {
       std::lock_guard lock(released_mu);
-      while (!released_order.empty() && now - released_order.front().first > kEventTtl) {
-        if (auto it = released.find(released_order.front().second);
-            it != released.end() && it->second.second == released_order.front().first)
-          released.erase(it);
-        released_order.pop_front();
-      }
-      released[name] = {cluster, now};
-      released_order.emplace_back(now, name);
+      released.Put(name, cluster);
     }
     events->Refilter(kByNamePrefix, name);
   }
@@ -677,7 +693,7 @@ struct KubeRayFleet::Impl {
   // its Events again.
   void UnforgetEvents(const std::string& name) {
     std::lock_guard lock(released_mu);
-    released.erase(name);
+    released.Erase(name);
   }
 
   // Copies of a job's objects, for the pure functions of src/kuberay.
@@ -1318,15 +1334,12 @@ struct KubeRayFleet::Impl {
   std::map<std::string, json> created_rayjobs;
   // The last Observation of each job and the Fingerprint it was computed from.
   std::map<std::string, std::pair<std::string, Observation>> observed;
-  // RayJobs deleted from the cache: name → (when, last state), oldest first in gone_order.
-  std::map<std::string, std::pair<std::chrono::steady_clock::time_point, json>> gone_rayjobs;
-  // Released RayJobs: name -> (cluster, when), in release order (ForgetEvents). Its own mutex:
-  // the events informer's keep asks it on the informer's thread.
+  // RayJobs deleted from the cache: name → last state.
+  Recent<json> gone_rayjobs{kGoneRayJobKeep};
+  // Released RayJobs: name → their RayCluster's name (ForgetEvents). Its own mutex: the events
+  // informer's keep asks it on the informer's thread.
   std::mutex released_mu;
-  std::unordered_map<std::string, std::pair<std::string, std::chrono::steady_clock::time_point>>
-      released;
-  std::deque<std::pair<std::chrono::steady_clock::time_point, std::string>> released_order;
-  std::deque<std::pair<std::chrono::steady_clock::time_point, std::string>> gone_order;
+  Recent<std::string> released{kEventTtl};
 
   std::mutex usage_mu;  // guards the five below
   kuberay::NodeUsageSums usage_sums;
