@@ -9,6 +9,10 @@ cross-entropy. Everything is seeded, so every run prints the same falling loss c
     ...
     step 200 loss 0.0623
 
+Each logged step also goes to $FORGE_JOB_DIR/metrics.jsonl (loss and accuracy, through the
+runner's starforge_runner.metrics, shipped in every capsule as .starforge/runner.pyz), which
+the web console draws as training curves while the job runs.
+
 At the end it writes a checkpoint (the weights and the step, JSON) into
 $FORGE_JOB_DIR/checkpoints/ -- the job's directory when StarForge runs it -- or ./checkpoints
 when run by hand, and prints where.
@@ -103,6 +107,25 @@ def sgd_step(model, grads, velocity, lr, momentum):
     model.b2 += velocity["b2"]
 
 
+def metrics_logger():
+    """starforge_runner.metrics.log from the capsule's runner (StarForge's curves), or, when run
+    by hand outside a capsule, a stand-in that writes the same lines to ./metrics.jsonl."""
+    runner = os.path.join(os.environ.get("FORGE_CODE_DIR", ""), ".starforge", "runner.pyz")
+    if os.path.isfile(runner):
+        sys.path.insert(0, runner)
+        from starforge_runner import metrics
+        return metrics.log
+
+    def log(step, **scalars):
+        with open("metrics.jsonl", "a") as f:
+            f.write(json.dumps(dict(step=step, time=round(time.time(), 3), **scalars)) + "\n")
+    return log
+
+
+def accuracy_of(model, data):
+    return sum(1 for x, y in data if (model.forward(x)[1] >= 0.5) == (y == 1.0)) / len(data)
+
+
 def save_checkpoint(model, step, loss, accuracy):
     job_dir = os.environ.get("FORGE_JOB_DIR")
     directory = os.path.join(job_dir, "checkpoints") if job_dir else "checkpoints"
@@ -128,6 +151,8 @@ def main(argv):
     parser.add_argument("--hidden", type=int, default=16)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--log-every", type=int, default=10)
+    parser.add_argument("--pause", type=float, default=0.0,
+                        help="seconds to sleep after each logged step (to watch the curves grow)")
     args = parser.parse_args(argv)
     if args.steps < 1 or args.examples < 2 or args.batch < 1 or args.hidden < 1 or args.log_every < 1:
         parser.error("--steps, --examples (2), --batch, --hidden and --log-every must be at least 1")
@@ -139,19 +164,24 @@ def main(argv):
                 "w2": [0.0] * len(model.b1), "b2": 0.0}
     print("tiny-train: %d examples, %d hidden units, %d steps of batch %d (seed %d)"
           % (len(data), args.hidden, args.steps, args.batch, args.seed), flush=True)
+    log_metrics = metrics_logger()
     start = time.monotonic()
     # The loss printed is over the whole dataset, not one noisy batch: the curve means something.
-    print("step 0 loss %.4f" % model.loss_and_grads(data)[0], flush=True)
+    full_loss = model.loss_and_grads(data)[0]
+    print("step 0 loss %.4f" % full_loss, flush=True)
+    log_metrics(0, loss=full_loss, accuracy=accuracy_of(model, data))
     for step in range(1, args.steps + 1):
         batch = rng.sample(data, min(args.batch, len(data)))
         _, grads = model.loss_and_grads(batch)
         sgd_step(model, grads, velocity, args.lr, args.momentum)
         if step % args.log_every == 0 or step == args.steps:
             full_loss = model.loss_and_grads(data)[0]
+            accuracy = accuracy_of(model, data)
             print("step %d loss %.4f" % (step, full_loss), flush=True)
+            log_metrics(step, loss=full_loss, accuracy=accuracy)
+            if args.pause > 0:
+                time.sleep(args.pause)
 
-    correct = sum(1 for x, y in data if (model.forward(x)[1] >= 0.5) == (y == 1.0))
-    accuracy = correct / len(data)
     print("final loss %.4f accuracy %.3f (%.1f s)"
           % (full_loss, accuracy, time.monotonic() - start), flush=True)
     path = save_checkpoint(model, args.steps, full_loss, accuracy)

@@ -11,6 +11,7 @@ const std::vector<RouteInfo>& Routes() {
       {RouteId::kJobEvents, "GET", "/api/v1/jobs/{id}/events"},
       {RouteId::kJobLogs, "GET", "/api/v1/jobs/{id}/logs"},
       {RouteId::kJobArtifacts, "GET", "/api/v1/jobs/{id}/artifacts"},
+      {RouteId::kJobMetrics, "GET", "/api/v1/jobs/{id}/metrics"},
       {RouteId::kJobCapsule, "GET", "/api/v1/jobs/{id}/capsule"},
       {RouteId::kDoctor, "GET", "/api/v1/doctor"},
       {RouteId::kCapacity, "GET", "/api/v1/capacity"},

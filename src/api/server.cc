@@ -28,6 +28,7 @@
 #include "starforge/api/front.h"
 #include "starforge/api/login_codes.h"
 #include "starforge/api/logs.h"
+#include "starforge/api/metrics.h"
 #include "starforge/api/playground_routes.h"
 #include "starforge/api/routes.h"
 #include "starforge/api/watch.h"
@@ -417,6 +418,8 @@ struct Server::Impl {
         return JobLogs(c);
       case RouteId::kJobArtifacts:
         return JobArtifacts(c);
+      case RouteId::kJobMetrics:
+        return JobMetrics(c);
       case RouteId::kJobCapsule:
         return JobCapsule(c);
       case RouteId::kDoctor:
@@ -1498,6 +1501,19 @@ struct Server::Impl {
     nlohmann::json body = {{"items", std::move(items)}, {"logsArchived", job.logs_archived}};
     if (const std::string w = DriverLogWarning(job); !w.empty()) body["warning"] = w;
     SetJson(c.res, 200, body);
+  }
+
+  // GET /api/v1/jobs/{id}/metrics[?offset=N]: the scalars the job wrote to <job dir>/metrics.jsonl
+  // from byte N on (metrics.h); the console asks again from the answer's offset while it runs.
+  void JobMetrics(Call& c) {
+    OnlyParams(c, {"offset"});
+    store::Job job = VisibleJob(c, c.req.matches[1].str());
+    const int64_t offset = CountParam(c, "offset").value_or(0);
+    // Ended, and its files written: a last line without '\n' is read too.
+    const bool final = store::IsTerminal(job.phase) &&
+                       (job.logs_archived || NowMs() - job.finished_at > kArchiveWaitMs);
+    SetJson(c.res, 200,
+            ReadMetrics(options.storage_root / "jobs" / job.id / "metrics.jsonl", offset, final));
   }
 
   // GET /api/v1/jobs/{id}/capsule: the capsule's size and its manifest's file list, read from the

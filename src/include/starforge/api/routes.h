@@ -16,6 +16,7 @@ enum class RouteId {
   kJobEvents,
   kJobLogs,
   kJobArtifacts,
+  kJobMetrics,  // GET /api/v1/jobs/{id}/metrics: the scalars of <job dir>/metrics.jsonl
   kJobCapsule,
   kDoctor,
   kCapacity,
