@@ -39,6 +39,29 @@ class Worker:
         return self.proc.returncode
 
 
+def watcher_of(supervisor_pid):
+    """The pid of the fate-sharing watcher of a job supervisor in process supervisor_pid (once it
+    has exec'd its shell loop), or None."""
+    needle = b"while kill -s 0 %d;" % supervisor_pid
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % name, "rb") as f:
+                if needle in f.read():
+                    return int(name)
+        except OSError:
+            pass
+    return None
+
+
+def kill_group(pgid):
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
 def read(path):
     with open(path) as f:
         return f.read()
@@ -143,9 +166,14 @@ class ClusterTest(TmpTestCase):
         wait_until(lambda: os.path.exists(pidf) and read(pidf).strip())
         with open(pidf) as f:
             pid = int(f.read())
+        self.addCleanup(kill_group, pid)  # the driver leads its group (start_new_session)
+        # Ray's fate-sharing watcher (`while kill -s 0 <supervisor>; ...; kill -9 -<pgid>`) is
+        # started just after the driver, in Ray as in the emulator: a head killed in between (a
+        # busy host can pause it there for a while) leaves the driver running. It is the watcher
+        # this test is about, so the head dies once the watcher runs.
+        wait_until(lambda: watcher_of(head.proc.pid), what="the supervisor's fate-sharing watcher")
         head.proc.kill()
         head.proc.wait()
-        # Ray's fate-sharing watcher (`while kill -s 0 <supervisor>; ...; kill -9 -<pgid>`).
         wait_until(lambda: not alive(pid), timeout=30, what="driver killed by the watcher")
 
     def test_non_blocking_start_and_ray_stop(self):
