@@ -6,8 +6,23 @@ import { defineConfig } from "vite";
 const api = (globalThis as { process?: { env: Record<string, string | undefined> } }).process?.env
   .STARFORGE_API;
 
+// The console's JobSpec reference (/help/jobspec) is the README's "JobSpec v1" section: the
+// README is imported with ?raw and cut to that section here, so the bundle carries only it.
+const jobspecReference = {
+  name: "starforge-jobspec-reference",
+  transform(code: string, id: string) {
+    if (!id.endsWith("/README.md?raw")) return null;
+    const text = JSON.parse(code.replace(/^export default /, "").replace(/;?\s*$/, "")) as string;
+    const start = text.indexOf("\n## JobSpec v1");
+    const end = start < 0 ? -1 : text.indexOf("\n## ", start + 5);
+    if (start < 0) throw new Error("README.md has no \"## JobSpec v1\" section for the console's reference");
+    return { code: `export default ${JSON.stringify(text.slice(start + 1, end < 0 ? undefined : end).trim())};`, map: null };
+  },
+};
+
 export default defineConfig({
   base: "/",
+  plugins: [jobspecReference],
   server: api ? { proxy: { "/api": { target: api, changeOrigin: false } } } : {},
   build: {
     outDir: "dist",

@@ -18,6 +18,24 @@ export function duration(ms: number): string {
   return `${Math.floor(hr / 24)}d${hr % 24 ? `${hr % 24}h` : ""}`;
 }
 
+// One time format everywhere, with its zone: "2026-12-07 13:12:46 UTC".
+export function clock(iso: string | null): string {
+  if (!iso) return "—";
+  const t = Date.parse(iso);
+  if (Number.isNaN(t)) return iso;
+  return `${new Date(t).toISOString().slice(0, 19).replace("T", " ")} UTC`;
+}
+
+// The last line of a Python traceback (or a line like it) in a log's tail: "ValueError: bad
+// learning rate". "" when there is none.
+export function lastError(logTail: string): string {
+  const lines = logTail.split("\n").map((l) => l.trimEnd());
+  for (let i = lines.length - 1; i >= 0; i--) {
+    if (/^([A-Za-z_][\w.]*)?(Error|Exception|Interrupt|Exit|Failure)(:.*)?$/.test(lines[i]) && !/^starforge-runner:/.test(lines[i])) return lines[i].slice(0, 300);
+  }
+  return "";
+}
+
 export function bytes(n: number): string {
   if (n < 1024) return `${n} B`;
   const units = ["KiB", "MiB", "GiB", "TiB"];

@@ -71,3 +71,44 @@ export function visibleRange(scrollTop: number, height: number, rowHeight: numbe
   const end = Math.min(total, Math.ceil((scrollTop + height) / rowHeight) + overscan);
   return { first: Math.min(first, end), end };
 }
+
+// The jobs table's sortable columns; the order the API gives (newest first) is the default.
+export type SortKey = "name" | "id" | "owner" | "fleet" | "phase" | "reason" | "age" | "ran";
+export interface Sort {
+  key: SortKey;
+  desc: boolean;
+}
+
+// Run time in ms (running jobs up to `now`); -1 before it started.
+function ran(j: Job, now: number): number {
+  if (!j.startedAt) return -1;
+  return (j.finishedAt ? Date.parse(j.finishedAt) : now) - Date.parse(j.startedAt);
+}
+
+// The rows in the order of `sort` (a stable sort: equal rows keep the API's newest-first order).
+// Age ascending is newest first, as "Age" reads.
+export function sortJobs(jobs: Job[], sort: Sort | null, now = Date.now()): Job[] {
+  if (!sort) return jobs;
+  const key = (j: Job): string | number => {
+    switch (sort.key) {
+      case "age":
+        return -Date.parse(j.createdAt);
+      case "ran":
+        return ran(j, now);
+      default:
+        return j[sort.key].toLowerCase();
+    }
+  };
+  const keyed = jobs.map((j, i) => ({ j, i, k: key(j) }));
+  keyed.sort((a, b) => (a.k < b.k ? -1 : a.k > b.k ? 1 : 0) * (sort.desc ? -1 : 1) || a.i - b.i);
+  return keyed.map((x) => x.j);
+}
+
+export function parseSort(v: string | null): Sort | null {
+  const m = /^(-?)(name|id|owner|fleet|phase|reason|age|ran)$/.exec(v ?? "");
+  return m ? { key: m[2] as SortKey, desc: m[1] === "-" } : null;
+}
+
+export function formatSort(s: Sort | null): string {
+  return s ? `${s.desc ? "-" : ""}${s.key}` : "";
+}

@@ -3,6 +3,7 @@
 import "./style.css";
 import { ApiError, errorFrom, getJson, setToken, setUnauthorizedHandler, token, type Whoami } from "./api";
 import { clear, h, link } from "./dom";
+import { JOBSPEC_REFERENCE } from "./examples";
 import { capacityPage } from "./pages/capacity";
 import { jobPage } from "./pages/job";
 import { jobsPage } from "./pages/jobs";
@@ -175,7 +176,16 @@ async function render(notice = ""): Promise<void> {
   else if (path === "/capacity") cleanup = capacityPage(ctx);
   else if (path === "/playgrounds") cleanup = playgroundsPage(ctx);
   else if ((m = /^\/playgrounds\/([^/]+)$/.exec(path))) cleanup = playgroundPage(ctx, decodeURIComponent(m[1]));
-  else {
+  else if (path === "/help/jobspec") {
+    // The README's "JobSpec v1" section, as built into the console (vite.config.ts).
+    document.title = "JobSpec reference · StarForge";
+    clear(
+      main,
+      h("p", { class: "crumbs" }, link("/submit", "Submit"), " / JobSpec reference"),
+      h("h1", null, "JobSpec reference"),
+      h("pre", { class: "code reference", id: "jobspec-reference", tabindex: "0", "aria-label": "JobSpec reference" }, JOBSPEC_REFERENCE.replace(/^## JobSpec v1\n+/, "")),
+    );
+  } else {
     document.title = "Not found · StarForge";
     clear(main, h("h1", null, "Not found"), h("p", null, "No such page. ", link("/jobs", "Go to the jobs.")));
   }

@@ -93,7 +93,8 @@ function fleetCard(f: FleetCapacity): HTMLElement {
     heading,
     h("p", { class: "muted" }, `host ${f.host ?? "?"} · ${f.running ?? 0} running, ${f.waiting ?? 0} waiting · memory ${bytes(f.memoryBytes ?? 0)}`),
     meterRow("CPUs", f.cpusInUse ?? 0, f.cpus ?? 0),
-    meterRow("GPUs", f.gpusInUse ?? 0, f.gpus ?? 0),
+    // A machine without GPUs gets no GPU bar ("0 / 0" says nothing).
+    f.gpus ? meterRow("GPUs", f.gpusInUse ?? 0, f.gpus) : h("p", { class: "muted", id: `${f.fleet}-no-gpus` }, "No GPUs on this machine."),
     f.jobs && f.jobs.length
       ? h(
           "table",

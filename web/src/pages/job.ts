@@ -4,13 +4,20 @@
 // (live.ts), polled when there is none.
 import { ApiError, getJson, postJson, request, TERMINAL, type CapsuleInfo, type Job, type JobEvent } from "../api";
 import { clear, h, kv, link } from "../dom";
-import { age, bytes, duration, eventObject, statusLine, timelineSegments, toYaml } from "../format";
+import { age, bytes, clock, duration, eventObject, lastError, statusLine, timelineSegments, toYaml } from "../format";
 import { live } from "../live";
 import { followLog } from "../logstream";
+import { drawChart, formatValue, MetricSeries, type MetricsAnswer } from "../metrics";
 import type { Cleanup, Ctx } from "../main";
 import { drawEvents, eventsTable } from "./events";
 
 export const RESUBMIT_KEY = "starforge.resubmit";
+// What "Edit and run…" hands the Submit page (sessionStorage, as JSON).
+export interface Resubmit {
+  spec: string; // the JobSpec, as YAML
+  capsuleSha256?: string; // the earlier job's stored capsule
+  from?: string; // its id
+}
 const MAX_LOG_LINES = 50_000;
 const MAX_CAPSULE_FILES = 2_000; // rows of the capsule's file list drawn
 
@@ -96,10 +103,28 @@ export function jobPage(ctx: Ctx, id: string): Cleanup {
   let job: Job | null = null;
   const renderActions = () => {
     if (!job) return;
-    const again = h("button", { type: "button", id: "submit-again" }, "Submit again…");
+    const again = h("button", { type: "button", id: "submit-again" }, "Edit and run…");
     again.addEventListener("click", () => {
-      sessionStorage.setItem(RESUBMIT_KEY, toYaml(job!.spec ?? {}) + "\n");
+      const r: Resubmit = { spec: toYaml(job!.spec ?? {}) + "\n", capsuleSha256: job!.capsule?.sha256, from: job!.id };
+      sessionStorage.setItem(RESUBMIT_KEY, JSON.stringify(r));
       ctx.navigate("/submit");
+    });
+    // The same JobSpec and the stored capsule (capsuleSha256): nothing is uploaded or picked.
+    const rerun = h("button", { type: "button", id: "run-again", title: "The same JobSpec and code, from the stored capsule" }, "Run again");
+    rerun.disabled = !job.capsule || !job.spec;
+    rerun.addEventListener("click", async () => {
+      rerun.disabled = true;
+      try {
+        const body = new FormData();
+        body.append("spec", new Blob([JSON.stringify(job!.spec)], { type: "application/json" }), "job.json");
+        body.append("capsuleSha256", job!.capsule!.sha256);
+        const res = await request("/api/v1/jobs", { method: "POST", body });
+        const created = (await res.json()) as Job;
+        ctx.navigate(`/jobs/${encodeURIComponent(created.id)}`);
+      } catch (e) {
+        error.textContent = `Cannot run it again: ${(e as Error).message}`;
+        rerun.disabled = false;
+      }
     });
     const cancel = h("button", { type: "button", id: "cancel", class: "danger" }, "Cancel job…");
     cancel.disabled = TERMINAL.has(job.phase) || job.cancelRequested;
@@ -120,21 +145,40 @@ export function jobPage(ctx: Ctx, id: string): Cleanup {
       clear(actions, h("span", null, `Cancel ${job!.name}? Its processes are stopped.`), yes, no);
       yes.focus();
     });
-    clear(actions, cancel, again);
+    clear(actions, rerun, again, cancel);
   };
 
+  // A failed job's headline quotes the error: the last line of a traceback in the log's tail.
+  let failure: string | null = null;
+  const loadFailure = async () => {
+    failure = "";
+    try {
+      failure = lastError(await (await request(`${path}/logs?tail=100`)).text());
+    } catch {
+      return;
+    }
+    if (failure && job) renderJob(job, events);
+  };
   const renderJob = (j: Job, events: JobEvent[]) => {
     const now = Date.now();
     clear(title, j.name, " ", h("span", { class: "mono muted" }, j.id));
-    clear(status, h("span", { class: `phase phase-${j.phase}` }, j.phase), " ", statusLine(j).slice(j.phase.length).replace(/^ · /, ""));
+    clear(
+      status,
+      h("span", { class: `phase phase-${j.phase}` }, j.phase),
+      " ",
+      statusLine(j).slice(j.phase.length).replace(/^ · /, ""),
+      failure ? h("span", { class: "failure", id: "failure" }, h("br"), h("code", null, failure)) : null,
+    );
+    if (j.phase === "Failed" && failure === null) void loadFailure();
     status.title = statusLine(j);
     clear(
       facts,
       kv("Owner", j.owner),
       kv("Fleet", j.fleet),
-      kv("Created", `${j.createdAt} (${age(j.createdAt, now)} ago)`),
-      kv("Started", j.startedAt ?? "—"),
-      kv("Finished", j.finishedAt ?? "—"),
+      kv("Created", `${clock(j.createdAt)} (${age(j.createdAt, now)} ago)`),
+      kv("Started", clock(j.startedAt)),
+      kv("Finished", clock(j.finishedAt)),
+      kv("Took", j.startedAt ? duration((j.finishedAt ? Date.parse(j.finishedAt) : now) - Date.parse(j.startedAt)) + (j.finishedAt ? "" : " so far") : "—"),
       kv("Exit code", j.exitCode === null ? "—" : String(j.exitCode)),
       kv("Logs archived", j.cleanup.logsArchived ? "yes" : "no"),
       kv("Released", j.cleanup.released ? "yes" : "no"),
@@ -146,9 +190,9 @@ export function jobPage(ctx: Ctx, id: string): Cleanup {
         const el = h(
           "div",
           { class: `seg phase-bg-${s.phase}`, title: `${s.phase} ${duration(s.end - s.start)}` },
-          h("span", null, s.phase),
+          h("span", null, `${s.phase} ${duration(s.end - s.start)}`),
         );
-        el.style.flexGrow = String(Math.max(s.fraction, 0.04));
+        el.style.flexGrow = String(Math.max(s.fraction, 0.02)); // to scale (flex-basis 0), each at least a sliver
         return el;
       }),
     );
@@ -159,7 +203,7 @@ export function jobPage(ctx: Ctx, id: string): Cleanup {
         h(
           "li",
           null,
-          h("time", { datetime: t.at }, new Date(t.at).toLocaleTimeString()),
+          h("time", { datetime: t.at }, clock(t.at)),
           " ",
           h("strong", null, t.to),
           t.reason ? ` · ${t.reason}` : "",
@@ -244,7 +288,17 @@ export function jobPage(ctx: Ctx, id: string): Cleanup {
   const loadArchive = async () => {
     archiveLoaded = true;
     const found: { name: string; text: string }[] = [];
-    for (const name of ARCHIVE_FILES) {
+    // Only the files the server lists (GET …/artifacts): a request for one the job does not
+    // have would be a 404 in the browser's console.
+    let listed: string[] = [];
+    try {
+      const a = await getJson<{ items: { name: string }[] }>(`${path}/artifacts`);
+      listed = a.items.map((f) => f.name).filter((n) => n !== "driver.log");
+    } catch {
+      // An older server: none shown.
+    }
+    const names = [...ARCHIVE_FILES.filter((n) => listed.includes(n)), ...listed.filter((n) => !ARCHIVE_FILES.includes(n))];
+    for (const name of names) {
       try {
         // JSON files whole (they are parsed); logs: their last 2,000 lines (Download has all).
         const tail = name.endsWith(".json") ? "" : "&tail=2000";
@@ -262,7 +316,8 @@ export function jobPage(ctx: Ctx, id: string): Cleanup {
     const tabs = h("div", { class: "actions", role: "group", "aria-label": "Archived files" });
     const show = (f: { name: string; text: string }, button: HTMLButtonElement) => {
       for (const b of tabs.querySelectorAll("button")) b.setAttribute("aria-pressed", String(b === button));
-      view.textContent = renderArchived(f.name, f.text);
+      view.textContent = f.text ? renderArchived(f.name, f.text) : `${f.name} is empty.`;
+      view.classList.toggle("muted", !f.text);
       view.setAttribute("aria-label", f.name);
     };
     const buttons = found.map((f) => {
@@ -274,6 +329,76 @@ export function jobPage(ctx: Ctx, id: string): Cleanup {
     clear(archive, tabs, view);
     show(found[0], buttons[0]);
   };
+
+  // ---- training curves: GET …/metrics from the last offset, every 2 s until it is complete ----
+  const metrics = new MetricSeries();
+  let metricsOffset = 0;
+  let metricsDone = false;
+  let metricsBusy = false;
+  const charts = h("div", { class: "charts", id: "charts" });
+  const metricsNote = h("p", { class: "muted", id: "metrics-note", role: "status" }, "Looking for metrics…");
+  const howTo = h(
+    "details",
+    { class: "howto" },
+    h("summary", null, "How a job reports metrics"),
+    h(
+      "p",
+      null,
+      "Write one JSON object per line to ",
+      h("code", null, "$FORGE_JOB_DIR/metrics.jsonl"),
+      ", e.g. ",
+      h("code", null, '{"step": 10, "loss": 0.31}'),
+      ": every number but step and time is drawn as a curve over the steps. From Python, the runner in the capsule does it:",
+    ),
+    h(
+      "pre",
+      { class: "code" },
+      'import os, sys\nsys.path.insert(0, os.path.join(os.environ["FORGE_CODE_DIR"], ".starforge", "runner.pyz"))\nfrom starforge_runner import metrics\nmetrics.log(step, loss=loss, accuracy=accuracy)',
+    ),
+  );
+  const drawMetrics = () => {
+    const figures = [...metrics.series].map(([name, pts]) => {
+      const last = pts[pts.length - 1];
+      return h(
+        "figure",
+        { class: "chart", "data-series": name, "data-count": pts.length },
+        h("figcaption", null, h("strong", null, name), " ", h("span", { class: "muted" }, `${formatValue(last[1])} at step ${last[0]}`)),
+        drawChart(name, pts) as unknown as HTMLElement,
+      );
+    });
+    clear(charts, figures);
+    const notes: string[] = [];
+    if (!figures.length) notes.push(metricsDone ? "This job wrote no metrics." : "No metrics yet.");
+    else notes.push(metricsDone ? "Final." : "Updated every 2 s while the job runs.");
+    if (metrics.skipped) notes.push(`${metrics.skipped} line(s) of metrics.jsonl were not a JSON object of numbers.`);
+    if (metrics.dropped) notes.push("More series than are drawn: only the first 24 are.");
+    if (metrics.warning) notes.push(metrics.warning);
+    metricsNote.textContent = notes.join(" ");
+    howTo.hidden = figures.length > 0;
+  };
+  const loadMetrics = async () => {
+    if (metricsDone || metricsBusy || document.hidden) return;
+    metricsBusy = true;
+    try {
+      // A big file comes in pieces of at most 4 MiB: read on while the server has more.
+      for (let i = 0; i < 16; i++) {
+        const a = await getJson<MetricsAnswer>(`${path}/metrics?offset=${metricsOffset}`);
+        const before = metricsOffset;
+        metrics.add(a);
+        metricsOffset = a.offset;
+        if (a.complete) metricsDone = true;
+        if (a.complete || a.offset >= a.size || a.offset === before) break;
+      }
+      drawMetrics();
+      if (metricsDone) clearInterval(metricsTimer);
+    } catch (e) {
+      if (!(e instanceof ApiError && e.status === 404)) metricsNote.textContent = `Cannot read the metrics: ${(e as Error).message}`;
+    } finally {
+      metricsBusy = false;
+    }
+  };
+  const metricsTimer = setInterval(() => void loadMetrics(), 2000);
+  void loadMetrics();
 
   let stopLive: () => void = () => {};
   let events: JobEvent[] = [];
@@ -287,6 +412,7 @@ export function jobPage(ctx: Ctx, id: string): Cleanup {
   };
   const notFound = () => {
     stopLive();
+    clearInterval(metricsTimer);
     stopLog();
     clear(ctx.main, h("h1", null, "Job not found"), h("p", { id: "not-found" }, `There is no job ${id} that you can see. `, link("/jobs", "Back to the jobs.")));
   };
@@ -327,6 +453,7 @@ export function jobPage(ctx: Ctx, id: string): Cleanup {
     status,
     actions,
     error,
+    section("h-metrics", "Training curves", charts, metricsNote, howTo),
     section("h-timeline", "Timeline", timeline, transitions),
     section(
       "h-events",
@@ -362,11 +489,13 @@ export function jobPage(ctx: Ctx, id: string): Cleanup {
     stopLive();
     stopLog();
     clearInterval(ticker);
+    clearInterval(metricsTimer);
   };
 }
 
-// What fleets keep beside driver.log (docs/api.md, Logs: ?file=): the kuberay fleet's archive
-// after the end, the local fleet's runner log.
+// What fleets keep beside driver.log (docs/api.md, Logs: ?file=), in the order their buttons are
+// shown: the kuberay fleet's archive after the end, the local fleet's runner log; any other file
+// the server lists comes after them.
 const ARCHIVE_FILES = ["ray-job.log", "submitter.log", "events.json", "rayjob.json", "not-archived.txt", "runner.log"];
 
 // JSON files are shown readably: the RayJob as YAML, the archived events one per line.

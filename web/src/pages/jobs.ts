@@ -5,7 +5,7 @@
 import { getJson, PHASES, type Job, type JobList } from "../api";
 import { clear, h, link } from "../dom";
 import { age, duration } from "../format";
-import { applyChange, mergeFirstPage, visibleRange, type JobFilters, type Rows } from "../joblist";
+import { applyChange, formatSort, mergeFirstPage, parseSort, sortJobs, visibleRange, type JobFilters, type Rows, type Sort, type SortKey } from "../joblist";
 import { live, type LiveMode } from "../live";
 import type { Cleanup, Ctx } from "../main";
 
@@ -37,12 +37,36 @@ export function jobsPage(ctx: Ctx): Cleanup {
   const status = h("p", { class: "muted", role: "status", id: "jobs-status" });
   const tbody = h("tbody");
   const columns = ["Name", "ID", ctx.me.admin ? "Owner" : null, "Fleet", "Phase", "Reason", "Age", "Ran"].filter((x) => x !== null);
+  // A click on a column's heading sorts the loaded rows by it; again, the other way; a third
+  // time, back to newest first. Kept in the URL (?sort=-ran).
+  let sort: Sort | null = parseSort(params.get("sort"));
+  let sorted: Job[] = [];
+  let sortedFor: { rows: Rows | null; sort: Sort | null } = { rows: null, sort: null }; // what `sorted` is of
+  const headers = columns.map((c) => {
+    const key = c.toLowerCase() as SortKey;
+    const button = h("button", { type: "button", class: "sort", "data-sort": key }, c);
+    button.addEventListener("click", () => {
+      sort = sort?.key !== key ? { key, desc: key === "ran" } : sort.desc === (key === "ran") ? { key, desc: !sort.desc } : null;
+      keepUrl();
+      draw();
+    });
+    return h("th", { scope: "col", "data-col": key, class: `c-${key}` }, button);
+  });
+  const showSort = () => {
+    for (const th of headers) {
+      const on = sort?.key === th.getAttribute("data-col");
+      th.setAttribute("aria-sort", on ? (sort!.desc ? "descending" : "ascending") : "none");
+      th.classList.toggle("sorted", on);
+    }
+    table.setAttribute("aria-label", sort ? `Jobs, by ${sort.key}${sort.desc ? ", descending" : ""}` : "Jobs, newest first");
+  };
   const table = h(
     "table",
     { class: "jobs", id: "jobs", "aria-label": "Jobs, newest first", "aria-rowcount": "-1" },
-    h("thead", null, h("tr", { "aria-rowindex": "1" }, columns.map((c) => h("th", { scope: "col" }, c)))),
+    h("thead", null, h("tr", { "aria-rowindex": "1" }, headers)),
     tbody,
   );
+  const empty = h("div", { class: "empty", id: "jobs-empty", hidden: true });
   // The scrolling box: focusable, so the keyboard scrolls it (arrows, Page Down, End).
   const scroller = h("div", { class: "jobs-scroll", id: "jobs-scroll", tabindex: "0", "aria-label": "Jobs table, scrollable" }, table);
 
@@ -68,15 +92,52 @@ export function jobsPage(ctx: Ctx): Cleanup {
     return q;
   };
 
+  let emptyKind = "";
+  const filtered = () => Boolean(phase.value || fleet.value || name.value.trim() || owner?.value.trim());
   const showStatus = () => {
     const n = rows.jobs.length;
     const what = !loaded
       ? "Loading…"
       : n === 0
-        ? "No jobs match."
+        ? filtered()
+          ? "No jobs match."
+          : "No jobs yet."
         : rows.nextCursor
-          ? `${n} newest jobs loaded; scroll for older ones.`
+          ? `${n} newest jobs loaded; scroll for older ones${sort ? " (sorted among those loaded)" : ""}.`
           : `All ${n} job${n === 1 ? "" : "s"}.`;
+    // No jobs: say what to do instead of an empty table.
+    const none = loaded && n === 0;
+    empty.hidden = !none;
+    scroller.hidden = none;
+    const kind = none ? (filtered() ? "filtered" : "none") : "";
+    if (kind && kind !== emptyKind) {
+      const clearFilters = h("button", { type: "button", id: "clear-filters" }, "Clear the filters");
+      clearFilters.addEventListener("click", () => {
+        phase.value = fleet.value = name.value = "";
+        if (owner) owner.value = "";
+        refilter();
+      });
+      clear(
+        empty,
+        filtered()
+          ? [h("p", null, "No jobs match these filters (the name must match exactly)."), clearFilters]
+          : [
+              h("p", null, h("strong", null, "You have no jobs yet.")),
+              h(
+                "p",
+                null,
+                "Run a first one from the ",
+                link("/submit?example=tiny-train", "tiny-train example"),
+                " (a small training loop that draws its loss curve; no code to pick), or ",
+                link("/submit", "submit your own"),
+                ". From a terminal: ",
+                h("code", null, "forge submit examples/tiny-train/job.yaml --follow"),
+                ".",
+              ),
+            ],
+      );
+    }
+    emptyKind = kind;
     const how = mode === "live" ? " Live." : mode === "polling" ? ` Updated ${new Date().toLocaleTimeString()} (every 2 s).` : "";
     status.textContent = error ? `${error} ${what}` : what + how;
     table.setAttribute("aria-rowcount", rows.nextCursor ? "-1" : String(n + 1));
@@ -95,21 +156,26 @@ export function jobsPage(ctx: Ctx): Cleanup {
       return tr;
     };
     const t = now();
+    if (sortedFor.rows !== rows || sortedFor.sort !== sort) {
+      sorted = sortJobs(rows.jobs, sort, t);
+      sortedFor = { rows, sort };
+    }
+    showSort();
     clear(
       tbody,
       spacer(first),
-      rows.jobs.slice(first, end).map((j, i) =>
+      sorted.slice(first, end).map((j, i) =>
         h(
           "tr",
           { "data-job": j.id, "aria-rowindex": String(first + i + 2) },
           h("td", { title: j.name }, link(`/jobs/${encodeURIComponent(j.id)}`, j.name)),
-          h("td", { class: "mono" }, j.id),
-          ctx.me.admin ? h("td", null, j.owner) : null,
-          h("td", null, j.fleet),
+          h("td", { class: "mono c-id" }, j.id),
+          ctx.me.admin ? h("td", { class: "c-owner" }, j.owner) : null,
+          h("td", { class: "c-fleet" }, j.fleet),
           h("td", null, h("span", { class: `phase phase-${j.phase}` }, j.phase)),
-          h("td", { class: "reason", title: j.message || null }, j.reason),
+          h("td", { class: "reason c-reason", title: j.message || null }, j.reason),
           h("td", { title: j.createdAt }, age(j.createdAt, t)),
-          h("td", null, j.startedAt ? duration((j.finishedAt ? Date.parse(j.finishedAt) : t) - Date.parse(j.startedAt)) : ""),
+          h("td", { class: "c-ran" }, j.startedAt ? duration((j.finishedAt ? Date.parse(j.finishedAt) : t) - Date.parse(j.startedAt)) : ""),
         ),
       ),
       spacer(rows.jobs.length - end),
@@ -188,13 +254,17 @@ export function jobsPage(ctx: Ctx): Cleanup {
       },
     });
   };
+  const keepUrl = () => {
+    const q = query();
+    if (sort) q.set("sort", formatSort(sort));
+    history.replaceState(null, "", `/jobs${q.size ? `?${q}` : ""}`);
+  };
   const refilter = () => {
     rows = { jobs: [], nextCursor: null };
     loaded = false;
     resourceVersion = null;
     scroller.scrollTop = 0;
-    const q = query();
-    history.replaceState(null, "", `/jobs${q.size ? `?${q}` : ""}`);
+    keepUrl();
     draw();
     start();
   };
@@ -229,6 +299,7 @@ export function jobsPage(ctx: Ctx): Cleanup {
       owner ? field("f-owner", "Owner", owner) : null,
     ),
     scroller,
+    empty,
     status,
   );
   draw();

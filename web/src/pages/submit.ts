@@ -1,27 +1,28 @@
 // Submit: a JobSpec editor (YAML) and the code, from a folder picked in the browser (zipped
-// here with the capsule's default exclusions) or a .zip; uploaded with progress as
-// POST /api/v1/jobs (multipart: spec, code). Validation errors are shown at their field paths,
+// here with the capsule's default exclusions), a .zip, an example's own files, or — to run an
+// earlier job again — that job's stored capsule (capsuleSha256: nothing uploaded); sent with
+// progress as POST /api/v1/jobs (multipart). Validation errors are shown at their field paths,
 // with the line they point to; a job its fleet can never run shows the API's refusal.
-import { zip } from "fflate";
+import { strToU8, zip } from "fflate";
 import { errorFrom, token, unauthorized, type ApiError, type Job } from "../api";
-import { clear, h } from "../dom";
+import { clear, h, link } from "../dom";
+import { BLANK_SPEC, EXAMPLES } from "../examples";
 import { bytes, ignoredPath, stripTopFolder, yamlLineOf } from "../format";
 import type { Cleanup, Ctx } from "../main";
-import { RESUBMIT_KEY } from "./job";
-
-const TEMPLATE = `name: my-job
-fleet: local
-image: python:3.11-slim   # for fleets that run containers
-entrypoint: python3 train.py
-pools:
-  - name: main
-    cpusPerMachine: 1
-`;
+import { RESUBMIT_KEY, type Resubmit } from "./job";
 
 export function submitPage(ctx: Ctx): Cleanup {
   document.title = "Submit · StarForge";
-  const again = sessionStorage.getItem(RESUBMIT_KEY);
+  const stored = sessionStorage.getItem(RESUBMIT_KEY);
   sessionStorage.removeItem(RESUBMIT_KEY);
+  let again: Resubmit | null = null;
+  if (stored) {
+    try {
+      again = JSON.parse(stored) as Resubmit;
+    } catch {
+      again = { spec: stored };
+    }
+  }
   const editor = h("textarea", {
     id: "spec-editor",
     name: "spec",
@@ -30,7 +31,7 @@ export function submitPage(ctx: Ctx): Cleanup {
     autocomplete: "off",
     "aria-describedby": "spec-help spec-errors",
   });
-  editor.value = again ?? TEMPLATE;
+  editor.value = again?.spec ?? BLANK_SPEC;
   // Tab inserts two spaces (YAML indents with spaces); Escape then Tab leaves the editor.
   let escaped = false;
   editor.addEventListener("keydown", (e) => {
@@ -54,6 +55,54 @@ export function submitPage(ctx: Ctx): Cleanup {
   const submit = h("button", { type: "submit", class: "primary", id: "submit" }, "Submit");
 
   let code: Blob | null = null;
+  // Running an earlier job again: its stored capsule, unless other code is chosen.
+  const reuse = h("input", { type: "checkbox", id: "reuse-capsule", checked: Boolean(again?.capsuleSha256) });
+  const reuseField = again?.capsuleSha256
+    ? h(
+        "div",
+        { class: "field check-row" },
+        h(
+          "label",
+          { for: "reuse-capsule", class: "check" },
+          reuse,
+          ` The code of ${again.from ?? "the earlier job"} (its stored capsule ${again.capsuleSha256.slice(0, 12)}…; nothing is uploaded)`,
+        ),
+      )
+    : null;
+  const useCode = (blob: Blob | null, info: string) => {
+    code = blob;
+    codeInfo.textContent = info;
+    if (blob) reuse.checked = false;
+  };
+  // The examples: the JobSpec into the editor, their files zipped here as the code.
+  const template = h(
+    "select",
+    { id: "template" },
+    h("option", { value: "" }, again ? "The earlier job's JobSpec" : "A blank JobSpec"),
+    EXAMPLES.map((e) => h("option", { value: e.id }, `Example: ${e.title}`)),
+  );
+  template.addEventListener("change", () => {
+    const ex = EXAMPLES.find((e) => e.id === template.value);
+    if (!ex) {
+      editor.value = again?.spec ?? BLANK_SPEC;
+      return;
+    }
+    editor.value = ex.spec;
+    folder.value = "";
+    zipInput.value = "";
+    const entries = Object.fromEntries(Object.entries(ex.files).map(([p, t]) => [p, strToU8(t)]));
+    zip(entries, { level: 6 }, (err, data) => {
+      if (err) return useCode(null, `Cannot zip the example: ${err.message}`);
+      const names = Object.keys(ex.files).join(", ");
+      useCode(new Blob([data as BlobPart], { type: "application/zip" }), `The example's code: ${names} (${bytes(data.length)} zipped). Choose a folder or a .zip to use yours instead.`);
+    });
+  });
+  // /submit?example=tiny-train (the jobs page's empty state links there).
+  const wanted = new URLSearchParams(location.search).get("example");
+  if (!again && EXAMPLES.some((e) => e.id === wanted)) {
+    template.value = wanted!;
+    queueMicrotask(() => template.dispatchEvent(new Event("change")));
+  }
   folder.addEventListener("change", async () => {
     zipInput.value = "";
     const files = [...(folder.files ?? [])];
@@ -75,15 +124,14 @@ export function submitPage(ctx: Ctx): Cleanup {
         code = null;
         return;
       }
-      code = new Blob([data as BlobPart], { type: "application/zip" });
-      codeInfo.textContent = `${kept} file${kept === 1 ? "" : "s"} (${bytes(size)}, ${bytes(code.size)} zipped); ${files.length - kept} left out (.git, __pycache__, *.pyc, .venv, .forge).`;
+      const blob = new Blob([data as BlobPart], { type: "application/zip" });
+      useCode(blob, `${kept} file${kept === 1 ? "" : "s"} (${bytes(size)}, ${bytes(blob.size)} zipped); ${files.length - kept} left out (.git, __pycache__, *.pyc, .venv, .forge).`);
     });
   });
   zipInput.addEventListener("change", () => {
     folder.value = "";
     const f = zipInput.files?.[0];
-    code = f ?? null;
-    codeInfo.textContent = f ? `${f.name} (${bytes(f.size)})` : "No code chosen yet.";
+    useCode(f ?? null, f ? `${f.name} (${bytes(f.size)})` : "No code chosen yet.");
   });
 
   const showErrors = (e: ApiError) => {
@@ -117,13 +165,21 @@ export function submitPage(ctx: Ctx): Cleanup {
   const form = h(
     "form",
     { class: "submit", "aria-label": "Submit a job" },
+    h("div", { class: "field" }, h("label", { for: "template" }, "Start from"), template),
     h("label", { for: "spec-editor" }, "JobSpec (YAML or JSON)"),
-    h("p", { id: "spec-help", class: "muted" }, "Fields: see the README's JobSpec v1. The server validates it and names each error's field path. Tab indents; Escape then Tab leaves the editor."),
+    h(
+      "p",
+      { id: "spec-help", class: "muted" },
+      "Every field: ",
+      link("/help/jobspec", "the JobSpec reference"),
+      ". The server validates it and names each error's field path. Tab indents; Escape then Tab leaves the editor.",
+    ),
     editor,
     h(
       "fieldset",
       null,
       h("legend", null, "Code"),
+      reuseField,
       h("div", { class: "field" }, h("label", { for: "code-folder" }, "A folder"), folder),
       h("div", { class: "field" }, h("label", { for: "code-zip" }, "or a .zip"), zipInput),
       codeInfo,
@@ -134,13 +190,15 @@ export function submitPage(ctx: Ctx): Cleanup {
   form.addEventListener("submit", (ev) => {
     ev.preventDefault();
     clear(errors);
-    if (!code) {
-      clear(errors, h("p", { class: "error" }, "Choose the code: a folder or a .zip."));
+    const capsule = reuse.checked && again?.capsuleSha256 ? again.capsuleSha256 : null;
+    if (!code && !capsule) {
+      clear(errors, h("p", { class: "error" }, "Choose the code: a folder, a .zip, or start from an example."));
       return;
     }
     const body = new FormData();
     body.append("spec", new Blob([editor.value], { type: "application/yaml" }), "job.yaml");
-    body.append("code", code, "code.zip");
+    if (capsule) body.append("capsuleSha256", capsule);
+    else body.append("code", code!, "code.zip");
     // XMLHttpRequest, not fetch: only it reports upload progress.
     const xhr = new XMLHttpRequest();
     xhr.open("POST", "/api/v1/jobs");
@@ -165,7 +223,12 @@ export function submitPage(ctx: Ctx): Cleanup {
       }
       progressText.textContent = "";
       if (xhr.status === 401) return unauthorized();
-      showErrors(await errorFrom(xhr.status, xhr.responseText));
+      const e = await errorFrom(xhr.status, xhr.responseText);
+      if (e.kind === "CapsuleNotFound")
+        // The capsule holds the JobSpec it ran with (.starforge/jobspec.json): it runs again only
+        // with that JobSpec.
+        e.message = "The stored capsule carries the JobSpec it ran with, so it runs again only with that JobSpec unchanged. To change the JobSpec, choose the code again (a folder or a .zip).";
+      showErrors(e);
     });
     xhr.addEventListener("error", () => {
       submit.disabled = false;
@@ -174,7 +237,14 @@ export function submitPage(ctx: Ctx): Cleanup {
     });
     xhr.send(body);
   });
-  clear(ctx.main, h("h1", null, again ? "Submit again" : "Submit a job"), again ? h("p", { class: "muted" }, "The JobSpec of the earlier job; choose its code again.") : null, form);
+  clear(
+    ctx.main,
+    h("h1", null, again ? "Run again" : "Submit a job"),
+    again
+      ? h("p", { class: "muted" }, again.capsuleSha256 ? `The JobSpec and the code of ${again.from ?? "the earlier job"}.` : "The JobSpec of the earlier job; choose its code again.")
+      : null,
+    form,
+  );
   editor.focus();
   return () => {};
 }

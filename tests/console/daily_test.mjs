@@ -1,0 +1,273 @@
+// The console for daily work (issue 39), in Chromium against `forge serve` on the local fleet:
+// training curves drawn from a job's metrics.jsonl and growing while tiny-train runs; the job
+// page asking only for the files the server lists (no 404 in the browser's console); a new
+// user's empty state leading to a first job from the tiny-train example with no code picked;
+// "Run again" from the stored capsule; the JobSpec reference; sortable columns. No console
+// error or CSP violation on any page. Screenshots go to BUILD/test-artifacts/console/.
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { after, before, describe, test } from "node:test";
+import { launchChromium, screenshot, signedIn, startForge, waitFor } from "./lib.mjs";
+
+const TRAIN_PY = readFileSync("examples/tiny-train/train.py", "utf8");
+// tiny-train as the README runs it, slowed down so that a page sees its curves grow: 41 points
+// (steps 0, 10, …, 400), half a second apart.
+const TINY_TRAIN = `name: tiny-train
+fleet: local
+image: python:3.11-slim
+entrypoint: python3 train.py --steps 400 --log-every 10 --pause 0.5
+pools:
+  - name: main
+    cpusPerMachine: 1
+`;
+
+// Every console message of type error (a failed request shows as one) and CSP report.
+function watchConsole(page) {
+  const errors = [];
+  page.on("console", (m) => {
+    if (m.type() === "error" || /Content Security Policy/i.test(m.text())) errors.push(m.text());
+  });
+  page.on("pageerror", (e) => errors.push(e.message));
+  return errors;
+}
+
+const chartCount = (page, series) =>
+  page.locator(`#charts figure[data-series="${series}"]`).evaluate((f) => Number(f.getAttribute("data-count"))).catch(() => 0);
+
+describe("the console for daily work", () => {
+  let forge;
+  let chrome;
+  before(async () => {
+    forge = await startForge({}, ["alice", "bob", "carol"]);
+    chrome = await launchChromium();
+  });
+  after(async () => {
+    await chrome?.close();
+    await forge?.stop();
+  });
+
+  test("tiny-train's loss and accuracy curves grow while it runs, then stay complete", async () => {
+    const id = forge.submit("alice", TINY_TRAIN, { "train.py": TRAIN_PY });
+    const page = await signedIn(chrome.browser, forge.url, forge.tokens.alice);
+    const errors = watchConsole(page);
+    await page.goto(`${forge.url}/jobs/${id}`);
+    // A first chart while the job still runs, with fewer than all of its points.
+    const first = await waitFor("a loss curve while tiny-train runs", async () => {
+      const n = await chartCount(page, "loss");
+      return n > 0 && n;
+    }, 120);
+    const phase = JSON.parse((await forge.api("alice", `/api/v1/jobs/${id}`)).body).phase;
+    assert.ok(first < 41, `the first curve drawn had ${first} points: it should have grown to 41 (phase ${phase})`);
+    // It grows without a reload, to every point, and the job's end makes it final.
+    await waitFor("the loss curve to reach 41 points", async () => (await chartCount(page, "loss")) === 41, 180);
+    assert.equal(await chartCount(page, "accuracy"), 41);
+    await page.locator("#status-line").getByText("Succeeded").waitFor({ timeout: 60_000 });
+    await page.locator("#metrics-note").getByText("Final.").waitFor({ timeout: 30_000 });
+    // The drawn line has its points, and the caption the last value.
+    const drawn = await page.locator('#charts figure[data-series="loss"] polyline').getAttribute("data-points");
+    assert.equal(drawn, "41");
+    assert.match(await page.locator('#charts figure[data-series="loss"] figcaption').textContent(), /^loss 0\.0\d+ at step 400$/);
+    // The API's answer is the same series; from the final offset there is nothing more.
+    const m = JSON.parse((await forge.api("alice", `/api/v1/jobs/${id}/metrics`)).body);
+    assert.deepEqual(m.series.map((s) => s.name), ["loss", "accuracy"]);
+    assert.equal(m.series[0].points.length, 41);
+    assert.deepEqual(m.series[0].points[40].slice(0, 1), [400]);
+    assert.ok(m.series[0].points[40][1] < m.series[0].points[0][1] / 5, "the loss falls");
+    assert.equal(m.complete, true);
+    const rest = JSON.parse((await forge.api("alice", `/api/v1/jobs/${id}/metrics?offset=${m.offset}`)).body);
+    assert.deepEqual(rest.series, []);
+    // Another user's job's metrics are not found, like the job.
+    assert.equal((await forge.api("bob", `/api/v1/jobs/${id}/metrics`)).status, 404);
+    // The archive shows the local fleet's runner.log, and nothing was asked for that the
+    // server does not list (a 404 would be a console error).
+    await page.locator('#archive button[data-file="runner.log"]').waitFor({ timeout: 30_000 });
+    assert.equal(await page.locator("#archive button").count(), 1);
+    await page.locator("#h-metrics").scrollIntoViewIfNeeded();
+    await screenshot(page, "job-curves");
+    assert.deepEqual(errors, []);
+    await page.context().close();
+  });
+
+  test("a job without metrics says how to report them; bad lines are counted, not drawn", async () => {
+    const id = forge.submit(
+      "alice",
+      `name: few-metrics
+fleet: local
+image: python:3.11-slim
+entrypoint: python3 m.py
+pools:
+  - name: main
+`,
+      {
+        "m.py": `import json, os
+with open(os.path.join(os.environ["FORGE_JOB_DIR"], "metrics.jsonl"), "w") as f:
+    f.write('{"step": 1, "reward": 2.5}\\nnot json\\n{"step": 2, "reward": 3}\\n')
+print("done")
+`,
+      },
+    );
+    const quiet = forge.submit(
+      "alice",
+      `name: no-metrics
+fleet: local
+image: python:3.11-slim
+entrypoint: python3 q.py
+pools:
+  - name: main
+`,
+      { "q.py": "print('quiet')\n" },
+    );
+    const page = await signedIn(chrome.browser, forge.url, forge.tokens.alice);
+    const errors = watchConsole(page);
+    await page.goto(`${forge.url}/jobs/${id}`);
+    await page.locator("#metrics-note").getByText("Final.").waitFor({ timeout: 120_000 });
+    assert.equal(await chartCount(page, "reward"), 2);
+    assert.match(await page.locator("#metrics-note").textContent(), /1 line\(s\) of metrics\.jsonl were not a JSON object of numbers/);
+    await page.goto(`${forge.url}/jobs/${quiet}`);
+    await page.locator("#metrics-note").getByText("This job wrote no metrics.").waitFor({ timeout: 120_000 });
+    assert.equal(await page.locator("#charts figure").count(), 0);
+    await page.locator(".howto summary").click();
+    await page.locator(".howto").getByText("metrics.log(step, loss=loss, accuracy=accuracy)").waitFor();
+    assert.deepEqual(errors, []);
+    await page.context().close();
+  });
+
+  test("a new user is shown how to start, runs tiny-train from the example, runs it again without code", async () => {
+    const page = await signedIn(chrome.browser, forge.url, forge.tokens.carol);
+    const errors = watchConsole(page);
+    // No jobs: not an empty table, but what to do.
+    await page.locator("#jobs-empty").getByText("You have no jobs yet.").waitFor();
+    assert.equal(await page.locator("#jobs-scroll").isVisible(), false);
+    await screenshot(page, "jobs-empty");
+    await page.getByRole("link", { name: "tiny-train example" }).click();
+    await page.waitForURL(/\/submit\?example=tiny-train$/);
+    await page.locator("#code-info").getByText(/^The example's code: train\.py/).waitFor();
+    assert.match(await page.getByLabel("JobSpec (YAML or JSON)").inputValue(), /^name: tiny-train$/m);
+    // The JobSpec reference is linked, and served by the console itself.
+    await page.getByRole("link", { name: "the JobSpec reference" }).click();
+    await page.locator("#jobspec-reference").getByText(/resumeFrom/).first().waitFor();
+    assert.match(await page.locator("#jobspec-reference").textContent(), /gpusPerMachine/);
+    await page.goBack();
+    await page.waitForURL(/\/submit/);
+    await page.locator("#code-info").getByText(/^The example's code: train\.py/).waitFor();
+    await page.getByRole("button", { name: "Submit", exact: true }).click();
+    await page.waitForURL(/\/jobs\/j-/);
+    const first = page.url().split("/jobs/")[1];
+    await page.locator("#status-line").getByText("Succeeded").waitFor({ timeout: 120_000 });
+    await waitFor("tiny-train's 21 points", async () => (await chartCount(page, "loss")) === 21, 60);
+    const job1 = JSON.parse((await forge.api("carol", `/api/v1/jobs/${first}`)).body);
+
+    // Run again: the same JobSpec and the stored capsule, nothing uploaded.
+    const posts = [];
+    page.on("request", (r) => {
+      if (r.method() === "POST" && new URL(r.url()).pathname === "/api/v1/jobs") posts.push(r.postData() ?? "");
+    });
+    await page.getByRole("button", { name: "Run again" }).click();
+    await page.waitForURL((u) => /\/jobs\/j-/.test(u.pathname) && !u.pathname.endsWith(first));
+    const second = page.url().split("/jobs/")[1];
+    await page.locator("#status-line").getByText("Succeeded").waitFor({ timeout: 120_000 });
+    const job2 = JSON.parse((await forge.api("carol", `/api/v1/jobs/${second}`)).body);
+    assert.equal(job2.capsule.sha256, job1.capsule.sha256, "the same capsule ran again");
+    assert.equal(posts.length, 1);
+    assert.match(posts[0], /name="capsuleSha256"/);
+    assert.doesNotMatch(posts[0], /name="code"/);
+
+    // Edit and run: the stored capsule is offered; with the JobSpec unchanged it runs, with a
+    // changed one the page says why the code is needed again.
+    await page.getByRole("button", { name: "Edit and run…" }).click();
+    await page.getByRole("heading", { name: "Run again" }).waitFor();
+    assert.equal(await page.locator("#reuse-capsule").isChecked(), true);
+    const spec = await page.getByLabel("JobSpec (YAML or JSON)").inputValue();
+    await page.getByLabel("JobSpec (YAML or JSON)").fill(spec.replace("name: tiny-train", "name: tiny-train-2"));
+    await page.getByRole("button", { name: "Submit", exact: true }).click();
+    await page.locator("#spec-errors").getByText(/runs again only with that JobSpec unchanged/).waitFor();
+    await page.getByLabel("JobSpec (YAML or JSON)").fill(spec);
+    await page.getByRole("button", { name: "Submit", exact: true }).click();
+    await page.waitForURL((u) => /\/jobs\/j-/.test(u.pathname) && !u.pathname.endsWith(first) && !u.pathname.endsWith(second));
+    await page.locator("#status-line").getByText(/Succeeded|Running|Pending|Queued|Packaging|Submitting/).waitFor();
+    // The 409 of the edited JobSpec is the only failed request, and it was answered on purpose.
+    assert.deepEqual(errors.filter((e) => !/409/.test(e)), []);
+    await page.context().close();
+  });
+
+  test("the jobs table sorts by a column (kept in the URL) and says when filters match nothing", async () => {
+    const page = await signedIn(chrome.browser, forge.url, forge.tokens.alice);
+    const errors = watchConsole(page);
+    await page.locator("#jobs-status").getByText("All 3 jobs.").waitFor();
+    const names = () => page.locator("tbody tr[data-job] td:first-child").allTextContents();
+    assert.deepEqual(await names(), ["no-metrics", "few-metrics", "tiny-train"], "newest first");
+    await page.getByRole("button", { name: "Name", exact: true }).click();
+    assert.deepEqual(await names(), ["few-metrics", "no-metrics", "tiny-train"]);
+    assert.equal(await page.locator('th[data-col="name"]').getAttribute("aria-sort"), "ascending");
+    assert.match(page.url(), /[?&]sort=name$/);
+    await page.getByRole("button", { name: "Name", exact: true }).click();
+    assert.deepEqual(await names(), ["tiny-train", "no-metrics", "few-metrics"]);
+    assert.match(page.url(), /[?&]sort=-name$/);
+    // Kept across a reload.
+    await page.reload();
+    await page.locator("#jobs-status").getByText("All 3 jobs.").waitFor();
+    assert.deepEqual(await names(), ["tiny-train", "no-metrics", "few-metrics"]);
+    assert.equal(await page.locator('th[data-col="name"]').getAttribute("aria-sort"), "descending");
+    // Longest run first.
+    await page.getByRole("button", { name: "Ran", exact: true }).click();
+    assert.equal((await names())[0], "tiny-train");
+    // Filters that match nothing: said, with a way back.
+    await page.getByLabel("Name", { exact: true }).fill("nothing-is-called-this");
+    await page.getByLabel("Name", { exact: true }).press("Enter");
+    await page.locator("#jobs-empty").getByText(/No jobs match these filters/).waitFor();
+    await page.getByRole("button", { name: "Clear the filters" }).click();
+    await page.locator("#jobs-status").getByText("All 3 jobs.").waitFor();
+    assert.equal(await page.locator("#jobs-empty").isVisible(), false);
+    assert.deepEqual(errors, []);
+    await page.context().close();
+  });
+
+  test("rough edges: a failed job's error in its headline, labelled durations in UTC, no GPU bar without GPUs, phone width", async () => {
+    const id = forge.submit(
+      "bob",
+      `name: will-fail
+fleet: local
+image: python:3.11-slim
+entrypoint: python3 fail.py
+pools:
+  - name: main
+`,
+      { "fail.py": 'print("starting")\ndef train(lr):\n    raise ValueError(f"bad learning rate {lr}")\ntrain(-1)\n' },
+    );
+    const page = await signedIn(chrome.browser, forge.url, forge.tokens.bob);
+    const errors = watchConsole(page);
+    await page.goto(`${forge.url}/jobs/${id}`);
+    await page.locator("#status-line").getByText("Failed").waitFor({ timeout: 120_000 });
+    await page.locator("#failure").getByText("ValueError: bad learning rate -1").waitFor({ timeout: 30_000 });
+    // Each phase's bar says how long it took; every time is UTC, in one format.
+    await page.locator("#timeline .seg").first().waitFor();
+    for (const label of await page.locator("#timeline .seg span").allTextContents()) assert.match(label, /^[A-Z][a-z]+ \d+[smhd]/);
+    for (const t of await page.locator(".transitions time").allTextContents()) assert.match(t, /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$/);
+    assert.match(await page.locator("#facts").textContent(), /Created\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC/);
+    assert.match(await page.locator("#facts").textContent(), /Took\d+s/);
+    await screenshot(page, "job-failed");
+    // The capacity page draws a GPU bar only for a machine that has GPUs.
+    const cap = JSON.parse((await forge.api("bob", "/api/v1/capacity")).body);
+    const local = cap.fleets.find((f) => f.fleet === "local");
+    await page.getByRole("link", { name: "Capacity" }).click();
+    await page.locator('[data-fleet="local"]').waitFor();
+    if (local.gpus === 0) {
+      await page.locator("#local-no-gpus").waitFor();
+      assert.doesNotMatch(await page.locator('[data-fleet="local"]').textContent(), /GPUs 0 \/ 0/);
+    } else {
+      assert.equal(await page.locator("#local-no-gpus").count(), 0);
+    }
+    // At phone width the jobs table shows name, phase and age, and needs no sideways scroll.
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.getByRole("link", { name: "Jobs", exact: true }).first().click();
+    await page.locator(`tr[data-job="${id}"]`).waitFor();
+    assert.equal(await page.locator(`tr[data-job="${id}"] td.c-id`).isVisible(), false);
+    assert.equal(await page.locator(`tr[data-job="${id}"]`).getByText("Failed").isVisible(), true);
+    assert.equal(await page.locator(`tr[data-job="${id}"]`).getByText("will-fail").isVisible(), true);
+    const overflow = await page.locator("#jobs-scroll").evaluate((e) => e.scrollWidth - e.clientWidth);
+    assert.ok(overflow <= 1, `the table is ${overflow} px wider than the phone`);
+    await screenshot(page, "jobs-phone", { fullPage: false });
+    assert.deepEqual(errors, []);
+    await page.context().close();
+  });
+});

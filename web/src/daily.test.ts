@@ -1,0 +1,49 @@
+// Issue 39's pure pieces: one time format, a failed job's error line, the jobs table's sort.
+import { describe, expect, it } from "vitest";
+import type { Job } from "./api";
+import { clock, lastError } from "./format";
+import { formatSort, parseSort, sortJobs } from "./joblist";
+
+describe("clock", () => {
+  it("is UTC with its zone, to the second", () => {
+    expect(clock("2026-12-07T13:12:46.123Z")).toBe("2026-12-07 13:12:46 UTC");
+    expect(clock(null)).toBe("—");
+  });
+});
+
+describe("lastError", () => {
+  it("finds a traceback's last line", () => {
+    const log = `step 1\nTraceback (most recent call last):\n  File "train.py", line 3, in <module>\n    raise ValueError("bad learning rate")\nValueError: bad learning rate\n`;
+    expect(lastError(log)).toBe("ValueError: bad learning rate");
+    expect(lastError("torch.cuda.OutOfMemoryError: CUDA out of memory\n")).toBe("torch.cuda.OutOfMemoryError: CUDA out of memory");
+    expect(lastError("KeyboardInterrupt\n")).toBe("KeyboardInterrupt");
+  });
+  it("finds nothing in a plain log", () => {
+    expect(lastError("loss 0.3\nan error happened somewhere\n")).toBe("");
+  });
+});
+
+const job = (name: string, createdAt: string, startedAt: string | null = null, finishedAt: string | null = null): Job =>
+  ({ id: `j-${name}`, name, owner: "a", fleet: "local", phase: "Succeeded", reason: "", message: "", createdAt, startedAt, finishedAt }) as unknown as Job;
+
+describe("sortJobs", () => {
+  const jobs = [
+    job("b", "2026-01-03T00:00:00Z", "2026-01-03T00:00:00Z", "2026-01-03T00:00:05Z"),
+    job("a", "2026-01-02T00:00:00Z", "2026-01-02T00:00:00Z", "2026-01-02T00:01:00Z"),
+    job("C", "2026-01-01T00:00:00Z"),
+  ];
+  it("keeps the API's order without a sort, and sorts names without case", () => {
+    expect(sortJobs(jobs, null)).toBe(jobs);
+    expect(sortJobs(jobs, { key: "name", desc: false }).map((j) => j.name)).toEqual(["a", "b", "C"]);
+    expect(sortJobs(jobs, { key: "name", desc: true }).map((j) => j.name)).toEqual(["C", "b", "a"]);
+  });
+  it("sorts by run time (not started: shortest) and by age (ascending: newest first)", () => {
+    expect(sortJobs(jobs, { key: "ran", desc: true }).map((j) => j.name)).toEqual(["a", "b", "C"]);
+    expect(sortJobs(jobs, { key: "age", desc: false }).map((j) => j.name)).toEqual(["b", "a", "C"]);
+  });
+  it("reads and writes the URL's sort", () => {
+    expect(parseSort("-ran")).toEqual({ key: "ran", desc: true });
+    expect(parseSort("bogus")).toBeNull();
+    expect(formatSort({ key: "name", desc: false })).toBe("name");
+  });
+});
