@@ -60,6 +60,25 @@ if len(sys.argv) > 1:
 """
 
 
+def sse(c, path, params, first_only=False):
+    """[(event, JSON data)] of a stream until it closes (or its first event)."""
+    out, event, data = [], "", []
+    with c.stream("GET", path, params=params, timeout=WAIT) as s:
+        assert s.status_code == 200 and s.headers["content-type"].startswith("text/event-stream")
+        for line in s.iter_lines():
+            if line.startswith("event: "):
+                event = line[len("event: "):]
+            elif line.startswith("data: "):
+                data.append(line[len("data: "):])
+            elif line == "" and data:
+                if event != "log":
+                    out.append((event, json.loads("\n".join(data))))
+                event, data = "", []
+                if first_only and out:
+                    break
+    return out
+
+
 @pytest.fixture(scope="module")
 def serve():
     if not FORGE:
@@ -150,10 +169,20 @@ def test_every_answer_matches_the_schema(serve):
     assert alice.get(f"/api/v1/jobs/{jid}/logs", params={"tail": "1"}).status_code == 200
     assert alice.get(f"/api/v1/jobs/{jid}/logs", params={"file": "nope.log"}).status_code == 404
     assert alice.get(f"/api/v1/jobs/{jid}/logs", params={"file": "../x"}).status_code == 400
-    with alice.stream("GET", f"/api/v1/jobs/{jid}/logs", params={"follow": "1"}) as s:
-        assert s.status_code == 200
-        end = [ln for ln in s.iter_lines() if ln.startswith("data: {")]
-    assert json.loads(end[-1][len("data: "):])["phase"] == "Succeeded"
+    # The streams' JSON events: a followed log's `end`, a job watch's `job`, `events`, `end`.
+    end = sse(alice, f"/api/v1/jobs/{jid}/logs", {"follow": "1"})
+    assert [e for e, _ in end][-1] == "end"
+    checker.check_named("LogEnd", end[-1][1], "logs?follow=1 event: end")
+    assert end[-1][1]["phase"] == "Succeeded"
+    wait_for("released", lambda: alice.get(f"/api/v1/jobs/{jid}").json()["cleanup"]["released"], WAIT)
+    watched = dict(sse(alice, f"/api/v1/jobs/{jid}", {"watch": "1"}))
+    assert set(watched) == {"job", "events", "end"}, watched
+    checker.check_named("JobDetail", watched["job"], "jobs/{id}?watch=1 event: job")
+    checker.check_named("EventList", watched["events"], "jobs/{id}?watch=1 event: events")
+    checker.check_named("LogEnd", watched["end"], "jobs/{id}?watch=1 event: end")
+    first = sse(alice, "/api/v1/capacity", {"watch": "1"}, first_only=True)
+    assert first[0][0] == "capacity"
+    checker.check_named("Capacity", first[0][1], "capacity?watch=1 event: capacity")
     assert alice.get(f"/api/v1/jobs/{jid}/events").status_code == 200
     arts = alice.get(f"/api/v1/jobs/{jid}/artifacts").json()
     assert any(a["name"] == "driver.log" for a in arts["items"]), arts
