@@ -1505,15 +1505,83 @@ struct Server::Impl {
 
   // GET /api/v1/jobs/{id}/metrics[?offset=N]: the scalars the job wrote to <job dir>/metrics.jsonl
   // from byte N on (metrics.h); the console asks again from the answer's offset while it runs.
+  // ?follow=1: the same answers as SSE "metrics" events while the job writes, then "end".
   void JobMetrics(Call& c) {
-    OnlyParams(c, {"offset"});
+    OnlyParams(c, {"offset", "follow"});
     store::Job job = VisibleJob(c, c.req.matches[1].str());
-    const int64_t offset = CountParam(c, "offset").value_or(0);
-    // Ended, and its files written: a last line without '\n' is read too.
-    const bool final = store::IsTerminal(job.phase) &&
-                       (job.logs_archived || NowMs() - job.finished_at > kArchiveWaitMs);
-    SetJson(c.res, 200,
-            ReadMetrics(options.storage_root / "jobs" / job.id / "metrics.jsonl", offset, final));
+    int64_t offset = CountParam(c, "offset").value_or(0);
+    const fs::path file = options.storage_root / "jobs" / job.id / "metrics.jsonl";
+    if (BoolParam(c, "follow")) {
+      if (const std::string last = c.req.get_header_value("Last-Event-ID"); !last.empty()) {
+        auto v = ParseCount(last);
+        if (!v) throw BadRequest("Last-Event-ID must be a byte offset from an earlier event");
+        offset = *v;
+      }
+      return FollowMetrics(c, job.id, file, offset);
+    }
+    SetJson(c.res, 200, ReadMetrics(file, offset, MetricsFinal(job)));
+  }
+
+  // Ended, and its files written: a last line without '\n' is read too, and nothing comes after.
+  static bool MetricsFinal(const store::Job& job) {
+    return store::IsTerminal(job.phase) &&
+           (job.logs_archived || NowMs() - job.finished_at > kArchiveWaitMs);
+  }
+
+  // Like a log follow (one of the user's follow streams): the file is read from the last offset
+  // every sse_poll, the store once a second; an event only when there is news.
+  void FollowMetrics(Call& c, const std::string& job_id, const fs::path& file, int64_t start) {
+    struct State {
+      int64_t offset;
+      StreamAuth auth;
+      Clock::time_point last_write = Clock::now();
+      Clock::time_point next_job_check = Clock::now();
+      bool final = false;
+      bool warned = false;
+      bool done = false;
+    };
+    TakeStreamSlot(c, follows, options.max_follows_per_user,
+                   " logs or metrics already, the most one user may; close one (or read without "
+                   "follow=1) and retry",
+                   "you are following ");
+    auto state = std::make_shared<State>(State{start, AuthOf(c)});
+    c.res.set_header("Cache-Control", "no-cache");
+    c.res.set_header("X-Accel-Buffering", "no");
+    c.res.set_chunked_content_provider(
+        "text/event-stream",
+        [this, state, job_id, file](size_t, httplib::DataSink& sink) {
+          if (stopping) return false;
+          if (state->done) {
+            sink.done();
+            return true;
+          }
+          if (!sink.is_writable()) return false;
+          if (!StillAllowed(state->auth)) return false;
+          if (!state->final && Clock::now() >= state->next_job_check) {
+            state->next_job_check = Clock::now() + kFollowJobCheck;
+            const std::optional<store::Job> job = store.GetJob(job_id);
+            state->final = !job || MetricsFinal(*job);
+          }
+          const nlohmann::json a = ReadMetrics(file, state->offset, state->final);
+          const bool news = !a["series"].empty() || a["skipped"].get<int64_t>() > 0 ||
+                            (a.contains("warning") && !state->warned);
+          state->warned = state->warned || a.contains("warning");
+          state->offset = a["offset"].get<int64_t>();
+          std::string out;
+          if (news)
+            out = "id: " + std::to_string(state->offset) + "\nevent: metrics\ndata: " + a.dump() +
+                  "\n\n";
+          if (a["complete"].get<bool>()) {
+            out += "event: end\ndata: {}\n\n";
+            state->done = true;
+          }
+          if (!out.empty()) {
+            state->last_write = Clock::now();
+            return sink.write(out.data(), out.size());
+          }
+          return IdleTurn(sink, state->last_write);
+        },
+        [this, user = c.user.name](bool) { ReleaseStreamSlot(follows, user); });
   }
 
   // GET /api/v1/jobs/{id}/capsule: the capsule's size and its manifest's file list, read from the

@@ -31,8 +31,9 @@ function watchConsole(page) {
   return errors;
 }
 
+// How many points the chart of `series` holds now (0: no chart yet); never waits.
 const chartCount = (page, series) =>
-  page.locator(`#charts figure[data-series="${series}"]`).evaluate((f) => Number(f.getAttribute("data-count"))).catch(() => 0);
+  page.evaluate((name) => Number(document.querySelector(`#charts figure[data-series="${name}"]`)?.getAttribute("data-count") ?? 0), series);
 
 describe("the console for daily work", () => {
   let forge;
@@ -48,6 +49,16 @@ describe("the console for daily work", () => {
 
   test("tiny-train's loss and accuracy curves grow while it runs, then stay complete", async () => {
     const id = forge.submit("alice", TINY_TRAIN, { "train.py": TRAIN_PY });
+    // The API's stream (?follow=1), read beside the page: points arrive in several events
+    // while the job runs, then `end`.
+    const followed = (async () => {
+      const res = await fetch(`${forge.url}/api/v1/jobs/${id}/metrics?follow=1`, { headers: { Authorization: `Bearer ${forge.tokens.alice}` } });
+      assert.equal(res.status, 200);
+      assert.match(res.headers.get("content-type"), /^text\/event-stream/);
+      const text = await res.text(); // until the server ends the stream
+      const events = text.split("\n\n").filter((e) => /^event: /m.test(e));
+      return events.map((e) => ({ event: /^event: (.*)$/m.exec(e)[1], data: /^data: (.*)$/m.exec(e)?.[1] }));
+    })();
     const page = await signedIn(chrome.browser, forge.url, forge.tokens.alice);
     const errors = watchConsole(page);
     await page.goto(`${forge.url}/jobs/${id}`);
@@ -76,6 +87,11 @@ describe("the console for daily work", () => {
     assert.equal(m.complete, true);
     const rest = JSON.parse((await forge.api("alice", `/api/v1/jobs/${id}/metrics?offset=${m.offset}`)).body);
     assert.deepEqual(rest.series, []);
+    const streamed = await followed;
+    assert.equal(streamed.at(-1).event, "end");
+    const batches = streamed.filter((e) => e.event === "metrics").map((e) => JSON.parse(e.data));
+    assert.ok(batches.length >= 2, `the stream sent ${batches.length} metrics event(s): the points should arrive as they are written`);
+    assert.equal(batches.flatMap((b) => b.series.find((s) => s.name === "loss")?.points ?? []).length, 41);
     // Another user's job's metrics are not found, like the job.
     assert.equal((await forge.api("bob", `/api/v1/jobs/${id}/metrics`)).status, 404);
     // The archive shows the local fleet's runner.log, and nothing was asked for that the

@@ -335,6 +335,7 @@ export function jobPage(ctx: Ctx, id: string): Cleanup {
   let metricsOffset = 0;
   let metricsDone = false;
   let metricsBusy = false;
+  let metricsDrawn = false;
   const charts = h("div", { class: "charts", id: "charts" });
   const metricsNote = h("p", { class: "muted", id: "metrics-note", role: "status" }, "Looking for metrics…");
   const howTo = h(
@@ -381,15 +382,19 @@ export function jobPage(ctx: Ctx, id: string): Cleanup {
     metricsBusy = true;
     try {
       // A big file comes in pieces of at most 4 MiB: read on while the server has more.
+      let news = !metricsDrawn;
       for (let i = 0; i < 16; i++) {
         const a = await getJson<MetricsAnswer>(`${path}/metrics?offset=${metricsOffset}`);
         const before = metricsOffset;
+        news ||= a.series.length > 0 || a.complete || a.skipped > 0 || Boolean(a.warning);
         metrics.add(a);
         metricsOffset = a.offset;
         if (a.complete) metricsDone = true;
         if (a.complete || a.offset >= a.size || a.offset === before) break;
       }
-      drawMetrics();
+      // Redrawn only with news: a pointer over a chart keeps its readout between polls.
+      if (news) drawMetrics();
+      metricsDrawn = true;
       if (metricsDone) clearInterval(metricsTimer);
     } catch (e) {
       if (!(e instanceof ApiError && e.status === 404)) metricsNote.textContent = `Cannot read the metrics: ${(e as Error).message}`;
