@@ -286,4 +286,22 @@ pools:
     assert.deepEqual(errors, []);
     await page.context().close();
   });
+
+  test("playgrounds: an empty list says what to do; the form offers this server's fleets and shows a refusal at its field", async () => {
+    const page = await signedIn(chrome.browser, forge.url, forge.tokens.bob);
+    const errors = watchConsole(page);
+    await page.getByRole("link", { name: "Playgrounds" }).click();
+    await page.locator("#playgrounds").getByText("No playgrounds yet: start one below.").waitFor();
+    // The fleets come from capacity: the local fleet, and no kuberay fleet (none configured).
+    await waitFor("the fleet choice", async () => (await page.locator("#pg-fleet option").count()) > 1);
+    const fleets = await page.locator("#pg-fleet option").evaluateAll((os) => os.map((o) => o.value));
+    assert.deepEqual(fleets, ["", "local"]);
+    await page.getByLabel("Model").fill("Qwen/Qwen2.5-0.5B-Instruct");
+    await page.getByLabel("Fleet").selectOption("local");
+    await page.getByRole("button", { name: "Start playground" }).click();
+    // No vLLM on this machine: the server's refusal says what to set.
+    await page.locator("#pg-errors").getByText(/FORGE_LOCAL_VLLM_COMMAND/).waitFor();
+    assert.deepEqual(errors.filter((e) => !/422/.test(e)), []);
+    await page.context().close();
+  });
 });

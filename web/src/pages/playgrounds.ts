@@ -81,6 +81,9 @@ export function playgroundsPage(ctx: Ctx): Cleanup {
   });
   const seriesList = h("datalist", { id: "pg-series-list" });
   const series = h("input", { id: "pg-series", name: "series", type: "text", list: "pg-series-list", spellcheck: "false", placeholder: "h200", "aria-describedby": "pg-series-help" });
+  // The fleets this server has (from capacity); the server's default unless one is chosen, so
+  // that a refusal naming "fleet" points at a field of the form.
+  const fleet = h("select", { id: "pg-fleet", name: "fleet", "aria-describedby": "pg-fleet-help" }, h("option", { value: "" }, "the server's default"));
   const gpus = h("input", { id: "pg-gpus", name: "gpus", type: "number", min: 1, max: 64, value: 1, required: true });
   const ttl = h("input", { id: "pg-ttl", name: "ttl", type: "text", value: "1h", required: true, spellcheck: "false", "aria-describedby": "pg-ttl-help" });
   const errors = h("ul", { class: "field-errors error", id: "pg-errors", role: "alert" });
@@ -94,6 +97,7 @@ export function playgroundsPage(ctx: Ctx): Cleanup {
       { class: "filters" },
       field("pg-model", "Model", model, "A directory one of your jobs wrote (jobs/<job id>/<path>), or a model name the image can load."),
       field("pg-series", "Card series", series, "The GPU series to run on; empty: any node."),
+      field("pg-fleet", "Fleet", fleet, "kuberay: a pod on a node of the series; local: vLLM on the server's machine (FORGE_LOCAL_VLLM_COMMAND)."),
       field("pg-gpus", "GPUs", gpus),
       field("pg-ttl", "TTL", ttl, "How long it lives: 30m, 2h, 1h30m."),
     ),
@@ -115,6 +119,7 @@ export function playgroundsPage(ctx: Ctx): Cleanup {
     }
     const body: Record<string, unknown> = { model: model.value.trim(), gpus: Number(gpus.value), ttlSeconds: seconds };
     if (series.value.trim()) body.series = series.value.trim();
+    if (fleet.value) body.fleet = fleet.value;
     start.disabled = true;
     try {
       const p = await sendJson<Playground>("POST", "/api/v1/playgrounds", body);
@@ -131,6 +136,13 @@ export function playgroundsPage(ctx: Ctx): Cleanup {
     .then((cap) => {
       const names = cap.fleets.flatMap((f) => (f.series ?? []).map((s) => s.series)).filter(Boolean);
       clear(seriesList, [...new Set(names)].map((n) => h("option", { value: n })));
+      const chosen = fleet.value;
+      clear(
+        fleet,
+        h("option", { value: "" }, "the server's default"),
+        cap.fleets.filter((f) => f.available !== false && !f.error).map((f) => h("option", { value: f.fleet }, f.fleet)),
+      );
+      fleet.value = chosen;
     })
     .catch(() => {});
 
