@@ -91,6 +91,7 @@ def test_every_answer_schema_has_a_model_or_is_named_here():
         "PlaygroundSpec": "Playground.spec is a dict; playground.start() takes its fields",
         "LocalFleetCapacity": "Capacity.fleets are dicts (each fleet its shape)",
         "KubeRayFleetCapacity": "as LocalFleetCapacity", "FleetCapacityError": "as LocalFleetCapacity",
+        "FleetUnavailable": "as LocalFleetCapacity",
         "PlaygroundEvent": "Playground.events() returns dicts", "PlaygroundEventList": "the same",
         "Upload": "submit() sends the code itself", "CapsuleInfo": "not in the SDK yet",
         "Token": "admin routes: not in the SDK", "TokenList": "the same", "CreatedToken": "the same",

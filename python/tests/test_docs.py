@@ -36,5 +36,6 @@ def test_walkthrough_runs_as_written(serve, forge_bin, tmp_path):
                        text=True, timeout=800)
     assert p.returncode == 0, f"stdout:\n{p.stdout[-3000:]}\nstderr:\n{p.stderr[-3000:]}"
     out = p.stdout
-    assert "alice False" in out and "Succeeded" in out and "422 Invalid" in out
-    assert "Cancelled" in out and "Ready" in out and out.rstrip().endswith("Stopped")
+    for expected in ("alice False", "Succeeded", "422 Invalid", "Cancelled", "Ready"):
+        assert expected in out, f"{expected!r} not in the output:\n{out}"
+    assert out.rstrip().endswith("Stopped"), out

@@ -76,6 +76,12 @@ def test_submit_with_forge_dict_spec_and_failure(client, code_dir, forge_bin):
     again = client.submit(dict(SPEC, name="sdk-forge", env={"EXIT": "3"}), code=code_dir,
                           use_forge=True)
     assert again.wait(timeout=WAIT).capsule.sha256 == job.capsule.sha256
+    # A JobSpec the server refuses: the API's error kind and fields, as without forge.
+    with pytest.raises(starforge.StarForgeError) as e:
+        client.submit(dict(SPEC, pools=[{"name": "main", "gpusPerMachine": -1}]), code=code_dir,
+                      use_forge=True)
+    assert (e.value.status, e.value.code) == (422, "Invalid"), e.value
+    assert "pools[0].gpusPerMachine" in [x.field for x in e.value.errors] + [e.value.field]
 
 
 def test_cancel_and_wait_timeout(client, code_dir):

@@ -262,7 +262,8 @@ def test_every_answer_matches_the_schema(serve):
     assert alice.post("/api/v1/playgrounds", content=b"[").status_code == 400
     assert alice.get("/api/v1/playgrounds/pg-nope").status_code == 404
     r = alice.post("/api/v1/playgrounds", json={"model": f"jobs/{jid}/ckpt", "fleet": "local",
-                                                 "gpus": 0, "ttlSeconds": 300})
+                                                 "gpus": 0, "ttlSeconds": 300, "cpus": "1",
+                                                 "memory": "1Gi"})
     assert r.status_code == 201, r.text
     pid = r.json()["id"]
     pg = wait_for("playground Ready",

@@ -321,6 +321,15 @@ class Client:
                 env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
             )
         if p.returncode != 0:
+            # The CLI prints the API's message but not its error kind: a refused JobSpec is
+            # asked about again through the API (POST /api/v1/uploads checks the JobSpec and
+            # admits it before any code, docs/api.md), which answers with the kind and fields.
+            try:
+                self._request("POST", "/api/v1/uploads", content=spec_text.encode(),
+                              headers={"Content-Type": "application/yaml"})
+            except StarForgeError as e:
+                if e.status is not None and e.status not in (404, 405, 429, 503):
+                    raise e from None
             lines = [x for x in p.stderr.splitlines() if x.strip()]
             raise StarForgeError(
                 "SubmitFailed", "forge submit: " + ("\n".join(lines[-5:]) or f"exit {p.returncode}")
