@@ -41,12 +41,13 @@ e2e_wait_file() {  # FILE SECONDS: until FILE is non-empty
 }
 
 # Starts kubesim with ARGS (plus --listen/--port-file) logging to E2E_WORK/kubesim.log; sets
-# E2E_K8S to its URL (https when ARGS has --tls).
+# E2E_K8S to its URL (https when ARGS has --tls) and E2E_KUBESIM_PID.
 e2e_start_kubesim() {  # KUBESIM_BIN ARGS...
   local bin=$1
   shift
   "$bin" --listen 127.0.0.1:0 --port-file "$E2E_WORK/kubesim.port" "$@" 2>"$E2E_WORK/kubesim.log" &
-  e2e_pids+=($!)
+  E2E_KUBESIM_PID=$!
+  e2e_pids+=("$E2E_KUBESIM_PID")
   e2e_wait_file "$E2E_WORK/kubesim.port" 30 || e2e_fail "kubesim did not start; see $E2E_WORK/kubesim.log"
   local scheme=http
   [[ " $* " == *" --tls "* ]] && scheme=https
@@ -54,14 +55,51 @@ e2e_start_kubesim() {  # KUBESIM_BIN ARGS...
   E2E_K8S="$scheme://127.0.0.1:$(cat "$E2E_WORK/kubesim.port")"
 }
 
-# Starts the S3 peer (s3rver, tools/s3peer) with bucket BUCKET; sets E2E_S3 to its endpoint.
-e2e_start_s3peer() {  # REPO BUCKET
+# Starts the S3 peer (s3rver, tools/s3peer) with bucket BUCKET on ADDRESS (default 127.0.0.1;
+# pods in network namespaces reach the host at its bridge address); sets E2E_S3 to its endpoint.
+e2e_start_s3peer() {  # REPO BUCKET [ADDRESS]
+  local addr=${3:-127.0.0.1}
   node "$1/tools/s3peer/s3peer.js" --port-file "$E2E_WORK/s3.port" --bucket "$2" \
-    2>"$E2E_WORK/s3.log" &
+    --address "$addr" 2>"$E2E_WORK/s3.log" &
   e2e_pids+=($!)
   e2e_wait_file "$E2E_WORK/s3.port" 30 || e2e_fail "s3peer did not start; see $E2E_WORK/s3.log"
   # shellcheck disable=SC2034  # for the sourcing script
-  E2E_S3="http://127.0.0.1:$(cat "$E2E_WORK/s3.port")"
+  E2E_S3="http://$addr:$(cat "$E2E_WORK/s3.port")"
+}
+
+# The first 10.x.0.0/16 (x = 244..254) that no route of this host touches, for a kubelet with
+# --pod-network netns (kubesim or kubesim-node); fails when there is none. Tests that use one run
+# alone (RUN_SERIAL), so two of them never pick the same range at once.
+e2e_free_pod_cidr() {
+  local x
+  for x in $(seq 244 254); do
+    if ! ip -4 route show table all | grep -q "10\.$x\."; then
+      echo "10.$x.0.0/16"
+      return 0
+    fi
+  done
+  return 1
+}
+
+# The bridge address a kubelet with --pod-network netns logs once its pod network is up, read from
+# LOG while PID runs (up to 30 s); prints it, or fails.
+e2e_wait_bridge() {  # LOG PID
+  local _ ip
+  for _ in $(seq 1 150); do
+    ip=$(sed -n 's/.*(bridge address \([0-9.]*\)).*/\1/p' "$1" 2>/dev/null)
+    [[ -n "$ip" ]] && { echo "$ip"; return 0; }
+    kill -0 "$2" 2>/dev/null || return 1
+    sleep 0.2
+  done
+  return 1
+}
+
+# Nothing of the netns pod network of the kubelet process PID is left (its namespaces ks<PID>-*,
+# veths ksv<PID>-*, bridge ksbr<PID>); prints what is, and fails, otherwise.
+e2e_netns_left() {  # PID
+  local left
+  left=$( (ip netns list; ip -o link show) | grep -e "ks$1-" -e "ksv$1-" -e "ksbr$1:" || true)
+  [[ -z "$left" ]] || { echo "$left"; return 1; }
 }
 
 # Starts the real control plane (tools/k8s/controlplane up E2E_WORK/cp --audit) with HYPERKUBE,
