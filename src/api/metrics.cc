@@ -96,7 +96,9 @@ nlohmann::json ReadMetrics(const std::filesystem::path& file, int64_t offset, bo
       ++skipped;
       continue;
     }
-    const nlohmann::json doc = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    // Ordered: the series come in the order the job first wrote them (loss before accuracy).
+    const nlohmann::ordered_json doc =
+        nlohmann::ordered_json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (!doc.is_object()) {
       ++skipped;
       continue;

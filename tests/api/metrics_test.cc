@@ -45,6 +45,7 @@ TEST(ReadMetrics, SeriesOfStepAndValueFromCompleteLinesThenFromTheOffset) {
   EXPECT_EQ(Series(a, "loss"), json::parse("[[0, 0.7], [10, 0.5], [null, 0.4]]"));
   EXPECT_EQ(Series(a, "accuracy"), json::parse("[[10, 0.8]]"));
   EXPECT_EQ(a["series"].size(), 2u) << a.dump();  // not time, not the string
+  EXPECT_EQ(a["series"][0]["name"], "loss");      // in the order the file has them
   EXPECT_EQ(a["lines"], 4);
   EXPECT_EQ(a["skipped"], 1);
   const int64_t off = a["offset"];

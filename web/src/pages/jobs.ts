@@ -44,7 +44,8 @@ export function jobsPage(ctx: Ctx): Cleanup {
   let sortedFor: { rows: Rows | null; sort: Sort | null } = { rows: null, sort: null }; // what `sorted` is of
   const headers = columns.map((c) => {
     const key = c.toLowerCase() as SortKey;
-    const button = h("button", { type: "button", class: "sort", "data-sort": key }, c);
+    // The arrow is for the eye; aria-sort says it to a screen reader (and keeps the name "Name").
+    const button = h("button", { type: "button", class: "sort", "data-sort": key }, c, h("span", { class: "arrow", "aria-hidden": "true" }));
     button.addEventListener("click", () => {
       sort = sort?.key !== key ? { key, desc: key === "ran" } : sort.desc === (key === "ran") ? { key, desc: !sort.desc } : null;
       keepUrl();
@@ -57,6 +58,7 @@ export function jobsPage(ctx: Ctx): Cleanup {
       const on = sort?.key === th.getAttribute("data-col");
       th.setAttribute("aria-sort", on ? (sort!.desc ? "descending" : "ascending") : "none");
       th.classList.toggle("sorted", on);
+      th.querySelector(".arrow")!.textContent = on ? (sort!.desc ? " ▼" : " ▲") : "";
     }
     table.setAttribute("aria-label", sort ? `Jobs, by ${sort.key}${sort.desc ? ", descending" : ""}` : "Jobs, newest first");
   };

@@ -18,7 +18,7 @@ export function playgroundsPage(ctx: Ctx): Cleanup {
 
   // Rows are updated in place while the list holds the same playgrounds (a focused link keeps
   // its focus as the TTL counts down); redrawn when one comes or goes.
-  let drawn = "";
+  let drawn: string | null = null; // null: nothing drawn yet (an empty list is drawn too)
   const cells = new Map<string, { state: HTMLElement; ttl: HTMLElement; reason: HTMLElement }>();
   const ttlText = (p: Playground, now: number) => (PLAYGROUND_ENDED.has(p.state) ? "—" : countdown(ttlLeft(p.ttlRemainingSeconds, readAt, now)));
   const draw = () => {
