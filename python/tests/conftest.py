@@ -85,3 +85,13 @@ def code_dir(tmp_path) -> Path:
         "sys.exit(int(os.environ.get('EXIT', '0')))\n"
     )
     return d
+
+
+@pytest.fixture(scope="session")
+def serve_kuberay(forge_bin):
+    """A second server with the kuberay fleet too, on a kubesim and an s3rver of its own."""
+    s = ForgeServe(forge_bin, kuberay=True)
+    s.alice = s.token("alice")
+    s.start()
+    yield s
+    s.stop()

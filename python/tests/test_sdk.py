@@ -230,3 +230,29 @@ def test_wheel_builds_and_imports(tmp_path):
         cwd=str(tmp_path),
     )
     assert probe.stdout.strip().startswith(str(target)), probe.stderr
+
+
+def test_kuberay_fleet_on_kubesim(serve_kuberay, checker, code_dir):
+    """The same calls against the kuberay fleet (kubesim + s3rver): a RayJob per job."""
+    from conftest import make_client
+
+    client = make_client(serve_kuberay, checker, serve_kuberay.alice)
+    job = client.submit(dict(SPEC, name="sdk-kuberay", fleet="kuberay"), code=code_dir,
+                        use_forge=False)
+    assert job.fleet == "kuberay"
+    lines = list(job.logs(follow=True))
+    assert "step 4 loss 0.2" in lines and job.log_end.phase == "Succeeded", lines
+    assert job.wait(timeout=WAIT).phase == "Succeeded"
+    wait_for("logs archived", lambda: job.refresh().cleanup.logs_archived, WAIT)
+    assert "driver.log" in [a.name for a in job.artifacts()]
+    kuberay = [f for f in client.capacity().fleets if f["fleet"] == "kuberay"]
+    assert kuberay and kuberay[0]["namespace"] == "starforge", kuberay
+    pg = client.playground.start("Qwen/Qwen2.5-0.5B-Instruct", fleet="kuberay", series="h200",
+                                 gpus=1, ttl_seconds=300)
+    assert pg.fleet == "kuberay" and pg.spec["series"] == "h200"
+    assert pg.wait_ready(timeout=WAIT).state == "Ready"
+    assert pg.stop().state == "Stopped"
+    with pytest.raises(starforge.StarForgeError) as e:
+        client.playground.start("m", fleet="kuberay", series="b300")
+    assert (e.value.status, e.value.code) == (422, "Rejected"), e.value
+    client.close()

@@ -1,9 +1,11 @@
 """Every answer of a real `forge serve` validates against src/api/openapi.json (issue 36, §1).
 
 ctest api.openapi_responses: pytest from build/tools/sdk-venv (scripts/bootstrap) with
-STARFORGE_FORGE_BIN. One server of its own (local fleet, a port the kernel picks, temporary
+STARFORGE_FORGE_BIN. A server of its own (local fleet, a port the kernel picks, temporary
 storage root and state directory, the vLLM emulator as FORGE_LOCAL_VLLM_COMMAND) is driven
-through every route — successes and errors — and each answer is checked by
+through every route — successes and errors — then a second one with the kuberay fleet on a
+kubesim and an s3rver of its own (capacity, a job's archive, the doctor, a playground's pod), and
+each answer is checked by
 tests/support/openapi_check.py: an undeclared status, a field the schema does not declare, a
 missing required field, a wrong type or a property the schema declares that no answer carries
 (less the few below, which only another fleet sends) fails.
@@ -90,8 +92,30 @@ def serve():
     s.stop()
 
 
-def test_every_answer_matches_the_schema(serve):
-    checker = Checker()
+@pytest.fixture(scope="module")
+def checker():
+    return Checker()
+
+
+@pytest.fixture(scope="module")
+def serve_kuberay():
+    if not FORGE:
+        pytest.fail("STARFORGE_FORGE_BIN is not set (run through ctest)")
+    s = ForgeServe(FORGE, kuberay=True)
+    s.alice = s.token("alice")
+    s.start()
+    yield s
+    s.stop()
+
+
+def verdict(checker):
+    assert not checker.problems, "answers that do not match openapi.json:\n" + "\n".join(
+        dict.fromkeys(checker.problems))
+    unseen = checker.unseen(NOT_REACHABLE)
+    assert not unseen, "declared in openapi.json but in no answer: " + ", ".join(unseen)
+
+
+def test_every_answer_matches_the_schema(serve, checker):
     hooks = {"response": [checker.hook]}
 
     def client(token=None):
@@ -288,7 +312,56 @@ def test_every_answer_matches_the_schema(serve):
 
     # -- the verdict ------------------------------------------------------------------------
     assert checker.checked > 60, checker.checked
-    assert not checker.problems, "answers that do not match openapi.json:\n" + "\n".join(
-        dict.fromkeys(checker.problems))
-    unseen = checker.unseen(NOT_REACHABLE)
-    assert not unseen, "declared in openapi.json but in no answer: " + ", ".join(unseen)
+    verdict(checker)
+
+
+def test_kuberay_answers_match_the_schema(serve_kuberay, checker):
+    """The same on the kuberay fleet (kubesim + s3rver): its capacity, a job's archive, the
+    doctor, a playground's pod; the verdict counts both servers' answers."""
+    hooks = {"response": [checker.hook]}
+    url, before = serve_kuberay.url, checker.checked
+    admin = httpx.Client(base_url=url, event_hooks=hooks, timeout=60,
+                         headers={"Authorization": f"Bearer {serve_kuberay.admin_token}"})
+    alice = httpx.Client(base_url=url, event_hooks=hooks, timeout=60,
+                         headers={"Authorization": f"Bearer {serve_kuberay.alice}"})
+    assert admin.get("/api/v1/doctor").status_code == 200
+    cap = wait_for("the kuberay fleet's capacity", lambda: [
+        f for f in alice.get("/api/v1/capacity").json()["fleets"]
+        if f["fleet"] == "kuberay" and "error" not in f], WAIT, every=0.3)
+    assert cap[0]["namespace"] == "starforge"
+    code = code_zip({"main.py": MAIN})
+    spec = JOB.format(name="kr", arg="").replace("fleet: local", "fleet: kuberay")
+    big = spec.replace("{name: main}", "{name: main, gpuSeries: h200, gpusPerMachine: 16}")
+    r = alice.post("/api/v1/jobs", files={"spec": ("j.yaml", big), "code": ("c.zip", code)})
+    assert r.status_code == 422 and r.json()["error"] == "Rejected", r.text
+    r = alice.post("/api/v1/jobs", files={"spec": ("j.yaml", spec), "code": ("c.zip", code)})
+    assert r.status_code == 201, r.text
+    jid = r.json()["id"]
+
+    def ended():
+        j = alice.get(f"/api/v1/jobs/{jid}").json()
+        return j if j["phase"] in ("Succeeded", "Failed", "Cancelled") and j["cleanup"]["logsArchived"] else None
+
+    job = wait_for(f"job {jid} ended and archived", ended, WAIT, every=0.5)
+    assert job["phase"] == "Succeeded", job
+    assert "step 2" in alice.get(f"/api/v1/jobs/{jid}/logs").text
+    names = [a["name"] for a in alice.get(f"/api/v1/jobs/{jid}/artifacts").json()["items"]]
+    assert "driver.log" in names, names
+    for name in names:
+        assert alice.get(f"/api/v1/jobs/{jid}/logs", params={"file": name}).status_code == 200
+    assert alice.get(f"/api/v1/jobs/{jid}/events").status_code == 200
+    assert alice.get(f"/api/v1/jobs/{jid}/capsule").status_code == 200
+    r = alice.post("/api/v1/playgrounds", json={"model": "Qwen/Qwen2.5-0.5B-Instruct",
+                                                 "fleet": "kuberay", "series": "h200", "gpus": 1,
+                                                 "ttlSeconds": 300})
+    assert r.status_code == 201, r.text
+    pid = r.json()["id"]
+    assert alice.post("/api/v1/playgrounds", json={"model": "m", "fleet": "kuberay", "series": "b300"}).status_code == 422
+    pg = wait_for("playground Ready", lambda: (lambda p: p if p["state"] in ("Ready", "Failed") else None)(
+        alice.get(f"/api/v1/playgrounds/{pid}").json()), WAIT, every=0.3)
+    assert pg["state"] == "Ready", pg
+    assert alice.get(f"{pg['openaiBaseUrl']}/models").status_code == 200
+    assert alice.get(f"/api/v1/playgrounds/{pid}/logs").status_code == 200
+    assert alice.delete(f"/api/v1/playgrounds/{pid}").status_code == 200
+    assert checker.checked - before > 15
+    verdict(checker)
