@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from datetime import datetime
@@ -208,7 +209,10 @@ def test_configured_like_the_cli(serve, forge_bin, tmp_path, monkeypatch):
 
 def test_wheel_builds_and_imports(tmp_path):
     """`pip install ./python`: the wheel (built offline) holds the typed package."""
-    root = Path(__file__).resolve().parents[1]
+    # Built from a copy: setuptools writes build/ and *.egg-info beside the sources.
+    root = tmp_path / "python"
+    shutil.copytree(Path(__file__).resolve().parents[1], root,
+                    ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__", "tests"))
     out = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-q",
          "--disable-pip-version-check", str(root), "-w", str(tmp_path / "dist")],
