@@ -258,6 +258,9 @@ pools:
     await page.goto(`${forge.url}/jobs/${id}`);
     await page.locator("#status-line").getByText("Failed").waitFor({ timeout: 120_000 });
     await page.locator("#failure").getByText("ValueError: bad learning rate -1").waitFor({ timeout: 30_000 });
+    // The controller's and the fleet's AppFailed are one row, naming both.
+    const failed = page.locator("#events tbody tr", { hasText: "AppFailed" });
+    await waitFor("one AppFailed row naming both sources", async () => (await failed.count()) === 1 && /controller, fleet:local|fleet:local, controller/.test(await failed.textContent()));
     // Each phase's bar says how long it took; every time is UTC, in one format.
     await page.locator("#timeline .seg").first().waitFor();
     for (const label of await page.locator("#timeline .seg span").allTextContents()) assert.match(label, /^[A-Z][a-z]+ \d+[smhd]/);

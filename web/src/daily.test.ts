@@ -1,7 +1,7 @@
 // Issue 39's pure pieces: one time format, a failed job's error line, the jobs table's sort.
 import { describe, expect, it } from "vitest";
 import type { Job } from "./api";
-import { clock, lastError } from "./format";
+import { clock, lastError, mergeEchoes } from "./format";
 import { formatSort, parseSort, sortJobs } from "./joblist";
 
 describe("clock", () => {
@@ -45,5 +45,20 @@ describe("sortJobs", () => {
     expect(parseSort("-ran")).toEqual({ key: "ran", desc: true });
     expect(parseSort("bogus")).toBeNull();
     expect(formatSort({ key: "name", desc: false })).toBe("name");
+  });
+});
+
+describe("mergeEchoes", () => {
+  const ev = (source: string, lastAt: string, reason = "AppFailed", object = "") => ({ type: "Warning", reason, message: "exit 1", object, source, lastAt });
+  it("shows one event told by two sources at once as one row naming both", () => {
+    const m = mergeEchoes([ev("controller", "2026-01-01T00:00:01Z"), ev("fleet:local", "2026-01-01T00:00:00Z")]);
+    expect(m).toHaveLength(1);
+    expect(m[0].source).toBe("controller, fleet:local");
+  });
+  it("keeps apart other reasons, other objects, repeats of one source and events far apart", () => {
+    expect(mergeEchoes([ev("a", "2026-01-01T00:00:00Z"), ev("b", "2026-01-01T00:00:00Z", "Other")])).toHaveLength(2);
+    expect(mergeEchoes([ev("a", "2026-01-01T00:00:00Z", "X", "Pod/p"), ev("b", "2026-01-01T00:00:00Z", "X", "Pod/q")])).toHaveLength(2);
+    expect(mergeEchoes([ev("a", "2026-01-01T00:00:00Z"), ev("a", "2026-01-01T00:00:01Z")])).toHaveLength(2);
+    expect(mergeEchoes([ev("a", "2026-01-01T00:00:00Z"), ev("b", "2026-01-01T00:01:00Z")])).toHaveLength(2);
   });
 });

@@ -205,3 +205,24 @@ export function stripTopFolder(paths: string[]): string[] {
   if (paths.every((p) => p.startsWith(first + "/"))) return paths.map((p) => p.slice(first.length + 1));
   return paths;
 }
+
+// The same event told by two sources at about the same time (the controller's and the fleet's
+// AppFailed) as one row naming both sources. Events of different objects, or more than 5 s
+// apart, stay apart.
+export function mergeEchoes<E extends { type: string; reason: string; message: string; object: string; source: string; lastAt: string }>(events: E[]): E[] {
+  const out: E[] = [];
+  for (const e of events) {
+    const twin = out.find(
+      (o) =>
+        o.type === e.type &&
+        o.reason === e.reason &&
+        o.message === e.message &&
+        o.object === e.object &&
+        !o.source.split(", ").includes(e.source) &&
+        Math.abs(Date.parse(o.lastAt) - Date.parse(e.lastAt)) <= 5000,
+    );
+    if (twin) twin.source = `${twin.source}, ${e.source}`;
+    else out.push({ ...e });
+  }
+  return out;
+}

@@ -4,7 +4,7 @@
 // (live.ts), polled when there is none.
 import { ApiError, getJson, postJson, request, TERMINAL, type CapsuleInfo, type Job, type JobEvent } from "../api";
 import { clear, h, kv, link } from "../dom";
-import { age, bytes, clock, duration, eventObject, lastError, statusLine, timelineSegments, toYaml } from "../format";
+import { age, bytes, clock, duration, eventObject, lastError, mergeEchoes, statusLine, timelineSegments, toYaml } from "../format";
 import { live } from "../live";
 import { followLog } from "../logstream";
 import { drawChart, formatValue, MetricSeries, type MetricsAnswer } from "../metrics";
@@ -214,7 +214,7 @@ export function jobPage(ctx: Ctx, id: string): Cleanup {
     );
     drawEvents(
       eventsBody,
-      events.map((e) => ({ ...e, ...eventObject(e) })),
+      mergeEchoes(events.map((e) => ({ ...e, ...eventObject(e) }))),
       now,
     );
     eventsNote.textContent = events.length ? "" : "No events yet.";
