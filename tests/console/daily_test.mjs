@@ -159,6 +159,7 @@ pools:
     await page.waitForURL(/\/submit\?example=tiny-train$/);
     await page.locator("#code-info").getByText(/^The example's code: train\.py/).waitFor();
     assert.match(await page.getByLabel("JobSpec (YAML or JSON)").inputValue(), /^name: tiny-train$/m);
+    await screenshot(page, "submit-example");
     // The JobSpec reference is linked, and served by the console itself.
     await page.getByRole("link", { name: "the JobSpec reference" }).click();
     await page.locator("#jobspec-reference").getByText(/resumeFrom/).first().waitFor();
