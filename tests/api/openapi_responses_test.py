@@ -33,6 +33,7 @@ FORGE = os.environ.get("STARFORGE_FORGE_BIN", "")
 # Declared properties no answer of this test can carry, and why.
 NOT_REACHABLE = {
     "Artifacts.warning": "only a kuberay job on a server without FORGE_K8S_STORAGE_PVC",
+    "GET /api/v1/jobs/{id}/metrics → 200.warning": "only a metrics file past a read limit",
 }
 WAIT = 240  # seconds: an ASan build beside a CPU burner
 
@@ -55,6 +56,8 @@ MAIN = """import os, sys, time
 d = os.environ["FORGE_JOB_DIR"]
 os.makedirs(os.path.join(d, "ckpt"), exist_ok=True)
 open(os.path.join(d, "ckpt", "model.bin"), "w").write("weights")
+with open(os.path.join(d, "metrics.jsonl"), "w") as m:
+    m.write('{"step": 1, "loss": 0.5, "accuracy": 0.7}\\n{"loss": 0.25}\\nnot json\\n')
 for i in range(3):
     print("step", i, flush=True)
 if len(sys.argv) > 1:
@@ -208,6 +211,15 @@ def test_every_answer_matches_the_schema(serve, checker):
     assert first[0][0] == "capacity"
     checker.check_named("Capacity", first[0][1], "capacity?watch=1 event: capacity")
     assert alice.get(f"/api/v1/jobs/{jid}/events").status_code == 200
+    metrics = alice.get(f"/api/v1/jobs/{jid}/metrics").json()
+    assert {x["name"] for x in metrics["series"]} == {"loss", "accuracy"}, metrics
+    assert metrics["skipped"] == 1 and metrics["complete"], metrics
+    assert alice.get(f"/api/v1/jobs/{jid}/metrics", params={"offset": metrics["offset"]}).status_code == 200
+    streamed = sse(alice, f"/api/v1/jobs/{jid}/metrics", {"follow": "1"})
+    assert [e for e, _ in streamed][-1] == "end", streamed
+    for event, data in streamed:
+        if event == "metrics":
+            checker.check_like("GET", f"/api/v1/jobs/{jid}/metrics", data, "metrics?follow=1 event: metrics")
     arts = alice.get(f"/api/v1/jobs/{jid}/artifacts").json()
     assert any(a["name"] == "driver.log" for a in arts["items"]), arts
     cap = alice.get(f"/api/v1/jobs/{jid}/capsule").json()

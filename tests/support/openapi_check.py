@@ -194,6 +194,18 @@ class Checker:
             self._record(schema, instance)
         self.checked += 1
 
+    def check_like(self, method: str, path: str, instance: Any, where: str) -> None:
+        """Validates `instance` (an SSE event's data) as the JSON answer 200 of method path."""
+        _, schema = self.api.response_schema(method, path, 200, "application/json")
+        validator = jsonschema.Draft202012Validator(schema, format_checker=self._format)
+        errors = list(validator.iter_errors(instance))
+        for e in errors[:5]:
+            at = "".join(f"[{p!r}]" for p in e.absolute_path) or "(the data)"
+            self.problems.append(f"{where}: at {at}: {e.message}")
+        if not errors:
+            self._record(schema, instance)
+        self.checked += 1
+
     def hook(self, response: Any) -> None:
         """An httpx response hook: checks every answer that is not a stream."""
         ctype = response.headers.get("content-type", "")
