@@ -312,4 +312,24 @@ pools:
     assert.deepEqual(errors.filter((e) => !/422/.test(e)), []);
     await page.context().close();
   });
+
+  test("a JobSpec whose entrypoint needs no files runs without a folder picked", async () => {
+    const page = await signedIn(chrome.browser, forge.url, forge.tokens.bob);
+    const errors = watchConsole(page);
+    await page.getByRole("link", { name: "Submit", exact: true }).click();
+    await page.locator("#code-info").getByText(/^No code chosen: the JobSpec alone is sent/).waitFor();
+    await page.getByLabel("JobSpec (YAML or JSON)").fill(`name: no-code
+fleet: local
+image: python:3.11-slim
+entrypoint: [python3, -c, "print('no code needed')"]
+pools:
+  - name: main
+`);
+    await page.getByRole("button", { name: "Submit", exact: true }).click();
+    await page.waitForURL(/\/jobs\/j-/);
+    await page.locator("#status-line").getByText("Succeeded").waitFor({ timeout: 120_000 });
+    await page.locator("#log").getByText("no code needed").waitFor({ timeout: 30_000 });
+    assert.deepEqual(errors, []);
+    await page.context().close();
+  });
 });

@@ -3,13 +3,15 @@
 // earlier job again — that job's stored capsule (capsuleSha256: nothing uploaded); sent with
 // progress as POST /api/v1/jobs (multipart). Validation errors are shown at their field paths,
 // with the line they point to; a job its fleet can never run shows the API's refusal.
-import { strToU8, zip } from "fflate";
+import { strToU8, zip, zipSync } from "fflate";
 import { errorFrom, token, unauthorized, type ApiError, type Job } from "../api";
 import { clear, h, link } from "../dom";
 import { BLANK_SPEC, EXAMPLES } from "../examples";
 import { bytes, ignoredPath, stripTopFolder, yamlLineOf } from "../format";
 import type { Cleanup, Ctx } from "../main";
 import { RESUBMIT_KEY, type Resubmit } from "./job";
+
+const NO_CODE = "No code chosen: the JobSpec alone is sent (as job.yaml), enough for an entrypoint that needs no files.";
 
 export function submitPage(ctx: Ctx): Cleanup {
   document.title = "Submit · StarForge";
@@ -48,7 +50,7 @@ export function submitPage(ctx: Ctx): Cleanup {
 
   const folder = h("input", { type: "file", id: "code-folder", name: "code-folder", webkitdirectory: true, multiple: true });
   const zipInput = h("input", { type: "file", id: "code-zip", name: "code-zip", accept: ".zip,application/zip" });
-  const codeInfo = h("p", { class: "muted", id: "code-info", role: "status" }, "No code chosen yet.");
+  const codeInfo = h("p", { class: "muted", id: "code-info", role: "status" }, NO_CODE);
   const errors = h("div", { id: "spec-errors", role: "alert" });
   const progress = h("progress", { id: "upload-progress", max: 100, value: 0, hidden: true, "aria-label": "Upload progress" });
   const progressText = h("span", { class: "muted", id: "upload-text", role: "status" });
@@ -131,7 +133,7 @@ export function submitPage(ctx: Ctx): Cleanup {
   zipInput.addEventListener("change", () => {
     folder.value = "";
     const f = zipInput.files?.[0];
-    useCode(f ?? null, f ? `${f.name} (${bytes(f.size)})` : "No code chosen yet.");
+    useCode(f ?? null, f ? `${f.name} (${bytes(f.size)})` : NO_CODE);
   });
 
   const showErrors = (e: ApiError) => {
@@ -191,14 +193,13 @@ export function submitPage(ctx: Ctx): Cleanup {
     ev.preventDefault();
     clear(errors);
     const capsule = reuse.checked && again?.capsuleSha256 ? again.capsuleSha256 : null;
-    if (!code && !capsule) {
-      clear(errors, h("p", { class: "error" }, "Choose the code: a folder, a .zip, or start from an example."));
-      return;
-    }
+    // No code chosen: an entrypoint that needs no files (python3 -c …) runs with the JobSpec as
+    // its only file (the API takes no job without code).
+    const sent = code ?? new Blob([zipSync({ "job.yaml": strToU8(editor.value) }) as BlobPart], { type: "application/zip" });
     const body = new FormData();
     body.append("spec", new Blob([editor.value], { type: "application/yaml" }), "job.yaml");
     if (capsule) body.append("capsuleSha256", capsule);
-    else body.append("code", code!, "code.zip");
+    else body.append("code", sent, "code.zip");
     // XMLHttpRequest, not fetch: only it reports upload progress.
     const xhr = new XMLHttpRequest();
     xhr.open("POST", "/api/v1/jobs");
