@@ -42,8 +42,7 @@ def checker() -> Checker:
 @pytest.fixture(scope="session")
 def serve(forge_bin):
     s = ForgeServe(forge_bin, vllm=True)
-    s.alice = s.token("alice")
-    s.start()
+    s.start(alice=False)
     yield s
     s.stop()
 
@@ -91,7 +90,6 @@ def code_dir(tmp_path) -> Path:
 def serve_kuberay(forge_bin):
     """A second server with the kuberay fleet too, on a kubesim and an s3rver of its own."""
     s = ForgeServe(forge_bin, kuberay=True)
-    s.alice = s.token("alice")
-    s.start()
+    s.start(alice=False)
     yield s
     s.stop()

@@ -89,8 +89,7 @@ def serve():
     if not FORGE:
         pytest.fail("STARFORGE_FORGE_BIN is not set (run through ctest)")
     s = ForgeServe(FORGE, vllm=True)
-    s.alice = s.token("alice")
-    s.start()
+    s.start(alice=False)
     yield s
     s.stop()
 
@@ -105,8 +104,7 @@ def serve_kuberay():
     if not FORGE:
         pytest.fail("STARFORGE_FORGE_BIN is not set (run through ctest)")
     s = ForgeServe(FORGE, kuberay=True)
-    s.alice = s.token("alice")
-    s.start()
+    s.start(alice=False)
     yield s
     s.stop()
 

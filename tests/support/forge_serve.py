@@ -10,6 +10,7 @@ condition.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
 import signal
@@ -24,6 +25,14 @@ import httpx
 
 REPO = Path(__file__).resolve().parents[2]
 VLLM_EMULATOR = REPO / "tools" / "kubesim" / "vllm" / "kubesim_vllm.py"
+
+
+def _die_with_parent() -> None:
+    """In the child: SIGTERM when the test's process ends, even killed (a ctest timeout)."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
 
 
 def wait_for(what: str, check: Callable[[], object], seconds: float, every: float = 0.1) -> object:
@@ -60,20 +69,21 @@ class ForgeServe:
             self.env["KUBESIM_VLLM_STARTUP_S"] = "1"
         self.proc: Optional[subprocess.Popen] = None  # type: ignore[type-arg]
         self.url = ""
-        if kuberay:
-            try:
+        try:
+            if kuberay:
                 self._start_cluster()
-            except BaseException:
-                self.stop()
-                raise
-        self.admin_token = self.token("admin", admin=True)
+            self.admin_token = self.token("admin", admin=True)
+        except BaseException:
+            self.stop()
+            raise
 
     def _child(self, name: str, argv: List[str], seconds: float = 60) -> str:
         """Starts argv (which writes its port to <work>/<name>.port); its port."""
         port_file = self.work / f"{name}.port"
         log = open(self.work / f"{name}.log", "ab")
         proc = subprocess.Popen(argv + ["--port-file", str(port_file)], stdin=subprocess.DEVNULL,
-                                stdout=log, stderr=log, env=self.env)
+                                stdout=log, stderr=log, env=self.env,
+                                preexec_fn=_die_with_parent)
         log.close()
         self.children.append(proc)
 
@@ -148,13 +158,25 @@ class ForgeServe:
         assert out.returncode == 0, f"forge token create: {out.stderr}"
         return out.stdout.strip()
 
-    def start(self) -> "ForgeServe":
+    def start(self, **tokens: bool) -> "ForgeServe":
+        """Makes a token for each user named (``alice=False``: not an admin, as attribute
+        ``self.alice``), then starts forge serve; on any failure stops what was started."""
+        try:
+            for user, admin in tokens.items():
+                setattr(self, user, self.token(user, admin=admin))
+            return self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self) -> "ForgeServe":
         port_file = self.work / "forge.port"
         self.log = open(self.work / "serve.log", "ab")
         self.proc = subprocess.Popen(
             [self.forge, "serve", "--listen", "127.0.0.1:0", "--port-file", str(port_file),
              "--resync-ms", "200"],
             env=self.env, stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log,
+            preexec_fn=_die_with_parent,
         )
 
         def ready() -> bool:
