@@ -4,11 +4,13 @@
 #include <set>
 
 #include "node_fixture.h"
+#include "support/net.h"
 #include "support/shell.h"
 
 namespace {
 
 using namespace node_test;
+using starforge::support::FreePort;
 using starforge::support::Shell;
 
 const char* kOneNode = R"(
@@ -492,14 +494,18 @@ TEST(Kubelet, ActiveDeadlineFailsThePodAndKillsItsContainers) {
 
 TEST(Kubelet, ServiceProxyAndHostsReachAPodServer) {
   Cluster k(kOneNode);
-  // A real HTTP server bound to the pod's own address, ready once it answers.
+  // A real HTTP server bound to the pod's own address, ready once it answers. Its port is one the
+  // kernel hands out, not a well-known one: on the loopback pod network a host program listening
+  // on every address (a `forge serve` on 0.0.0.0:8080) holds that port on every pod address too.
+  const std::string port = std::to_string(FreePort());
   json server = ShPod("web-0",
                       "mkdir -p /srv && echo hello-from-pod > /srv/index.html && cd /srv && "
-                      "exec python3 -m http.server --bind $KUBESIM_POD_IP 8080",
+                      "exec python3 -m http.server --bind $KUBESIM_POD_IP " +
+                          port,
                       "Always");
   server["metadata"]["labels"] = {{"app", "web"}};
   server["spec"]["containers"][0]["ports"] =
-      json::array({{{"name", "http"}, {"containerPort", 8080}}});
+      json::array({{{"name", "http"}, {"containerPort", std::stoi(port)}}});
   server["spec"]["containers"][0]["readinessProbe"] = {
       {"httpGet", {{"path", "/index.html"}, {"port", "http"}}}, {"periodSeconds", 1}};
   k.Post("/api/v1/namespaces/default/services",
@@ -532,8 +538,11 @@ TEST(Kubelet, ServiceProxyAndHostsReachAPodServer) {
                       "'localhost', 'client')])\" || cat /etc/hosts; "
                       // A client retries a refused connection, as a real one would: the server
                       // pod's single listener may be busy with a readiness probe on a busy host.
-                      "for i in 1 2 3 4 5; do wget -q -O- http://web:8080/index.html 2>/dev/null "
-                      "&& exit 0; sleep 1; done; wget -O- http://web:8080/index.html"));
+                      "for i in 1 2 3 4 5; do wget -q -O- http://web:" +
+                          port +
+                          "/index.html 2>/dev/null "
+                          "&& exit 0; sleep 1; done; wget -O- http://web:" +
+                          port + "/index.html"));
   ASSERT_TRUE(WaitFor([&] {
     const std::string phase = Phase(k.Pod("client"));
     return phase == "Succeeded" || phase == "Failed";
@@ -543,7 +552,8 @@ TEST(Kubelet, ServiceProxyAndHostsReachAPodServer) {
   const std::string client_ip = k.Pod("client")["status"].value("podIP", "");
   EXPECT_NE(client_ip, ip);
   EXPECT_EQ(k.Logs("client"), ip + " " + ip + " " + ip + " " + ip + " " + client_ip + " " +
-                                  client_ip + "\nhello-from-pod\n");
+                                  client_ip + "\nhello-from-pod\n")
+      << k.Log();
 }
 
 TEST(Kubelet, ExecReadinessProbesRunInsideTheContainer) {
@@ -678,15 +688,18 @@ TEST(Kubelet, KubesimsOnOneHostGiveTheirPodsDifferentAddresses) {
   // and the same port; each service proxy must reach its own kubesim's pod.
   Cluster a(kOneNode);
   Cluster b(kOneNode);
+  // A port the kernel hands out (not a well-known one a host program may hold on every address).
+  const int port = FreePort();
   for (auto* k : {&a, &b}) {
     const std::string who = k == &a ? "a" : "b";
     json server = ShPod("web",
                         "mkdir -p /srv && echo from-" + who +
                             " > /srv/index.html && cd /srv && exec python3 -m http.server "
-                            "--bind $KUBESIM_POD_IP 8080",
+                            "--bind $KUBESIM_POD_IP " +
+                            std::to_string(port),
                         "Always");
     server["metadata"]["labels"] = {{"app", "web"}};
-    server["spec"]["containers"][0]["readinessProbe"] = {{"tcpSocket", {{"port", 8080}}},
+    server["spec"]["containers"][0]["readinessProbe"] = {{"tcpSocket", {{"port", port}}},
                                                          {"periodSeconds", 1}};
     k->Post(kPods, server);
     k->Post(
@@ -694,7 +707,7 @@ TEST(Kubelet, KubesimsOnOneHostGiveTheirPodsDifferentAddresses) {
         {{"apiVersion", "v1"},
          {"kind", "Service"},
          {"metadata", {{"name", "web"}}},
-         {"spec", {{"selector", {{"app", "web"}}}, {"ports", json::array({{{"port", 8080}}})}}}});
+         {"spec", {{"selector", {{"app", "web"}}}, {"ports", json::array({{{"port", port}}})}}}});
   }
   for (auto* k : {&a, &b}) {
     ASSERT_TRUE(WaitFor([&] {
@@ -709,7 +722,8 @@ TEST(Kubelet, KubesimsOnOneHostGiveTheirPodsDifferentAddresses) {
   EXPECT_NE(ip_a.substr(0, ip_a.find('.', 4)), ip_b.substr(0, ip_b.find('.', 4)));
   for (auto* k : {&a, &b}) {
     auto c = k->Client();
-    auto r = c.Get("/api/v1/namespaces/default/services/web:8080/proxy/index.html");
+    auto r = c.Get("/api/v1/namespaces/default/services/web:" + std::to_string(port) +
+                   "/proxy/index.html");
     ASSERT_TRUE(r);
     EXPECT_EQ(r->body, std::string("from-") + (k == &a ? "a" : "b") + "\n");
     EXPECT_EQ(k->Logs("web").find("Address already in use"), std::string::npos) << k->Logs("web");

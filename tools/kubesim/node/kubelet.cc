@@ -181,6 +181,17 @@ std::vector<std::pair<std::string, std::string>> BaseEnv() {
   return out;
 }
 
+// Whether resourceVersion `a` is older than `b`. kubesim's (and etcd's) are increasing integers
+// shared by all resources; anything else is never older.
+bool OlderRv(const std::string& a, const std::string& b) {
+  char* end_a = nullptr;
+  char* end_b = nullptr;
+  const unsigned long long x = std::strtoull(a.c_str(), &end_a, 10);
+  const unsigned long long y = std::strtoull(b.c_str(), &end_b, 10);
+  if (a.empty() || b.empty() || *end_a != '\0' || *end_b != '\0') return false;
+  return x < y;
+}
+
 kube::InformerOptions InformerFor(const kube::ResourceRef& r) {
   kube::InformerOptions o;
   o.resource = r;
@@ -454,6 +465,7 @@ void Kubelet::ViewPod(const json& pod, bool gone) {
   std::lock_guard<std::mutex> lock(view_mu_);
   if (gone) {
     pod_view_.erase(key);
+    ++view_gen_;
     return;
   }
   const json& md = Obj(pod, "metadata");
@@ -479,24 +491,54 @@ void Kubelet::ViewPod(const json& pod, bool gone) {
   }
   v["status"]["conditions"] = conds;
   pod_view_[key] = std::move(v);
+  ++view_gen_;
 }
 
 void Kubelet::ViewService(const json& svc, bool gone) {
   const std::string key = kube::Informer::KeyOf(svc);
+  const std::string rv = Str(Obj(svc, "metadata"), "resourceVersion");
   std::lock_guard<std::mutex> lock(view_mu_);
   if (gone) {
     service_view_.erase(key);
+    ++view_gen_;
+    service_gone_[key] = rv;
     return;
   }
+  // RefreshServices may have put a newer version (or seen it deleted) before the informer
+  // delivers this one.
+  if (auto it = service_view_.find(key);
+      it != service_view_.end() &&
+      OlderRv(rv, Str(Obj(it->second, "metadata"), "resourceVersion"))) {
+    return;
+  }
+  if (auto it = service_gone_.find(key); it != service_gone_.end()) {
+    if (OlderRv(rv, it->second)) return;
+    service_gone_.erase(it);
+  }
   const json& spec = Obj(svc, "spec");
+  ++view_gen_;
   service_view_[key] = {{"metadata", Obj(svc, "metadata")},
                         {"spec",
                          {{"selector", Obj(spec, "selector")},
                           {"publishNotReadyAddresses", Obj(spec, "publishNotReadyAddresses")}}}};
 }
 
-std::vector<ServiceAddress> Kubelet::ServiceAddresses() {
+void Kubelet::RefreshServices() {
+  json list;
+  try {
+    list = client_->List(kube::resources::kServices, "");
+  } catch (const std::exception&) {
+    return;  // the informer's view, as before
+  }
+  const json& items = Obj(list, "items");
+  if (!items.is_array()) return;
+  for (const auto& svc : items)
+    ViewService(svc, false);
+}
+
+std::vector<ServiceAddress> Kubelet::ServiceAddresses(uint64_t* gen) {
   std::lock_guard<std::mutex> lock(view_mu_);
+  if (gen != nullptr) *gen = view_gen_;
   // Pods that can be endpoints, indexed by "<ns>/<label>=<value>": a service only looks at the
   // pods carrying its rarest selector label (KubeRay's select one cluster's pods).
   std::map<std::string, std::vector<const json*>> by_label;
@@ -546,7 +588,8 @@ void Kubelet::HostsUpdater() {
         pods.push_back(p);
     }
     // One endpoint computation for all pods, one block of service lines per namespace.
-    const std::vector<ServiceAddress> addrs = ServiceAddresses();
+    uint64_t gen = 0;
+    const std::vector<ServiceAddress> addrs = ServiceAddresses(&gen);
     if (!opts_.cluster_hosts_file.empty()) WriteClusterHosts(addrs);
     std::map<std::string, std::string> lines;
     for (auto& p : pods) {
@@ -566,8 +609,12 @@ void Kubelet::HostsUpdater() {
       }
       std::lock_guard<std::mutex> lock(p->mu);
       if (!p->sandbox || p->hosts_file.empty()) continue;
+      // A sandbox made meanwhile got its lines from a newer view than these: they stay (what
+      // changed the view since has marked the hosts dirty again).
+      if (p->hosts_gen > gen) continue;
       const std::string text = RenderHosts(view, p->ip, l->second, LocalhostIp());
       p->hosts_lines = l->second;
+      p->hosts_gen = gen;
       if (text == p->hosts_content) continue;
       WriteInPlace(p->hosts_file, text);
       p->hosts_content = text;
@@ -992,7 +1039,12 @@ bool Kubelet::EnsureSandbox(Pod& p, const json& pod) {
                      net_.Gateway() + "\nsearch " + p.ns +
                      ".svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5\n");
   }
-  p.hosts_lines = RenderServiceLines(p.ns, ServiceAddresses());
+  // Every service that exists now, as cluster DNS would answer. The services informer is a
+  // stream of its own and can lag the pods' one (this pod and the endpoint pods it names are in
+  // the pod view already: their events came before this pod's, in one stream): under load a pod
+  // started after a service and its ready endpoint found no line for it (issue 33).
+  RefreshServices();
+  p.hosts_lines = RenderServiceLines(p.ns, ServiceAddresses(&p.hosts_gen));
   p.hosts_content = RenderHosts(pod, p.ip, p.hosts_lines, LocalhostIp());
   WriteInPlace(p.hosts_file, p.hosts_content);
   p.start_time = Now();

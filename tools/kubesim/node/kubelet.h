@@ -123,6 +123,7 @@ class Kubelet : public controllers::Controller {
     std::string hosts_file;
     std::string hosts_content;
     std::string hosts_lines;  // the service lines it was rendered with
+    uint64_t hosts_gen = 0;   // the generation of the views they came from
     nlohmann::json last_status;
     std::chrono::system_clock::time_point last_sync{};
   };
@@ -184,8 +185,13 @@ class Kubelet : public controllers::Controller {
              const std::string& reason, const std::string& note);
   std::optional<nlohmann::json> Lookup(const std::string& kind, const std::string& ns,
                                        const std::string& name);
-  // Every service with an endpoint, from the views.
-  std::vector<ServiceAddress> ServiceAddresses();
+  // Every service with an endpoint, from the views; `gen`, when given, gets the views'
+  // generation they were computed from.
+  std::vector<ServiceAddress> ServiceAddresses(uint64_t* gen = nullptr);
+  // Lists the services and puts them into the view (a version older than the view's, or one the
+  // informer saw deleted, is left out): a new sandbox's /etc/hosts is made from every service
+  // that exists, not only from those the services informer has delivered so far.
+  void RefreshServices();
   void MarkHostsDirty();
   bool OwnsNode(const std::string& node);
   // Pods whose volumes wait for a ConfigMap or Secret ("configmaps/<ns>/<name>") are synced as
@@ -231,6 +237,10 @@ class Kubelet : public controllers::Controller {
   std::mutex view_mu_;
   std::map<std::string, nlohmann::json> pod_view_;
   std::map<std::string, nlohmann::json> service_view_;
+  uint64_t view_gen_ = 0;  // counts the views' changes
+  // Services the informer delivered as deleted, with the deletion's resourceVersion: an older
+  // list (RefreshServices) must not bring them back.
+  std::map<std::string, std::string> service_gone_;
 
   std::mutex hosts_mu_;
   std::condition_variable hosts_cv_;
