@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# StarForge installed by its own chart on a real node (issue 34 §3, first part): the real control
+# plane on a non-loopback address (tools/k8s/controlplane --address), one real node with the real
+# kube-proxy (tools/k8s/node/node --proxy), StarForge's image built from deploy/image/Dockerfile
+# (deploy/image/build-local --prebuilt) and imported into the node, the vendored KubeRay CRDs, an
+# S3 server (tools/s3peer) and hostPath PersistentVolumes for the chart's two claims; then
+# `helm install` (the real helm) of deploy/helm/starforge with deploy/helm/values-local.yaml.
+# Checks:
+#   - forge serve runs as the chart's Deployment from the image, as uid 1000, and turns Ready;
+#   - the CLI reaches it the way a user would (`kubectl port-forward svc/forge`), logs in with the
+#     admin token the pod printed, and `forge doctor` (run by the server, in-cluster) shows the API
+#     server at the `kubernetes` Service's ClusterIP (through kube-proxy), the ServiceAccount
+#     `system:serviceaccount:starforge:forge`, every permission of deploy/rbac.yaml, the CRDs, the
+#     storage claim Bound and S3 writable;
+#   - the store survives the pod (a rollout restart keeps the admin's token valid: the state PVC);
+#   - the chart's pod has no service-link variables (enableServiceLinks: false);
+#   - with the RayJob CRD deleted, doctor fails and names the fix.
+# Not yet: jobs (needs cluster DNS: CoreDNS), the closed loop, GPUs (docs/real-control-plane.md).
+#   real_node_chart_test.sh BUILD_DIR [RELEASE_BUILD_DIR]   (default build/release: its bin/forge
+#                                                          goes into the image)
+# Needs what tests/e2e/real_node_test.sh needs, plus kube-proxy (tools/k8s/build … kube-proxy),
+# helm (scripts/bootstrap), buildah and mmdebstrap (apt), node (tools/s3peer).
+set -euo pipefail
+build=$(cd "${1:?usage: real_node_chart_test.sh BUILD_DIR [RELEASE_BUILD_DIR]}" && pwd)
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+release=${2:-$repo/build/release}
+# shellcheck source=scripts/e2e/lib.sh
+source "$repo/scripts/e2e/lib.sh"
+e2e_init real_node_chart
+work=$E2E_WORK
+tools="$repo/build/tools/bin"
+name=rc1
+index=${REAL_NODE_INDEX:-8}
+address=10.248.0.$((200 + index))  # the API server's and S3's address, reachable from the pods
+
+for bin in "$tools/hyperkube" "$tools/kubectl" "$tools/kubelet" "$tools/kube-proxy" "$tools/helm" \
+  "$tools/cni-plugins/bridge" "$build/bin/forge" "$release/bin/forge"; do
+  [[ -x "$bin" ]] || e2e_fail "$bin is missing: tools/k8s/build build/tools/bin hyperkube kubectl kubelet kube-proxy helm@v3.19.5 cni-plugins@v1.10.0; a Release forge in $release"
+done
+for tool in containerd runc iptables-save buildah mmdebstrap node; do
+  command -v "$tool" >/dev/null || e2e_fail "$tool is missing: apt-get install containerd runc iptables busybox-static buildah mmdebstrap"
+done
+((EUID == 0)) || e2e_fail "needs root"
+
+started=$SECONDS
+t0=$SECONDS
+"$repo/deploy/image/build-local" --prebuilt "$release" --out "$work/forge.tar" >"$work/image.log" 2>&1 ||
+  { tail -n 20 "$work/image.log" >&2; e2e_fail "the image did not build"; }
+e2e_say "image built from deploy/image/Dockerfile in $((SECONDS - t0))s: $(grep 'build-local: starforge' "$work/image.log")"
+
+"$repo/tools/k8s/controlplane" up "$work/cp" --address "$address" 2>"$work/controlplane.log" &
+e2e_pids+=($!)
+e2e_wait_file "$work/cp/ready" 180 || { cat "$work/controlplane.log" >&2; e2e_fail "the control plane did not start"; }
+
+node_pid=""
+stop_node() {
+  [[ -n "$node_pid" ]] || return 0
+  "$repo/tools/k8s/node/node" down "$work/node" || true
+  wait "$node_pid" 2>/dev/null || true
+  node_pid=""
+}
+trap 'stop_node; e2e_cleanup' EXIT
+"$repo/tools/k8s/node/node" up "$work/node" --controlplane "$work/cp" --name "$name" --index "$index" \
+  --proxy --image "$work/forge.tar" --label starforge/gpu-series=h200 2>"$work/node.log" &
+node_pid=$!
+for _ in $(seq 1 600); do
+  [[ -s "$work/node/ready" ]] && break
+  kill -0 "$node_pid" 2>/dev/null || { cat "$work/node.log" >&2; e2e_fail "the node did not start"; }
+  sleep 0.2
+done
+[[ -s "$work/node/ready" ]] || { cat "$work/node.log" >&2; e2e_fail "the node was not Ready after 120 s"; }
+e2e_say "control plane at $(cat "$work/cp/ready") and node $name Ready after $((SECONDS - started))s"
+
+export KUBECONFIG=$work/cp/kubeconfig
+k() { "$tools/kubectl" "$@"; }
+k create -f "$repo/third_party/kuberay/crds/v1.4.0" >/dev/null
+e2e_start_s3peer "$repo" starforge "$address"
+mkdir -p "$work/pv/storage" "$work/pv/state"
+chown 1000:1000 "$work/pv/storage" "$work/pv/state"
+for pv in storage:ReadWriteMany:10Gi state:ReadWriteOnce:1Gi; do
+  IFS=: read -r pvname mode size <<<"$pv"
+  k apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: starforge-$pvname-local}
+spec:
+  capacity: {storage: $size}
+  accessModes: [$mode]
+  storageClassName: starforge-local
+  persistentVolumeReclaimPolicy: Retain
+  hostPath: {path: "$work/pv/$pvname", type: Directory}
+EOF
+done
+
+t0=$SECONDS
+"$tools/helm" install starforge "$repo/deploy/helm/starforge" -f "$repo/deploy/helm/values-local.yaml" \
+  --set settings.FORGE_S3_ENDPOINT="$E2E_S3" --set settings.FORGE_K8S_GPU_PASSTHROUGH=0 \
+  --set s3.accessKey=S3RVER --set s3.secretKey=S3RVER >"$work/helm.log" 2>&1 ||
+  e2e_fail "helm install failed: $(cat "$work/helm.log")"
+k -n starforge rollout status deploy/forge --timeout=120s >/dev/null ||
+  e2e_fail "forge did not become Ready: $(k -n starforge get pods -o wide; k -n starforge get events)"
+e2e_say "helm install → forge Ready in $((SECONDS - t0))s"
+pod=$(k -n starforge get pod -l app.kubernetes.io/component=control-plane -o jsonpath='{.items[0].metadata.name}')
+[[ "$(k -n starforge exec "$pod" -- id -u)" == 1000 ]] || e2e_fail "forge does not run as uid 1000"
+k -n starforge exec "$pod" -- env | grep -q '^FORGE_SERVICE_HOST=' && e2e_fail "service-link variables in forge's pod"
+token=$(k -n starforge logs "$pod" | sed -n 's/.*store it now): //p')
+[[ -n "$token" ]] || e2e_fail "no admin token in forge's log: $(k -n starforge logs "$pod" | tail -n 20)"
+
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+k -n starforge port-forward svc/forge "$port:8080" >"$work/port-forward.log" 2>&1 &
+e2e_pids+=($!)
+export HOME=$work/home FORGE_SERVER=http://127.0.0.1:$port
+mkdir -p "$HOME"
+for _ in $(seq 1 50); do curl -fsS "$FORGE_SERVER/healthz" >/dev/null 2>&1 && break; sleep 0.2; done
+forge=$build/bin/forge
+echo "$token" | "$forge" login --server "$FORGE_SERVER" --token-stdin >/dev/null ||
+  e2e_fail "forge login through kubectl port-forward failed"
+"$forge" doctor >"$work/doctor.txt" 2>&1 || true
+for want in '✓ Kubernetes API server: https://10.96.0.1:443 answers, Kubernetes v1.32' \
+  '✓ Credentials: authenticated as system:serviceaccount:starforge:forge' \
+  '✓ Permissions (SelfSubjectAccessReview): all' '✓ KubeRay CRDs' '✓ Storage volume' '✓ Object storage'; do
+  grep -qF "$want" "$work/doctor.txt" || e2e_fail "doctor lacks '$want':"$'\n'"$(cat "$work/doctor.txt")"
+done
+e2e_say "forge doctor in-cluster: API via the kubernetes Service, the ServiceAccount, RBAC, CRDs, storage, S3 green"
+
+k -n starforge rollout restart deploy/forge >/dev/null
+k -n starforge rollout status deploy/forge --timeout=120s >/dev/null || e2e_fail "the restarted forge did not become Ready"
+kill "${e2e_pids[-1]}" 2>/dev/null || true
+k -n starforge port-forward svc/forge "$port:8080" >"$work/port-forward.log" 2>&1 &
+e2e_pids+=($!)
+for _ in $(seq 1 50); do curl -fsS "$FORGE_SERVER/healthz" >/dev/null 2>&1 && break; sleep 0.2; done
+"$forge" get jobs >/dev/null 2>"$work/get.err" || e2e_fail "after a restart the token is refused (state PVC): $(cat "$work/get.err")"
+
+k delete crd rayjobs.ray.io >/dev/null
+"$forge" doctor >"$work/doctor2.txt" 2>&1 && e2e_fail "doctor passed without the RayJob CRD"
+grep -A1 '✗ KubeRay CRDs' "$work/doctor2.txt" | grep -q 'fix: install the KubeRay operator' ||
+  e2e_fail "doctor did not name the fix for a missing CRD:"$'\n'"$(cat "$work/doctor2.txt")"
+e2e_say "restart keeps the store; without the RayJob CRD doctor names the fix"
+"$tools/helm" uninstall starforge >/dev/null
+e2e_say "PASS in $((SECONDS - started))s"
