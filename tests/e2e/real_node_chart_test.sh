@@ -14,8 +14,15 @@
 #     storage claim Bound and S3 writable;
 #   - the store survives the pod (a rollout restart keeps the admin's token valid: the state PVC);
 #   - the chart's pod has no service-link variables (enableServiceLinks: false);
+#   - with CoreDNS (cluster DNS), the real KubeRay operator v1.4 and the Ray image
+#     (deploy/image/build-local --ray) on the node, through the CLI: a CPU job with a Ray task
+#     Succeeded (capsule over http: the init container runs in the job's image) and its RayJob
+#     deleted; `sys.exit(3)` → AppFailed with Ray's message; a missing image → Pending
+#     ImagePullFailed quoting the kubelet's ErrImagePull; cancel → Cancelled, RayJob gone;
 #   - with the RayJob CRD deleted, doctor fails and names the fix.
-# Not yet: jobs (needs cluster DNS: CoreDNS), the closed loop, GPUs (docs/real-control-plane.md).
+# Known gap, reported not failed (docs/deploy.md): the job's logs are not archived on the storage
+# volume (the kubelet makes jobs/<id> root-owned; forge serve runs as 1000). STRICT=1 fails on it.
+# Not yet: the https capsule, GPUs, the playground (docs/real-control-plane.md).
 #   real_node_chart_test.sh BUILD_DIR [RELEASE_BUILD_DIR]   (default build/release: its bin/forge
 #                                                          goes into the image)
 # Needs what tests/e2e/real_node_test.sh needs, plus kube-proxy (tools/k8s/build … kube-proxy),
@@ -37,6 +44,8 @@ for bin in "$tools/hyperkube" "$tools/kubectl" "$tools/kubelet" "$tools/kube-pro
   "$tools/cni-plugins/bridge" "$build/bin/forge" "$release/bin/forge"; do
   [[ -x "$bin" ]] || e2e_fail "$bin is missing: tools/k8s/build build/tools/bin hyperkube kubectl kubelet kube-proxy helm@v3.19.5 cni-plugins@v1.10.0; a Release forge in $release"
 done
+[[ -x "$tools/coredns" && -x "$tools/kuberay-operator-v1.4" ]] ||
+  e2e_fail "coredns or kuberay-operator-v1.4 missing: tools/k8s/build build/tools/bin coredns@v1.15.0 kuberay-operator@v1.4.2"
 for tool in containerd runc iptables-save buildah mmdebstrap node; do
   command -v "$tool" >/dev/null || e2e_fail "$tool is missing: apt-get install containerd runc iptables busybox-static buildah mmdebstrap"
 done
@@ -47,10 +56,20 @@ t0=$SECONDS
 "$repo/deploy/image/build-local" --prebuilt "$release" --out "$work/forge.tar" >"$work/image.log" 2>&1 ||
   { tail -n 20 "$work/image.log" >&2; e2e_fail "the image did not build"; }
 e2e_say "image built from deploy/image/Dockerfile in $((SECONDS - t0))s: $(grep 'build-local: starforge' "$work/image.log")"
+t0=$SECONDS
+"$repo/deploy/image/build-local" --ray >"$work/ray-image.log" 2>&1 ||
+  { tail -n 20 "$work/ray-image.log" >&2; e2e_fail "the Ray image did not build"; }
+e2e_say "Ray image in $((SECONDS - t0))s: $(grep 'build-local: rayproject' "$work/ray-image.log")"
 
 "$repo/tools/k8s/controlplane" up "$work/cp" --address "$address" 2>"$work/controlplane.log" &
 e2e_pids+=($!)
 e2e_wait_file "$work/cp/ready" 180 || { cat "$work/controlplane.log" >&2; e2e_fail "the control plane did not start"; }
+
+# Cluster DNS: CoreDNS on the API server's address, the kubernetes plugin reading the cluster.
+printf '.:53 {\n  bind %s\n  errors\n  kubernetes cluster.local in-addr.arpa ip6.arpa {\n    kubeconfig %s starforge\n    pods insecure\n    fallthrough in-addr.arpa ip6.arpa\n  }\n  cache 30\n}\n' \
+  "$address" "$work/cp/kubeconfig" >"$work/Corefile"
+"$tools/coredns" -conf "$work/Corefile" >"$work/coredns.log" 2>&1 &
+e2e_pids+=($!)
 
 node_pid=""
 stop_node() {
@@ -61,7 +80,8 @@ stop_node() {
 }
 trap 'stop_node; e2e_cleanup' EXIT
 "$repo/tools/k8s/node/node" up "$work/node" --controlplane "$work/cp" --name "$name" --index "$index" \
-  --proxy --image "$work/forge.tar" --label starforge/gpu-series=h200 2>"$work/node.log" &
+  --proxy --cluster-dns "$address" --image "$work/forge.tar" --image "$repo/build/tools/node-images/ray.tar" \
+  --label starforge/gpu-series=h200 2>"$work/node.log" &
 node_pid=$!
 for _ in $(seq 1 600); do
   [[ -s "$work/node/ready" ]] && break
@@ -74,6 +94,17 @@ e2e_say "control plane at $(cat "$work/cp/ready") and node $name Ready after $((
 export KUBECONFIG=$work/cp/kubeconfig
 k() { "$tools/kubectl" "$@"; }
 k create -f "$repo/third_party/kuberay/crds/v1.4.0" >/dev/null
+# (`kubectl wait --for=condition=Established` fails at once while a new CRD has no conditions.)
+for crd in rayjobs rayclusters rayservices; do
+  for _ in $(seq 1 300); do
+    [[ "$(k get crd "$crd.ray.io" -o jsonpath='{.status.conditions[?(@.type=="Established")].status}' 2>/dev/null)" == True ]] && break
+    sleep 0.2
+  done
+done
+# The operator on the host reaches Ray's dashboard through kube-apiserver's services proxy.
+"$tools/kuberay-operator-v1.4" --kubeconfig "$work/cp/kubeconfig" --enable-leader-election=false \
+  --metrics-addr=0 --health-probe-bind-address=0 --use-kubernetes-proxy >"$work/operator.log" 2>&1 &
+e2e_pids+=($!)
 e2e_start_s3peer "$repo" starforge "$address"
 mkdir -p "$work/pv/storage" "$work/pv/state"
 chown 1000:1000 "$work/pv/storage" "$work/pv/state"
@@ -95,7 +126,8 @@ done
 t0=$SECONDS
 "$tools/helm" install starforge "$repo/deploy/helm/starforge" -f "$repo/deploy/helm/values-local.yaml" \
   --set settings.FORGE_S3_ENDPOINT="$E2E_S3" --set settings.FORGE_K8S_GPU_PASSTHROUGH=0 \
-  --set s3.accessKey=S3RVER --set s3.secretKey=S3RVER >"$work/helm.log" 2>&1 ||
+  --set s3.accessKey=S3RVER --set s3.secretKey=S3RVER --set settings.FORGE_KUBERAY_TTL_SECONDS=60 \
+  >"$work/helm.log" 2>&1 ||
   e2e_fail "helm install failed: $(cat "$work/helm.log")"
 k -n starforge rollout status deploy/forge --timeout=120s >/dev/null ||
   e2e_fail "forge did not become Ready: $(k -n starforge get pods -o wide; k -n starforge get events)"
@@ -130,6 +162,69 @@ k -n starforge port-forward svc/forge "$port:8080" >"$work/port-forward.log" 2>&
 e2e_pids+=($!)
 for _ in $(seq 1 50); do curl -fsS "$FORGE_SERVER/healthz" >/dev/null 2>&1 && break; sleep 0.2; done
 "$forge" get jobs >/dev/null 2>"$work/get.err" || e2e_fail "after a restart the token is refused (state PVC): $(cat "$work/get.err")"
+
+# --- jobs in real containers, through the CLI ---------------------------------------------------
+mkdir -p "$work/code"
+cat >"$work/code/main.py" <<'EOF'
+import os, socket, sys, ray
+ray.init()
+@ray.remote
+def where():
+    return socket.gethostname(), os.getuid()
+print("task ran on node", ray.get(where.remote()), flush=True)
+sys.exit(int(os.environ.get("EXIT_CODE", "0")))
+EOF
+submit() {  # NAME IMAGE [EXTRA SPEC LINES]
+  printf 'name: %s\nfleet: kuberay\nimage: %s\nentrypoint: python3 main.py\npools:\n  - {name: main, cpusPerMachine: "1", memoryPerMachine: 2Gi}\n%s' \
+    "$1" "$2" "${3:-}" >"$work/$1.yaml"
+  local id
+  id=$("$forge" submit "$work/$1.yaml" --code "$work/code" -o name 2>>"$work/cli.log") ||
+    e2e_fail "forge submit $1: $(tail -n 3 "$work/cli.log")"
+  echo "${id#job/}"
+}
+phase_of() { "$forge" get jobs | awk -v j="$1" '$1 == j {print $3 "/" $4}'; }
+wait_phase() {  # ID PHASE SECONDS
+  local p end=$((SECONDS + $3))
+  while ((SECONDS < end)); do
+    p=$(phase_of "$1")
+    [[ "$p" == "$2"/* ]] && { echo "$p"; return 0; }
+    sleep 1
+  done
+  "$forge" describe job "$1" >&2 || true
+  e2e_fail "job $1 is $p, not $2 after $3 s"
+}
+t0=$SECONDS
+ok=$(submit real-cpu rayproject/ray:2.60.0)
+bad=$(submit real-exit-3 rayproject/ray:2.60.0 'env: {EXIT_CODE: "3"}
+')
+noimg=$(submit real-bad-image starforge.local/no-such-image:1)
+wait_phase "$ok" Succeeded 600 >/dev/null
+e2e_say "a CPU job Succeeded in real containers $((SECONDS - t0))s after submit"
+[[ "$(wait_phase "$bad" Failed 600)" == Failed/AppFailed ]] || e2e_fail "job $bad did not fail with AppFailed"
+grep -q 'exit code 3' <<<"$("$forge" describe job "$bad")" || e2e_fail "AppFailed without Ray's message: $("$forge" describe job "$bad")"
+wait_phase "$noimg" Pending 120 >/dev/null
+for _ in $(seq 1 120); do
+  grep -q 'ErrImagePull' <<<"$("$forge" describe job "$noimg")" && break
+  sleep 1
+done
+grep -q 'ErrImagePull' <<<"$("$forge" describe job "$noimg")" ||
+  e2e_fail "no ErrImagePull in the diagnosis of $noimg: $("$forge" describe job "$noimg")"
+"$forge" cancel "$noimg" >/dev/null
+wait_phase "$noimg" Cancelled 120 >/dev/null
+for _ in $(seq 1 120); do
+  [[ -z "$(k -n starforge get rayjobs -o name)" ]] && break
+  sleep 1
+done
+[[ -z "$(k -n starforge get rayjobs -o name)" ]] || e2e_fail "RayJobs left: $(k -n starforge get rayjobs)"
+e2e_say "AppFailed with Ray's message, ImagePullFailed with the kubelet's ErrImagePull, cancel; no RayJob left"
+# (grep -q reads from a here-string: with pipefail, `cmd | grep -q` fails when cmd gets SIGPIPE.)
+if grep -q ray-job.log <<<"$("$forge" logs "$ok" --list 2>/dev/null)"; then
+  e2e_say "the job's logs are archived"
+elif [[ "${STRICT:-0}" == 1 ]]; then
+  e2e_fail "job $ok: logs not archived: $("$forge" describe job "$ok" | grep LogCollection | head -n 1)"
+else
+  e2e_say "KNOWN GAP: job $ok's logs not archived ($(stat -c '%U:%G %a' "$work/pv/storage/jobs/$ok" 2>/dev/null) jobs/$ok; docs/deploy.md)"
+fi
 
 k delete crd rayjobs.ray.io >/dev/null
 "$forge" doctor >"$work/doctor2.txt" 2>&1 && e2e_fail "doctor passed without the RayJob CRD"
