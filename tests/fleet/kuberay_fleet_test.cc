@@ -7,6 +7,7 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -585,7 +586,13 @@ TEST_F(KubeRayFleetTest, PendingSaysWhyUnschedulable) {
         "node affinity/selector.",
         "default-scheduler");
   Observation o = fleet.Observe(id, h, SpecOf(id));
-  o = ObserveUntil(id, h, [](const Observation& x) { return x.reason == "Unschedulable"; });
+  // The reason is read from the pod's condition and the Event comes on a watch of its own, which
+  // may lag the pods' one (it did under load): wait for both.
+  o = ObserveUntil(id, h, [](const Observation& x) {
+    return x.reason == "Unschedulable" &&
+           std::any_of(x.events.begin(), x.events.end(),
+                       [](const auto& e) { return e.reason == "FailedScheduling"; });
+  });
   EXPECT_EQ(o.state, State::kPending);
   EXPECT_EQ(o.reason, "Unschedulable");
   // Said with the nodes from --nodes: h200-b is cordoned.
