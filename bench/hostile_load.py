@@ -252,7 +252,7 @@ def burst_clients(port, n, addresses, body, ctype, token, results):
             w.close()
             lines = head.decode("latin-1").split("\r\n")
             status = lines[0].split(" ")[1]
-            retry = any(l.lower().startswith("retry-after:") for l in lines)
+            retry = any(line.lower().startswith("retry-after:") for line in lines)
             return status, retry
         except (ConnectionResetError, BrokenPipeError):
             return "reset", False
@@ -378,7 +378,7 @@ def phase_spec(server, admin, args, rows):
         peak = [base]
         done = threading.Event()
 
-        def sample():
+        def sample(done=done, peak=peak):  # this iteration's, joined before the next
             while not done.is_set():
                 try:
                     peak[0] = max(peak[0], rss_mb(pid))
@@ -578,8 +578,8 @@ def main():
                 print(f"--- {name}", flush=True)
                 globals()[f"phase_{name}"](server, admin, args, rows)
         print(f"\nload average at the end {os.getloadavg()[0]:.1f} (2 cores shared)")
-        print("\n".join(f"{'met    ' if m else 'NOT met'}  {l:<58} {v:>14}   target {t}"
-                        for m, l, v, t in rows))
+        print("\n".join(f"{'met    ' if m else 'NOT met'}  {what:<58} {v:>14}   target {t}"
+                        for m, what, v, t in rows))
         return 0 if all(r[0] for r in rows) else 1
     finally:
         server.stop()

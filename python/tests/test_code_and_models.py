@@ -3,7 +3,6 @@ src/api/openapi.json (they are written by hand: python/README.md says why)."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import typing
 import zipfile

@@ -137,11 +137,11 @@ def load_jobspec(root):
         with open(path, "rb") as f:
             doc = json.loads(f.read().decode("utf-8"))
     except FileNotFoundError:
-        raise bad("missing")
+        raise bad("missing") from None
     except OSError as err:
-        raise bad("cannot read: %s" % util.describe_os_error(err))
+        raise bad("cannot read: %s" % util.describe_os_error(err)) from err
     except ValueError as err:  # includes UnicodeDecodeError
-        raise bad("not valid JSON (%s)" % err)
+        raise bad("not valid JSON (%s)" % err) from err
     if not isinstance(doc, dict):
         raise bad("expected a JSON object")
     entrypoint = doc.get("entrypoint")
@@ -197,7 +197,7 @@ def _verify_capsule(root, output):
         entries = manifest.load(root)
         report = manifest.verify(root, entries)
     except manifest.ManifestError as err:
-        raise RunnerError("capsule verification failed: %s" % err, util.EXIT_VERIFY)
+        raise RunnerError("capsule verification failed: %s" % err, util.EXIT_VERIFY) from err
     if report.unlisted:
         output.message(manifest.summarize_unlisted(report.unlisted))
     if not report.ok:
@@ -244,7 +244,7 @@ def cmd_run(args):
         output.message("error: " + str(err))
         status.finished("failed", exitCode=err.exit_code, error=err.detail)
         return err.exit_code
-    except Exception as err:  # a runner bug: say so, record it, exit 70
+    except Exception as err:  # noqa: BLE001 - a runner bug: say so, record it, exit 70
         for line in traceback.format_exc().rstrip().splitlines():
             output.message(line)
         text = "internal error in the runner: %s: %s" % (type(err).__name__, err)

@@ -75,7 +75,7 @@ def parse(text):
     try:
         doc = json.loads(text)
     except ValueError as err:
-        raise ManifestError("%s: not valid JSON (%s)" % (MANIFEST_PATH, err))
+        raise ManifestError("%s: not valid JSON (%s)" % (MANIFEST_PATH, err)) from err
     if not isinstance(doc, dict):
         raise ManifestError("%s: expected a JSON object" % MANIFEST_PATH)
     version = doc.get("version")
@@ -125,13 +125,13 @@ def load(root):
     except FileNotFoundError:
         raise ManifestError(
             "%s is missing under %s (run the runner from the unpacked capsule's root)"
-            % (MANIFEST_PATH, root))
+            % (MANIFEST_PATH, root)) from None
     except OSError as err:
-        raise ManifestError("%s: cannot read: %s" % (MANIFEST_PATH, err.strerror or err))
+        raise ManifestError("%s: cannot read: %s" % (MANIFEST_PATH, err.strerror or err)) from err
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
-        raise ManifestError("%s: not UTF-8" % MANIFEST_PATH)
+        raise ManifestError("%s: not UTF-8" % MANIFEST_PATH) from None
     return parse(text)
 
 

@@ -52,7 +52,7 @@ def sha256(data):
 def write_manifest(root, executable=()):
     """Writes .starforge/manifest.json listing every file under root (except itself)."""
     files = []
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, _dirnames, filenames in os.walk(root):
         for name in filenames:
             path = os.path.join(dirpath, name)
             rel = os.path.relpath(path, root).replace(os.sep, "/")
@@ -89,7 +89,7 @@ def make_capsule(root, entrypoint, files=None, env=None, recipe="none", executab
                            separators=(",", ":")) + "\n")
     with open(os.path.join(root, ".starforge", "runner.pyz"), "wb") as f:
         f.write(runner_bytes())
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, _dirnames, filenames in os.walk(root):
         for name in filenames:
             os.chmod(os.path.join(dirpath, name), 0o644)
     write_manifest(root, executable=executable)

@@ -11,8 +11,8 @@ import zipfile
 
 import support  # first: puts runner/ on sys.path
 
-import build_zipapp  # noqa: E402
-import embed_zipapp  # noqa: E402
+import build_zipapp
+import embed_zipapp
 
 
 class BuildTest(unittest.TestCase):
@@ -21,7 +21,7 @@ class BuildTest(unittest.TestCase):
         shutil.copytree(os.path.join(support.RUNNER_DIR, "starforge_runner"),
                         os.path.join(target, "starforge_runner"),
                         ignore=shutil.ignore_patterns("__pycache__"))
-        for dirpath, dirnames, filenames in os.walk(target):
+        for dirpath, _dirnames, filenames in os.walk(target):
             for name in filenames:
                 path = os.path.join(dirpath, name)
                 os.utime(path, (mtime, mtime))

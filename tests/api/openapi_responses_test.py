@@ -18,7 +18,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 import zipfile
 from pathlib import Path
 
@@ -26,8 +25,8 @@ import httpx
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
-from forge_serve import ForgeServe, wait_for  # noqa: E402
-from openapi_check import Checker  # noqa: E402
+from forge_serve import ForgeServe, wait_for
+from openapi_check import Checker
 
 FORGE = os.environ.get("STARFORGE_FORGE_BIN", "")
 # Declared properties no answer of this test can carry, and why.
@@ -256,8 +255,10 @@ def test_every_answer_matches_the_schema(serve, checker):
     spec = JOB.format(name="upl", arg="")
     assert alice.post("/api/v1/uploads", content=spec, headers={"Content-Type": "text/plain"}).status_code == 415
     assert alice.post("/api/v1/uploads", content=b"", headers={"Content-Type": "application/yaml"}).status_code == 400
-    assert alice.post("/api/v1/uploads", content="name: x\n", headers={"Content-Type": "application/yaml"}).status_code == 422
-    assert alice.put("/api/v1/uploads/u-nope", content=b"PK", headers={"Content-Type": "application/zip"}).status_code == 404
+    yaml_type = {"Content-Type": "application/yaml"}
+    assert alice.post("/api/v1/uploads", content="name: x\n", headers=yaml_type).status_code == 422
+    zip_type = {"Content-Type": "application/zip"}
+    assert alice.put("/api/v1/uploads/u-nope", content=b"PK", headers=zip_type).status_code == 404
     code_dir = serve.work / "upl-code"
     code_dir.mkdir()
     (code_dir / "main.py").write_text(MAIN)
@@ -366,7 +367,8 @@ def test_kuberay_answers_match_the_schema(serve_kuberay, checker):
                                                  "ttlSeconds": 300})
     assert r.status_code == 201, r.text
     pid = r.json()["id"]
-    assert alice.post("/api/v1/playgrounds", json={"model": "m", "fleet": "kuberay", "series": "b300"}).status_code == 422
+    unplaceable = {"model": "m", "fleet": "kuberay", "series": "b300"}
+    assert alice.post("/api/v1/playgrounds", json=unplaceable).status_code == 422
     pg = wait_for("playground Ready", lambda: (lambda p: p if p["state"] in ("Ready", "Failed") else None)(
         alice.get(f"/api/v1/playgrounds/{pid}").json()), WAIT, every=0.3)
     assert pg["state"] == "Ready", pg

@@ -7,7 +7,8 @@
 # run (tests/e2e/real_doctor_test.sh does that on the real control plane).
 #   tests/deploy/helm_test.sh BUILD_DIR
 set -euo pipefail
-build=$(cd "${1:?usage: helm_test.sh BUILD_DIR}" && pwd)
+# The build directory is only checked: helm comes from build/tools/bin (or HELM).
+[[ -d "${1:?usage: helm_test.sh BUILD_DIR}" ]] || { echo "helm_test.sh: no directory $1" >&2; exit 1; }
 src=$(cd "$(dirname "$0")/../.." && pwd)
 # helm: scripts/bootstrap builds it into build/tools/bin (tools/k8s/build … helm@v3.19.5).
 helm=${HELM:-$src/build/tools/bin/helm}

@@ -41,7 +41,8 @@ bob=$("$forge" token create --user bob 2>/dev/null)
 start_serve
 grep -q "jobs run in a bubblewrap sandbox" "$work/serve.log" ||
   fail "no sandbox on this machine (local playgrounds need one): $(grep -i sandbox "$work/serve.log")"
-export FORGE_SERVER="http://127.0.0.1:$(cat "$work/forge.port")"
+FORGE_SERVER="http://127.0.0.1:$(cat "$work/forge.port")"
+export FORGE_SERVER
 as_alice() { FORGE_TOKEN=$alice "$forge" "$@"; }
 field() { python3 -c "import json,sys; d=json.load(sys.stdin); print(d$1)"; }
 pg_get() { curl -fsS -H "Authorization: Bearer $alice" "$FORGE_SERVER/api/v1/playgrounds/$1"; }

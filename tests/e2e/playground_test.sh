@@ -68,7 +68,8 @@ start_serve() {
 alice=$("$forge" token create --user alice 2>/dev/null)
 bob=$("$forge" token create --user bob 2>/dev/null)
 start_serve
-export FORGE_SERVER="http://127.0.0.1:$(cat "$work/forge.port")"
+FORGE_SERVER="http://127.0.0.1:$(cat "$work/forge.port")"
+export FORGE_SERVER
 as_alice() { FORGE_TOKEN=$alice "$forge" "$@"; }
 as_bob() { FORGE_TOKEN=$bob "$forge" "$@"; }
 field() { python3 -c "import json,sys; d=json.load(sys.stdin); print(d$1)"; }

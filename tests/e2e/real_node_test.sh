@@ -33,7 +33,13 @@ done
 ((EUID == 0)) || e2e_fail "needs root (containerd, cgroups, network namespaces)"
 
 rules_before=$(iptables-save | grep -c '^-' || true)
-cni_netns() { ls /var/run/netns 2>/dev/null | grep '^cni-' | sort || true; }  # containerd's pod netns
+cni_netns() {  # containerd's pod netns
+  local ns
+  for ns in /var/run/netns/cni-*; do
+    [[ -e "$ns" ]] || continue
+    echo "${ns##*/}"
+  done | sort
+}
 netns_before=$(cni_netns)
 started=$SECONDS
 e2e_start_controlplane "$repo" "$tools/hyperkube"

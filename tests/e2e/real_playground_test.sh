@@ -67,9 +67,11 @@ k apply -f "$repo/deploy/rbac.yaml" >/dev/null
 token=$(k -n starforge create token forge --duration 1h) || fail "kubectl create token forge failed"
 say "real stack up in $((SECONDS - t0)) s (pods in $pod_cidr, bridge $bridge_ip)"
 
-export FORGE_K8S_API_SERVER=$(cat "$cp/ready") FORGE_K8S_TOKEN=$token
+FORGE_K8S_API_SERVER=$(cat "$cp/ready")
+export FORGE_K8S_API_SERVER FORGE_K8S_TOKEN=$token
 export FORGE_K8S_CA_FILE="$cp/pki/ca.crt" FORGE_K8S_NAMESPACE=starforge
-export FORGE_S3_ENDPOINT="http://127.0.0.1:$(cat "$work/s3.port")" FORGE_S3_BUCKET=starforge
+FORGE_S3_ENDPOINT="http://127.0.0.1:$(cat "$work/s3.port")"
+export FORGE_S3_ENDPOINT FORGE_S3_BUCKET=starforge
 export FORGE_S3_ACCESS_KEY=S3RVER FORGE_S3_SECRET_KEY=S3RVER
 export FORGE_STORAGE_ROOT="$work/storage" FORGE_STATE_DIR="$work/state"
 export FORGE_DEFAULT_FLEET_KIND=kuberay FORGE_IMAGE_VLLM=vllm/vllm-openai:v0.11.0
@@ -78,7 +80,8 @@ alice=$("$forge" token create --user alice 2>/dev/null)
   >"$work/serve.out" 2>"$work/serve.log" &
 e2e_pids+=($!)
 e2e_wait_file "$work/forge.port" 60 || fail "forge serve did not start: $(tail -n 3 "$work/serve.log")"
-export FORGE_SERVER="http://127.0.0.1:$(cat "$work/forge.port")" FORGE_TOKEN=$alice
+FORGE_SERVER="http://127.0.0.1:$(cat "$work/forge.port")"
+export FORGE_SERVER FORGE_TOKEN=$alice
 field() { python3 -c "import json,sys; d=json.load(sys.stdin); print(d$1)"; }
 
 t1=$SECONDS

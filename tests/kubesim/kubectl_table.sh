@@ -81,7 +81,7 @@ status_patch /api/v1/namespaces/default/pods/running '{"status":{"phase":"Runnin
 mkpod pullerr
 status_patch /api/v1/namespaces/default/pods/pullerr '{"status":{"phase":"Pending",
   "containerStatuses":[{"name":"main","ready":false,"restartCount":0,"image":"busybox","imageID":"","state":{"waiting":{"reason":"ImagePullBackOff","message":"Back-off pulling image"}}}]}}'
-mkpod done
+mkpod "done"
 status_patch /api/v1/namespaces/default/pods/done '{"status":{"phase":"Succeeded",
   "containerStatuses":[{"name":"main","ready":false,"restartCount":0,"image":"busybox","imageID":"","state":{"terminated":{"exitCode":0,"reason":"Completed"}}}]}}'
 mkpod init ',"initContainers":[{"name":"setup","image":"busybox"}]'
@@ -92,7 +92,7 @@ out=$(k get pods)
 expect_contains "$(head -n1 <<<"$out")" "NAME      READY   STATUS" "pods header"
 [[ $(row "$out" running) =~ ^running\ 1/1\ Running\ 0\ [0-9]+s$ ]] || fail "running pod: $out"
 [[ $(row "$out" pullerr) =~ ^pullerr\ 0/1\ ImagePullBackOff\ 0\ [0-9]+s$ ]] || fail "pullerr pod: $out"
-[[ $(row "$out" done) =~ ^done\ 0/1\ Completed\ 0\ [0-9]+s$ ]] || fail "done pod: $out"
+[[ $(row "$out" "done") =~ ^done\ 0/1\ Completed\ 0\ [0-9]+s$ ]] || fail "done pod: $out"
 [[ $(row "$out" init) =~ ^init\ 0/1\ Init:0/1\ 0\ [0-9]+s$ ]] || fail "init pod: $out"
 out=$(k get pods -o wide)
 expect_contains "$(head -n1 <<<"$out")" "IP           NODE         NOMINATED NODE   READINESS GATES" "pods -o wide header"

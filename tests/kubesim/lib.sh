@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034  # SIM_PID and BASE are for the sourcing script
 # Shared by the kubectl scripts of tests/kubesim (source it after setting KUBESIM, KUBECTL, WORK
 # and DATA): `fail`, and `start_kubesim_http ARGS…`, which starts kubesim on an ephemeral port
 # with the test nodes and ARGS, points a fresh $HOME and $KUBECONFIG at it, and sets SIM_PID and

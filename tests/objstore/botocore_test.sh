@@ -35,7 +35,8 @@ export FORGE_S3_BUCKET=forge-test FORGE_S3_REGION=eu-central-1
 peer=$!
 for _ in $(seq 1 300); do [[ -s "$work/port" ]] && break; sleep 0.1; done
 [[ -s "$work/port" ]] || fail "s3sigpeer did not start: $(cat "$work/peer.log")"
-export FORGE_S3_ENDPOINT="http://127.0.0.1:$(cat "$work/port")"
+FORGE_S3_ENDPOINT="http://127.0.0.1:$(cat "$work/port")"
+export FORGE_S3_ENDPOINT
 
 "$py" - "$build/bin/forge" "$work" <<'PY'
 import datetime, os, subprocess, sys, urllib.parse, urllib.request

@@ -32,7 +32,7 @@ describe("parseSse", () => {
   test("events split across reads are kept until complete", () => {
     const a = parseSse("id: 7\nevent: log\ndata: step 1\ndata: step 2\n\n: keep-alive\n\nid: 9\nevent: lo");
     expect(a.events).toEqual([{ id: "7", event: "log", data: "step 1\nstep 2" }]);
-    const b = parseSse(a.rest + 'g\ndata: x\n\nevent: end\ndata: {"phase":"Succeeded"}\n\n');
+    const b = parseSse(`${a.rest}g\ndata: x\n\nevent: end\ndata: {"phase":"Succeeded"}\n\n`);
     expect(b.events).toEqual([
       { id: "9", event: "log", data: "x" },
       { id: null, event: "end", data: '{"phase":"Succeeded"}' },

@@ -202,7 +202,7 @@ export function ignoredPath(relative: string): boolean {
 export function stripTopFolder(paths: string[]): string[] {
   if (paths.length === 0) return paths;
   const first = paths[0].split("/")[0];
-  if (paths.every((p) => p.startsWith(first + "/"))) return paths.map((p) => p.slice(first.length + 1));
+  if (paths.every((p) => p.startsWith(`${first}/`))) return paths.map((p) => p.slice(first.length + 1));
   return paths;
 }
 

@@ -169,13 +169,14 @@ async function render(notice = ""): Promise<void> {
   }
   const main = shell();
   const ctx: Ctx = { me, main, navigate: (p) => navigate(p) };
-  let m: RegExpExecArray | null;
+  const jobMatch = /^\/jobs\/([^/]+)$/.exec(path);
+  const playgroundMatch = /^\/playgrounds\/([^/]+)$/.exec(path);
   if (path === "/jobs") cleanup = jobsPage(ctx);
-  else if ((m = /^\/jobs\/([^/]+)$/.exec(path))) cleanup = jobPage(ctx, decodeURIComponent(m[1]));
+  else if (jobMatch) cleanup = jobPage(ctx, decodeURIComponent(jobMatch[1]));
   else if (path === "/submit") cleanup = submitPage(ctx);
   else if (path === "/capacity") cleanup = capacityPage(ctx);
   else if (path === "/playgrounds") cleanup = playgroundsPage(ctx);
-  else if ((m = /^\/playgrounds\/([^/]+)$/.exec(path))) cleanup = playgroundPage(ctx, decodeURIComponent(m[1]));
+  else if (playgroundMatch) cleanup = playgroundPage(ctx, decodeURIComponent(playgroundMatch[1]));
   else if (path === "/help/jobspec") {
     // The README's "JobSpec v1" section, as built into the console (vite.config.ts).
     document.title = "JobSpec reference · StarForge";

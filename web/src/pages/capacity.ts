@@ -95,7 +95,7 @@ function fleetCard(f: FleetCapacity): HTMLElement {
     meterRow("CPUs", f.cpusInUse ?? 0, f.cpus ?? 0),
     // A machine without GPUs gets no GPU bar ("0 / 0" says nothing).
     f.gpus ? meterRow("GPUs", f.gpusInUse ?? 0, f.gpus) : h("p", { class: "muted", id: `${f.fleet}-no-gpus` }, "No GPUs on this machine."),
-    f.jobs && f.jobs.length
+    f.jobs?.length
       ? h(
           "table",
           { "aria-label": `Jobs holding the ${f.fleet} fleet` },

@@ -54,7 +54,7 @@ export function jobPage(ctx: Ctx, id: string): Cleanup {
   };
   const redrawLog = () => {
     const shown = lines.filter(matches);
-    logPre.textContent = shown.length ? shown.join("\n") + "\n" : "";
+    logPre.textContent = shown.length ? `${shown.join("\n")}\n` : "";
     logStatus.textContent = search.value ? plural(shown.length, "matching line") : streamStatus;
     scrollLog();
   };
@@ -87,7 +87,7 @@ export function jobPage(ctx: Ctx, id: string): Cleanup {
       }
       const shown = newLines.filter(matches);
       if (dropped > 0 || search.value) redrawLog();
-      else if (shown.length) logPre.append(shown.join("\n") + "\n");
+      else if (shown.length) logPre.append(`${shown.join("\n")}\n`);
       setStreamStatus(
         `${plural(lines.length + dropped, "line")}${dropped ? ` (the first ${dropped} only in the download)` : ""}, following`,
       );
@@ -105,7 +105,7 @@ export function jobPage(ctx: Ctx, id: string): Cleanup {
     if (!job) return;
     const again = h("button", { type: "button", id: "submit-again" }, "Edit and run…");
     again.addEventListener("click", () => {
-      const r: Resubmit = { spec: toYaml(job!.spec ?? {}) + "\n", capsuleSha256: job!.capsule?.sha256, from: job!.id };
+      const r: Resubmit = { spec: `${toYaml(job!.spec ?? {})}\n`, capsuleSha256: job!.capsule?.sha256, from: job!.id };
       sessionStorage.setItem(RESUBMIT_KEY, JSON.stringify(r));
       ctx.navigate("/submit");
     });

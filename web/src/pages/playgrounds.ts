@@ -1,7 +1,7 @@
 // Playgrounds: the user's playgrounds (an admin's: everyone's) with their state and the TTL
 // counting down, and the form that starts one (model, card series, GPUs, TTL) — POST
 // /api/v1/playgrounds, then the playground's page. Re-read every 3 s (a handful of rows).
-import { ApiError, getJson, sendJson, type Capacity, type Playground } from "../api";
+import { type ApiError, getJson, sendJson, type Capacity, type Playground } from "../api";
 import { clear, h, link } from "../dom";
 import type { Cleanup, Ctx } from "../main";
 import { countdown, parseDuration, PLAYGROUND_ENDED, ttlLeft } from "../playground";

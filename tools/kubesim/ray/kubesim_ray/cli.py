@@ -291,7 +291,7 @@ def _client(out, opts):
             headers = json.loads(opts["headers"])
         except ValueError as e:
             raise ClientError("ValueError", 'Failed to parse headers into JSON.\n                Expected format: '
-                                            '{{"KEY": "VALUE"}}, got %s, %s' % (opts["headers"], e))
+                                            '{{"KEY": "VALUE"}}, got %s, %s' % (opts["headers"], e)) from e
     client = JobSubmissionClient(opts.get("address"), headers=headers)
     out.info("Job submission server address: %s" % client.address, "cli.py", 41)
     return client
@@ -360,8 +360,9 @@ def job_submit(argv):
         try:
             runtime_env = json.loads(text) if text.strip() else {}
         except ValueError:
-            raise ClientError("ValueError", "%s: this emulator reads --runtime-env files written as JSON (a YAML "
-                                            "subset); use --runtime-env-json for YAML content" % opts["runtime_env"])
+            message = ("%s: this emulator reads --runtime-env files written as JSON (a YAML subset); "
+                       "use --runtime-env-json for YAML content" % opts["runtime_env"])
+            raise ClientError("ValueError", message) from None
     elif opts.get("runtime_env_json"):
         runtime_env = json.loads(opts["runtime_env_json"])
     if opts.get("working_dir") is not None:

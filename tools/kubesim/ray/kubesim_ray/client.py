@@ -103,7 +103,7 @@ def auth_headers():
             headers.update(json.loads(raw))
         except ValueError as e:
             raise ClientError("ValueError", 'Failed to parse headers into JSON.\n                Expected '
-                                            'format: {{"KEY": "VALUE"}}, got %s, %s' % (raw, e))
+                                            'format: {{"KEY": "VALUE"}}, got %s, %s' % (raw, e)) from e
     if os.environ.get("RAY_AUTH_MODE", "").lower() == "token" and "Authorization" not in headers:
         tok = os.environ.get("RAY_AUTH_TOKEN")
         if not tok:
@@ -155,7 +155,7 @@ class JobSubmissionClient:
         except urllib.error.HTTPError as e:
             return Response(e.code, e.read())
         except (urllib.error.URLError, OSError):
-            raise ClientError("ConnectionError", "Failed to connect to Ray at address: %s." % self.address)
+            raise ClientError("ConnectionError", "Failed to connect to Ray at address: %s." % self.address) from None
 
     def _raise_error(self, r: Response):
         raise ClientError("RuntimeError", "Request failed with status code %d: %s." % (r.status_code, r.text))
@@ -226,7 +226,7 @@ class JobSubmissionClient:
         try:
             runtime_env = renv.validate_runtime_env(runtime_env)
         except (TypeError, ValueError) as e:
-            raise ClientError(type(e).__name__, str(e))
+            raise ClientError(type(e).__name__, str(e)) from e
         body = {
             "entrypoint": entrypoint, "submission_id": submission_id, "runtime_env": runtime_env,
             "metadata": metadata, "entrypoint_num_cpus": entrypoint_num_cpus,
@@ -276,10 +276,10 @@ class JobSubmissionClient:
             sock = ws.ClientSocket.connect(url, headers=self.headers)
         except ws.HandshakeError as e:
             raise ClientError("aiohttp.client_exceptions.WSServerHandshakeError",
-                              "%d, message='Invalid response status', url='%s'" % (e.status, url))
+                              "%d, message='Invalid response status', url='%s'" % (e.status, url)) from e
         except OSError:
             raise ClientError("aiohttp.client_exceptions.ClientConnectorError",
-                              "Cannot connect to host %s" % urllib.parse.urlsplit(url).netloc)
+                              "Cannot connect to host %s" % urllib.parse.urlsplit(url).netloc) from None
         for text in sock:
             yield text
         sys.stderr.write(log_line("INFO", "sdk.py", 520, "WebSocket closed for job %s with close code %s"

@@ -79,16 +79,16 @@ class Handler(BaseHTTPRequestHandler):
                 return fn(self, *match.groups())
         return self.reply(404, "404: Not Found")
 
-    def do_GET(self):  # noqa: N802
+    def do_GET(self):
         self.route("GET")
 
-    def do_POST(self):  # noqa: N802
+    def do_POST(self):
         self.route("POST")
 
-    def do_PUT(self):  # noqa: N802
+    def do_PUT(self):
         self.route("PUT")
 
-    def do_DELETE(self):  # noqa: N802
+    def do_DELETE(self):
         self.route("DELETE")
 
 
@@ -369,7 +369,7 @@ def _bind(handler_cls, node, host, port, what):
         raise SystemExit_(
             "ValueError: Ray component %s is trying to use a port number %d that is used by other "
             "components (%s on %s)." % (what, port, e.strerror, host)
-        )
+        ) from e
     threading.Thread(target=server.serve_forever, name=what, daemon=True).start()
     return server
 
@@ -579,7 +579,7 @@ class WorkerNode(Node):
                         "ConnectionError: Failed to connect to GCS at %s:%d within %d seconds (%s). "
                         "GCS may have been killed. It's either GCS is terminated by `ray stop` or is "
                         "killed unexpectedly." % (self.gcs_host, self.gcs_port, timeout, e)
-                    )
+                    ) from e
                 if attempt == 1 or attempt % 5 == 0:
                     sys.stderr.write(log_line("WARNING", "gcs_utils.py", 85,
                                               "Failed to connect to GCS at %s:%d, retrying (%s)"

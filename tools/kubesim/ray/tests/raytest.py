@@ -173,7 +173,7 @@ class ZipServer:
             def __init__(self, *a, **kw):
                 super().__init__(*a, directory=outer.root, **kw)
 
-            def do_GET(self):  # noqa: N802
+            def do_GET(self):
                 outer.paths.append((self.path, self.headers.get("User-Agent")))
                 super().do_GET()
 

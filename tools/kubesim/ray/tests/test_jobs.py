@@ -4,7 +4,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import tempfile
 import time
 import unittest

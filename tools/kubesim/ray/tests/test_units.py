@@ -4,7 +4,7 @@ import os
 import subprocess
 import unittest
 
-import raytest  # noqa: F401  (puts kubesim_ray on sys.path)
+import raytest  # first: puts kubesim_ray on sys.path
 from kubesim_ray import runtime_env as renv
 from kubesim_ray.cli import parse_options
 from kubesim_ray.jobs import SubmitRequest, generate_job_id
@@ -14,7 +14,8 @@ class ParseUriTest(unittest.TestCase):
     def test_docstring_examples(self):
         self.assertEqual(renv.parse_uri("https://test.com/file.zip"), ("https", "https_test_com_file.zip"))
         self.assertEqual(renv.parse_uri("https://test.com/file.whl"), ("https", "file.whl"))
-        self.assertEqual(renv.parse_uri("gcs://_ray_pkg_029f88d5ecc55e1e.zip"), ("gcs", "_ray_pkg_029f88d5ecc55e1e.zip"))
+        self.assertEqual(renv.parse_uri("gcs://_ray_pkg_029f88d5ecc55e1e.zip"),
+                         ("gcs", "_ray_pkg_029f88d5ecc55e1e.zip"))
 
     def test_query_string_is_not_part_of_the_cache_name(self):
         a = renv.parse_uri("https://s3.example.com/b/capsules/sha256-ab.zip?X-Amz-Signature=1&X-Amz-Date=2")
