@@ -28,7 +28,7 @@
 #   scripts/e2e/setup-kind.sh [--name NAME] [--series SERIES] [--gpus N] [--kuberay-version V]
 #                             [--storage-dir DIR] [--ray-image IMAGE] [--delete]
 #   source ~/.local/state/starforge-kind/starforge.env && forge serve
-#   # or, to check the cluster end to end first (its own forge serve; scenarios 1-5, issue 7 §7):
+#   # or, to check the cluster end to end first (its own forge serve; scenarios 1-5 of scripts/e2e/kuberay_loop):
 #   source ~/.local/state/starforge-kind/starforge.env &&
 #     scripts/e2e/kuberay_loop --kubeconfig ~/.kube/config BUILD_DIR
 set -euo pipefail

@@ -496,7 +496,8 @@ std::string StreamCheck::State::HashArchive() {
   Sha256 sha;
   // Sized by what has arrived, up to kPiece, and not zeroed: a capsule of a few KiB (most of
   // them) costs a few KiB here, not 4 MiB of zeroed pages per upload, which glibc then kept
-  // resident in the arena of every thread that had hashed one (issue 20: forge serve's RSS).
+  // resident in the arena of every thread that had hashed one (forge serve's RSS with 1,000 jobs:
+  // bench/kuberay_fleet_scale.sh).
   Buffer buf;
   uint64_t at = 0;
   while (Await(at + 1)) {

@@ -6,9 +6,9 @@
 // KNOWN_BUGS lists "A shared connection cache is not thread-safe" (curl/curl#4915, still so in
 // the libcurl 7.88 of Debian 12): two threads can end up using or freeing the same connection.
 // That is how a kubesim with many controller threads on one client died in `free` at 1,000
-// RayJobs (issue 20). An easy handle reused by one thread at a time keeps its own connection
-// cache across exchanges (curl_easy_reset keeps live connections), which is the reuse libcurl
-// supports.
+// RayJobs (bench/kuberay_fleet_scale.sh). An easy handle reused by one thread at a time keeps its
+// own connection cache across exchanges (curl_easy_reset keeps live connections), which is the
+// reuse libcurl supports.
 #include "starforge/net/http.h"
 
 #include <curl/curl.h>

@@ -145,7 +145,8 @@ CREATE INDEX playgrounds_by_owner ON playgrounds (owner, seq);
 )sql"},
     // A job's events in the order they were recorded, read without a sort: the controller reads
     // them on its looks at live jobs, and the sort's buffer was a large allocation each time
-    // (glibc consolidates its free lists at every one; issue 20).
+    // (glibc consolidates its free lists at every one; seen in profiles of
+    // bench/kuberay_fleet_scale.sh).
     {4, R"sql(
 CREATE INDEX events_by_job ON events (job_id, seq);
 )sql"},

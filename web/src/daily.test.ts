@@ -1,4 +1,4 @@
-// Issue 39's pure pieces: one time format, a failed job's error line, the jobs table's sort.
+// The daily-work pieces of the console that need no browser: one time format, a failed job's error line, the jobs table's sort.
 import { describe, expect, it } from "vitest";
 import type { Job } from "./api";
 import { clock, lastError, mergeEchoes } from "./format";
