@@ -10,7 +10,7 @@
 #
 # It starts kubesim with every controller (h200 nodes of 8 GPUs, enough for N one-GPU jobs at
 # once, and two CPU-only big nodes for the submitter pods), s3rver (tools/s3peer) and `forge serve`
-# with the kuberay fleet, set up as scripts/e2e/kuberay_loop's simulator mode. PODS=fake (the
+# with the kuberay fleet, set up as scripts/e2e/kuberay_loop.py's simulator mode. PODS=fake (the
 # default) runs kubesim's kubelet with --pods fake: no process per pod, statuses as a kubelet
 # writes them, a fake Ray head per RayCluster and a submitter that ends after FAKE_JOB_MS (default
 # 2000) — what lets N reach 1,000 on two cores; PODS=process runs the Ray emulator's programs

@@ -155,7 +155,7 @@ def tail(path: Path, n: int = 3) -> str:
         return f"(no {path.name})"
 
 
-def wait_file(path: Path, seconds: float, proc: Optional[subprocess.Popen] = None) -> bool:
+def wait_file(path: Path, seconds: float, proc: Any = None) -> bool:
     """Until ``path`` is non-empty (False after ``seconds``, or when ``proc`` ended)."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -324,6 +324,67 @@ print("step 2 loss 0.333", flush=True)
 """
 
 
+class Detached:
+    """A process started as an orphan (its parent exits at once, so it belongs to init): for the
+    kubelets whose pods run real Ray. Ray's driver hook (ray._private.runtime_env.
+    uv_runtime_env_hook, on by default) looks for a `uv run` among the ancestors of `ray job
+    submit` and, finding this loop's, replaces the job's working_dir with the submitter's current
+    directory — which the pod never meant. As an orphan the kubelet has no such ancestor. Offers
+    the part of subprocess.Popen the loop uses."""
+
+    def __init__(self, argv: List[str], stdout: Any, stderr: Any) -> None:
+        self.args = argv
+        self.returncode: Optional[int] = None
+        r, w = os.pipe()
+        middle = os.fork()
+        if middle == 0:  # the middle process: starts the real one, tells its pid, exits
+            code = 0
+            try:
+                os.close(r)
+                p = subprocess.Popen(argv, stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL)
+                os.write(w, str(p.pid).encode())
+            except BaseException:  # noqa: BLE001 — the parent sees no pid, and says so
+                code = 1
+            finally:
+                os._exit(code)
+        os.close(w)
+        with os.fdopen(r, "rb") as f:
+            pid = f.read().decode()
+        os.waitpid(middle, 0)
+        if not pid:
+            fail(f"cannot start {argv[0]}")
+        self.pid = int(pid)
+
+    def poll(self) -> Optional[int]:
+        if self.returncode is None:
+            try:
+                with open(f"/proc/{self.pid}/stat") as f:
+                    gone = f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+            except OSError:
+                gone = True
+            if gone:
+                self.returncode = -1  # (init reaps it: its status is not ours to read)
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, sig)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def wait(self, timeout: Optional[float] = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(self.args, timeout or 0)
+            time.sleep(0.1)
+        return self.returncode or 0
+
+
 class Scenario:
     def __init__(self, key: str, title: str, run: Callable[[], Optional[str]]) -> None:
         self.key, self.title, self.run = key, title, run
@@ -347,9 +408,9 @@ class Loop:
         self.operator = args.operator
         self.tools = REPO / "build" / "tools" / "bin"
         self.keep = args.keep or os.environ.get("KEEP") == "1"
-        self.procs: List[subprocess.Popen] = []
+        self.procs: List[Any] = []  # subprocess.Popen or Detached
         self.work = Path(".")
-        self.node_proc: Optional[subprocess.Popen] = None
+        self.node_proc: Any = None
         self.serve_proc: Optional[subprocess.Popen] = None
         self.k8s = ""
         self.bridge_ip = ""
@@ -371,15 +432,19 @@ class Loop:
         self.state: Dict[str, Any] = {}  # between the scenarios of one mode
 
     # -- processes ---------------------------------------------------------------------------
-    def spawn(self, argv: List[str], log: str, out: Optional[str] = None, **kw: Any) -> subprocess.Popen:
+    def spawn(self, argv: List[str], log: str, out: Optional[str] = None, *, detach: bool = False) -> Any:
         """Starts ``argv`` in the background, stderr to ``work/log`` (stdout to ``work/out``, or
-        there too); it is stopped (TERM, then waited for) when the loop ends."""
+        there too); it is stopped (TERM, then waited for) when the loop ends. ``detach``: as an
+        orphan (Detached), for a kubelet whose pods run real Ray."""
         with open(self.work / log, "ab") as err, open(self.work / (out or log), "ab") as so:
-            p = subprocess.Popen(argv, stdout=so, stderr=err, stdin=subprocess.DEVNULL, **kw)
+            if detach:
+                p: Any = Detached(argv, so, err)
+            else:
+                p = subprocess.Popen(argv, stdout=so, stderr=err, stdin=subprocess.DEVNULL)
         self.procs.append(p)
         return p
 
-    def stop(self, p: subprocess.Popen, sig: int = signal.SIGTERM, wait: float = 120) -> None:
+    def stop(self, p: Any, sig: int = signal.SIGTERM, wait: float = 120) -> None:
         if p.poll() is None:
             try:
                 p.send_signal(sig)
@@ -499,7 +564,7 @@ class Loop:
         return ""
 
     @staticmethod
-    def wait_bridge(log: Path, proc: subprocess.Popen) -> str:
+    def wait_bridge(log: Path, proc: Any) -> str:
         """The bridge address a kubelet with --pod-network netns logs once its network is up."""
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -588,7 +653,7 @@ class Loop:
         p = self.spawn([self.kubesim_bin, "--listen", "127.0.0.1:0", "--port-file", str(w / "kubesim.port"),
                         "--nodes", str(w / "nodes.yaml"), "--controllers", "all", "--pv-root", str(w / "pv"),
                         "--images", str(w / "images.yaml"), "--kubelet-backoff-ms", "500", "--kueue",
-                        *self.ray_args, *net_args], "kubesim.log", "kubesim.out")
+                        *self.ray_args, *net_args], "kubesim.log", "kubesim.out", detach=self.real_ray)
         if not wait_file(w / "kubesim.port", 30, p):
             fail(f"kubesim did not start; see {w}/kubesim.log: {tail(w / 'kubesim.log')}")
         self.k8s = f"http://127.0.0.1:{(w / 'kubesim.port').read_text().strip()}"
@@ -630,7 +695,7 @@ class Loop:
              str(w / "nodes.yaml"), "--pod-network", "netns", "--pod-cidr", self.pod_cidr,
              "--cluster-hosts-file", str(w / "cluster-hosts"), "--pv-root", str(w / "pv"), "--images",
              str(w / "images.yaml"), "--kubelet-backoff-ms", "500", "--kubelet-probe-max-ms", "2000",
-             "--kubelet-dir", str(w / "kubelet"), *self.ray_args], "node.log")
+             "--kubelet-dir", str(w / "kubelet"), *self.ray_args], "node.log", detach=self.real_ray)
         self.bridge_ip = self.wait_bridge(w / "node.log", self.node_proc)
         if not wait_file(w / "cluster-hosts", 30):
             fail(f"kubesim-node wrote no cluster hosts file: {tail(w / 'node.log', 5)}")
@@ -1577,6 +1642,14 @@ def parse_args(argv: List[str]) -> argparse.Namespace:
 
 def main(argv: List[str]) -> int:
     args = parse_args(argv)
+    # What it starts (kubesim and its pods, forge, kubectl) gets the environment it was run in,
+    # not uv's: no VIRTUAL_ENV, no script environment first on PATH (its python is not the pods').
+    venv = os.environ.pop("VIRTUAL_ENV", None)
+    if venv:
+        os.environ["PATH"] = os.pathsep.join(
+            d for d in os.environ.get("PATH", "").split(os.pathsep) if d != os.path.join(venv, "bin"))
+    for name in ("STARFORGE_LOOP_UV", "UV_RUN_RECURSION_DEPTH"):
+        os.environ.pop(name, None)
     loop = Loop(args)
     # The real kubectl that scripts/bootstrap builds (tools/k8s) comes first on PATH, so that the
     # loop's checks use the version they are written for.

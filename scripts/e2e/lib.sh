@@ -1,6 +1,6 @@
 # shellcheck shell=bash
-# Sourced by scripts/e2e/kuberay_loop and its tests: background processes that die with the
-# script, waiting for port files, and the simulated cluster (kubesim + s3peer) they share.
+# Sourced by the end-to-end tests (tests/e2e/*.sh) and benchmarks: background processes that die
+# with the script, waiting for port files, and the simulated cluster (kubesim + s3peer) they share.
 # The sourcing script sets E2E_NAME (its name in messages) and E2E_WORK (a directory it owns).
 
 e2e_pids=()
@@ -65,41 +65,6 @@ e2e_start_s3peer() {  # REPO BUCKET [ADDRESS]
   e2e_wait_file "$E2E_WORK/s3.port" 30 || e2e_fail "s3peer did not start; see $E2E_WORK/s3.log"
   # shellcheck disable=SC2034  # for the sourcing script
   E2E_S3="http://$addr:$(cat "$E2E_WORK/s3.port")"
-}
-
-# The first 10.x.0.0/16 (x = 244..254) that no route of this host touches, for a kubelet with
-# --pod-network netns (kubesim or kubesim-node); fails when there is none. Tests that use one run
-# alone (RUN_SERIAL), so two of them never pick the same range at once.
-e2e_free_pod_cidr() {
-  local x
-  for x in $(seq 244 254); do
-    if ! ip -4 route show table all | grep -q "10\.$x\."; then
-      echo "10.$x.0.0/16"
-      return 0
-    fi
-  done
-  return 1
-}
-
-# The bridge address a kubelet with --pod-network netns logs once its pod network is up, read from
-# LOG while PID runs (up to 30 s); prints it, or fails.
-e2e_wait_bridge() {  # LOG PID
-  local _ ip
-  for _ in $(seq 1 150); do
-    ip=$(sed -n 's/.*(bridge address \([0-9.]*\)).*/\1/p' "$1" 2>/dev/null)
-    [[ -n "$ip" ]] && { echo "$ip"; return 0; }
-    kill -0 "$2" 2>/dev/null || return 1
-    sleep 0.2
-  done
-  return 1
-}
-
-# Nothing of the netns pod network of the kubelet process PID is left (its namespaces ks<PID>-*,
-# veths ksv<PID>-*, bridge ksbr<PID>); prints what is, and fails, otherwise.
-e2e_netns_left() {  # PID
-  local left
-  left=$( (ip netns list; ip -o link show) | grep -e "ks$1-" -e "ksv$1-" -e "ksbr$1:" || true)
-  [[ -z "$left" ]] || { echo "$left"; return 1; }
 }
 
 # Starts the real control plane (tools/k8s/controlplane up E2E_WORK/cp --audit) with HYPERKUBE,

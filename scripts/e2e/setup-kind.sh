@@ -28,9 +28,10 @@
 #   scripts/e2e/setup-kind.sh [--name NAME] [--series SERIES] [--gpus N] [--kuberay-version V]
 #                             [--storage-dir DIR] [--ray-image IMAGE] [--delete]
 #   source ~/.local/state/starforge-kind/starforge.env && forge serve
-#   # or, to check the cluster end to end first (its own forge serve; scenarios 1-5 of scripts/e2e/kuberay_loop):
+#   # or, to check the cluster end to end first (its own forge serve; scenarios 1-5 of
+#   # scripts/e2e/kuberay_loop.py):
 #   source ~/.local/state/starforge-kind/starforge.env &&
-#     scripts/e2e/kuberay_loop --kubeconfig ~/.kube/config BUILD_DIR
+#     uv run python scripts/e2e/kuberay_loop.py --kubeconfig ~/.kube/config   # from the repository root
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -268,7 +269,7 @@ cat >&2 <<EOF
 setup-kind: next:
   source '$env_file'
   export FORGE_KUBERAY_RAY_VERSION=<the Ray version of your jobs' image, e.g. of rayproject/ray:<version>>
-  forge serve        # or: scripts/e2e/kuberay_loop --kubeconfig ~/.kube/config BUILD_DIR
+  forge serve        # or: uv run python scripts/e2e/kuberay_loop.py --kubeconfig ~/.kube/config
 Jobs must use gpuSeries: $series, at most $gpus GPUs per machine and one machine in all
 (the storage volume is ReadWriteOnce). Remove everything with: $0 --name $name --delete
 EOF

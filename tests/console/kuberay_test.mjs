@@ -1,5 +1,5 @@
 // The console against the kuberay fleet on kubesim (the API-server simulator with the KubeRay
-// operator, scheduler and kubelet) and s3rver, set up as scripts/e2e/kuberay_loop does: a job
+// operator, scheduler and kubelet) and s3rver, set up as scripts/e2e/kuberay_loop.py does: a job
 // whose image does not exist shows ImagePullFailed at the top and the kubelet's and scheduler's
 // events in the event view; the capacity page shows the cordoned h200 node as blocked, with the
 // same numbers as GET /api/v1/capacity; a playground is started from its page, becomes Ready,
@@ -38,7 +38,7 @@ async function k8s(url, method, path, body, type = "application/json") {
   if (!res.ok && res.status !== 409) throw new Error(`${method} ${path}: ${res.status} ${await res.text()}`);
 }
 
-// kubesim (operator, scheduler, kubelet) + s3rver + forge serve, as scripts/e2e/kuberay_loop starts
+// kubesim (operator, scheduler, kubelet) + s3rver + forge serve, as scripts/e2e/kuberay_loop.py starts
 // them, and Chromium. `images`: more images that exist; `env`: more forge settings; `emulators`:
 // kubesim's emulators (bin/vllm: its vLLM emulator) first on the pods' PATH, as e2e.playground has.
 async function startStack({ images = [], env = {}, emulators = false } = {}) {

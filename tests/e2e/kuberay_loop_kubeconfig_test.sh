@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# `scripts/e2e/kuberay_loop --kubeconfig PATH` (its real-cluster mode, scenarios 1-5) against a
+# `uv run python scripts/e2e/kuberay_loop.py --kubeconfig PATH` (its real-cluster mode, scenarios
+# 1-5) against a
 # kubesim set up the way scripts/e2e/setup-kind.sh sets up kind: one node labelled
 # starforge/gpu-series=h200 advertising 8 fake GPUs, HTTPS with a CA file, forge serve acting as
 # ServiceAccount starforge:forge with exactly the rules of deploy/ (kubesim's RBAC mode with
@@ -50,7 +51,12 @@ k -n starforge patch pvc starforge-storage --subresource=status --type=merge \
   -p '{"status":{"phase":"Bound"}}' >/dev/null
 
 # The settings setup-kind.sh writes (forge serve is ServiceAccount forge, not the administrator).
-env -i PATH="$PATH" HOME="$work/home" TMPDIR="${TMPDIR:-/tmp}" KEEP="${KEEP:-0}" \
+# uv (scripts/bootstrap) keeps its cache where it is: the loop's dependencies are installed there.
+uv="$repo/build/tools/bin/uv"
+[[ -x "$uv" ]] || e2e_fail "$uv is missing: run scripts/bootstrap (scripts/uv-requirements.txt)"
+uv_cache=${UV_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/uv}
+cd "$repo"  # the loop runs from the repository root, as written (uv.toml)
+env -i PATH="$PATH" HOME="$work/home" TMPDIR="${TMPDIR:-/tmp}" KEEP="${KEEP:-0}" UV_CACHE_DIR="$uv_cache" \
   ASAN_OPTIONS="${ASAN_OPTIONS:-}" LSAN_OPTIONS="${LSAN_OPTIONS:-}" UBSAN_OPTIONS="${UBSAN_OPTIONS:-}" \
   FORGE_DEFAULT_FLEET_KIND=kuberay \
   FORGE_K8S_API_SERVER="$E2E_K8S" \
@@ -67,12 +73,15 @@ env -i PATH="$PATH" HOME="$work/home" TMPDIR="${TMPDIR:-/tmp}" KEEP="${KEEP:-0}"
   FORGE_S3_BUCKET=starforge \
   FORGE_S3_ACCESS_KEY=S3RVER \
   FORGE_S3_SECRET_KEY=S3RVER \
-  bash "$repo/scripts/e2e/kuberay_loop" --kubeconfig "$work/kubeconfig" "$build" 2>&1 |
+  "$uv" run python scripts/e2e/kuberay_loop.py --kubeconfig "$work/kubeconfig" --build "$build" 2>&1 |
   tee "$work/loop.log" >&2
 rc=${PIPESTATUS[0]}
-((rc == 0)) || e2e_fail "kuberay_loop --kubeconfig exited $rc"
+((rc == 0)) || e2e_fail "kuberay_loop.py --kubeconfig exited $rc"
 grep -q "real cluster: namespace starforge, series h200, image rayproject/ray:" "$work/loop.log" ||
   e2e_fail "the loop did not find the series and the default image itself"
-grep -q "scenario 5 passed" "$work/loop.log" || e2e_fail "scenario 5 did not pass"
-! grep -q "scenario 6" "$work/loop.log" || e2e_fail "scenarios 6-8 (the simulator's) ran on a real cluster"
+for s in 1 2 3 4 5 final; do
+  grep -Eq "^PASS +$s " "$work/loop.log" || e2e_fail "scenario $s did not pass"
+done
+! grep -Eq "^(PASS|FAIL|SKIP) +(6|7|8|K) " "$work/loop.log" ||
+  e2e_fail "scenarios 6-8 and K (the simulator's) ran on a real cluster"
 e2e_say "passed"

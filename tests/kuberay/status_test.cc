@@ -246,7 +246,7 @@ TEST(ReadStatus, ExitCodeFromRayFailedMessage) {
 
 TEST(ReadStatus, RuntimeEnvFailureIsTheCapsule) {
   // What Ray 2.60.0 reports for a capsule whose bytes were changed in the store (https: Ray
-  // downloads and unpacks it itself; R7 of scripts/e2e/kuberay_loop --ray real).
+  // downloads and unpacks it itself; R7 of scripts/e2e/kuberay_loop.py --ray real).
   const std::string ray =
       "runtime_env setup failed: Failed to set up runtime environment.\nzipfile.BadZipFile: Bad "
       "CRC-32 for file '.starforge/runner.pyz'";

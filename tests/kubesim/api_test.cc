@@ -1416,7 +1416,7 @@ TEST(Kubesim, TableForListGetAndWatch) {
 }
 
 // --kueue: Kueue's RayJob webhooks as the real Kueue v0.17 answers them on the real control
-// plane (scripts/e2e/kuberay_loop --real --kueue checks the same denial there): a queued RayJob
+// plane (scripts/e2e/kuberay_loop.py --real --kueue checks the same denial there): a queued RayJob
 // is stored suspended; one Kueue would refuse is denied with its words; the queue may not change
 // once the job runs.
 TEST(Kubesim, KueueWebhooksSuspendAndRefuseQueuedRayJobs) {
