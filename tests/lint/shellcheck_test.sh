@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# shellcheck (Debian's; .shellcheckrc) passes on every shell script of scripts/, tests/ and tools/
+# Debian's shellcheck (.shellcheckrc) passes on every shell script of scripts/, tests/ and tools/
 # (a .sh name, or a #! line naming sh or bash), and fails on a script with an unquoted expansion.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -22,7 +22,10 @@ shellcheck -f gcc "${scripts[@]}"
 
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-printf '#!/usr/bin/env bash\nrm -rf $1/cache\n' >"$tmp/probe.sh"
+cat >"$tmp/probe.sh" <<'PROBE'
+#!/usr/bin/env bash
+rm -rf $1/cache
+PROBE
 if out="$(shellcheck -f gcc "$tmp/probe.sh" 2>&1)"; then
   echo "FAIL: shellcheck passed an unquoted expansion:"; echo "$out"; exit 1
 fi
