@@ -15,6 +15,7 @@
 #include "starforge/common/did_you_mean.h"
 #include "starforge/common/names.h"
 #include "starforge/common/quantity.h"
+#include "starforge/kube/client_config.h"
 
 // POSIX defines it, but no C++ header is required to declare it.
 extern char** environ;
@@ -49,6 +50,10 @@ std::string ToString(S3Addressing mode) {
       return "virtual";
   }
   return "unknown";
+}
+
+Config::operator kube::ApiServerSettings() const {
+  return {k8s_api_server, k8s_token, k8s_ca_file, k8s_insecure_skip_tls_verify, k8s_context};
 }
 
 std::optional<FleetKind> ParseFleetKind(const std::string& text) {

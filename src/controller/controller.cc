@@ -69,18 +69,23 @@ Outcome Retry(std::string why) {
   return {Outcome::kRetry, milliseconds(0), std::move(why)};
 }
 
+using SpecPtr = std::shared_ptr<const jobspec::JobSpec>;
+
 // One job's reconcile: reads of the job row, calls to its fleet, writes through the store.
-// A new one per reconcile; it holds no state between them (level-triggered).
+// A new one per reconcile; it holds no state between them (level-triggered) but the caches it is
+// given, which only save work: the store decides.
 class Reconciler {
  public:
   Reconciler(store::Store& store, fleet::Fleet* fleet, objstore::ObjectStore& objects,
-             const Options& options, Metrics& metrics, RecordedFleetEvents& recorded_events)
+             const Options& options, Metrics& metrics, RecordedFleetEvents& recorded_events,
+             ParsedSpecs& specs)
       : store_(store),
         fleet_(fleet),
         objects_(objects),
         options_(options),
         metrics_(metrics),
-        recorded_events_(recorded_events) {}
+        recorded_events_(recorded_events),
+        specs_(specs) {}
 
   Outcome Run(Job job) {
     if (store::IsTerminal(job.phase)) {
@@ -140,12 +145,12 @@ class Reconciler {
                   "cancelled before it was submitted to the fleet");
   }
 
-  // The spec of a job not yet submitted, or nullopt with *stop set when the job ends here
+  // The spec of a job not yet submitted, or null with *stop set when the job ends here
   // instead: a cancel was requested, or its stored spec no longer parses.
-  std::optional<jobspec::JobSpec> SpecBeforeSubmit(const Job& job, Outcome* stop) {
+  SpecPtr SpecBeforeSubmit(const Job& job, Outcome* stop) {
     if (job.cancel_requested) {
       *stop = CancelledBeforeSubmit(job);
-      return std::nullopt;
+      return nullptr;
     }
     std::string error;
     auto spec = Spec(job, &error);
@@ -156,20 +161,7 @@ class Reconciler {
     return spec;
   }
 
-  std::optional<jobspec::JobSpec> Spec(const Job& job, std::string* error) {
-    try {
-      jobspec::ParseResult r =
-          jobspec::FromJson(nlohmann::json::parse(job.spec_json), jobspec::Defaults{});
-      if (r.ok()) return r.spec;
-      std::vector<std::string> lines;
-      for (const auto& e : r.errors)
-        lines.push_back(e.path + ": " + e.message);
-      *error = Join(lines);
-    } catch (const nlohmann::json::exception& e) {
-      *error = e.what();
-    }
-    return std::nullopt;
-  }
+  SpecPtr Spec(const Job& job, std::string* error) { return specs_.Get(job, error); }
 
   fs::path WorkDir(const Job& job) const { return options_.state_dir / "work" / job.id; }
 
@@ -458,7 +450,7 @@ class Reconciler {
   };
   QueueTimes Queue(const Job& job) {
     // Read on every look at a pending job: two indexed lookups, not every event of the job
-    // (reading them all was 6 % of forge serve's CPU at 1,000 jobs, issue 20).
+    // (reading them all was 6 % of forge serve's CPU at 1,000 jobs).
     QueueTimes q;
     q.queued = store_.LastEventAt(job.id, reasons::kQueued, kSource);
     q.admitted = store_.LastEventAt(job.id, reasons::kAdmitted, kSource);
@@ -477,11 +469,13 @@ class Reconciler {
   }
 
   Outcome Observing(const Job& job) {
-    // Parsed once per reconcile; the fleet, Resubmit and the deadlines all use this one.
+    // Parsed at the job's first reconcile and kept (ParsedSpecs); the fleet, Resubmit and the
+    // deadlines all use this one.
     std::string spec_error;
-    const std::optional<jobspec::JobSpec> spec = Spec(job, &spec_error);
+    const SpecPtr spec = Spec(job, &spec_error);
+    static const jobspec::JobSpec kNoSpec;
     const fleet::Observation obs =
-        fleet_->Observe(job.id, job.fleet_handle, spec ? *spec : jobspec::JobSpec{});
+        fleet_->Observe(job.id, job.fleet_handle, spec ? *spec : kNoSpec);
     if (obs.retryable_error) {
       ++metrics_.fleet_errors;
       return Retry("observe: " + obs.message);
@@ -546,8 +540,7 @@ class Reconciler {
 
   // Pending, but the fleet has no record (e.g. its queue was in memory and it restarted):
   // submit again; the same job id yields the same handle.
-  Outcome Resubmit(const Job& job, const std::optional<jobspec::JobSpec>& spec,
-                   const std::string& spec_error) {
+  Outcome Resubmit(const Job& job, const SpecPtr& spec, const std::string& spec_error) {
     if (!spec) return Retry("the stored JobSpec is not valid: " + spec_error);
     const fleet::SubmitResult r = fleet_->Submit(Request(job, *spec));
     if (!r.status.ok()) {
@@ -566,8 +559,7 @@ class Reconciler {
     return After(options_.resync);
   }
 
-  Outcome Pending(const Job& job, const std::optional<jobspec::JobSpec>& spec,
-                  const fleet::Observation& obs, int64_t now) {
+  Outcome Pending(const Job& job, const SpecPtr& spec, const fleet::Observation& obs, int64_t now) {
     if (job.phase != Phase::kPending) return After(Resync(now));  // never back from Running
     // Time in the fleet's queue is waiting for a turn, not failing to start: the pre-running
     // clock stops there and restarts at admission (the RayJob's own activeDeadlineSeconds
@@ -625,7 +617,7 @@ class Reconciler {
     return After(Resync(now, deadline));
   }
 
-  Outcome Running(const Job& job, const std::optional<jobspec::JobSpec>& spec, int64_t now) {
+  Outcome Running(const Job& job, const SpecPtr& spec, int64_t now) {
     if (job.phase == Phase::kPending) {
       Move(job, Phase::kRunning, "", "");
       Failpoint("running-observed");
@@ -646,6 +638,7 @@ class Reconciler {
   // Terminal: archive the logs, then give the machines back; each recorded before the next.
   Outcome Cleanup(const Job& job) {
     recorded_events_.Forget(job.id);  // no more looks at the fleet's events
+    specs_.Forget(job.id);            // nor uses of the spec
     DiscardUpload(job);
     if (fleet_ == nullptr) {  // nothing ever ran anywhere
       if (!job.logs_archived || !job.released) {
@@ -696,6 +689,7 @@ class Reconciler {
   const Options& options_;
   Metrics& metrics_;
   RecordedFleetEvents& recorded_events_;
+  ParsedSpecs& specs_;
 };
 
 }  // namespace
@@ -714,6 +708,38 @@ void RecordedFleetEvents::Remember(const std::string& job_id,
 }
 
 void RecordedFleetEvents::Forget(const std::string& job_id) {
+  std::lock_guard lock(mu_);
+  by_job_.erase(job_id);
+}
+
+std::shared_ptr<const jobspec::JobSpec> ParsedSpecs::Get(const store::Job& job,
+                                                         std::string* error) {
+  {
+    std::lock_guard lock(mu_);
+    auto it = by_job_.find(job.id);
+    if (it != by_job_.end() && it->second.text == job.spec_json) return it->second.spec;
+  }
+  // Parsed outside the lock: workers reconcile other jobs meanwhile.
+  try {
+    jobspec::ParseResult r =
+        jobspec::FromJson(nlohmann::json::parse(job.spec_json), jobspec::Defaults{});
+    if (r.ok()) {
+      auto spec = std::make_shared<const jobspec::JobSpec>(std::move(*r.spec));
+      std::lock_guard lock(mu_);
+      by_job_[job.id] = {job.spec_json, spec};
+      return spec;
+    }
+    std::vector<std::string> lines;
+    for (const auto& e : r.errors)
+      lines.push_back(e.path + ": " + e.message);
+    *error = Join(lines);
+  } catch (const nlohmann::json::exception& e) {
+    *error = e.what();
+  }
+  return nullptr;
+}
+
+void ParsedSpecs::Forget(const std::string& job_id) {
   std::lock_guard lock(mu_);
   by_job_.erase(job_id);
 }
@@ -794,11 +820,12 @@ std::optional<milliseconds> Controller::ReconcileStep(const std::string& job_id,
   try {
     std::optional<Job> job = store_.GetJob(job_id);
     if (!job) {
+      specs_.Forget(job_id);
       outcome = Done();  // nothing to do for a job that does not exist
     } else {
-      outcome =
-          Reconciler(store_, FleetFor(job->fleet), objects_, options_, metrics_, recorded_events_)
-              .Run(std::move(*job));
+      outcome = Reconciler(store_, FleetFor(job->fleet), objects_, options_, metrics_,
+                           recorded_events_, specs_)
+                    .Run(std::move(*job));
     }
   } catch (const std::exception& e) {
     outcome = Retry(e.what());

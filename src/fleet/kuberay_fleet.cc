@@ -4,13 +4,16 @@
 #include "starforge/fleet/kuberay_fleet.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <condition_variable>
+#include <cstring>
 #include <ctime>
 #include <deque>
 #include <future>
@@ -28,6 +31,7 @@
 #include "starforge/kuberay/constants.h"
 #include "starforge/kuberay/diagnose.h"
 #include "starforge/kuberay/render.h"
+#include "starforge/kuberay/resources.h"
 #include "starforge/kuberay/status.h"
 
 namespace starforge::fleet {
@@ -88,7 +92,7 @@ void EraseFromEach(json& obj, Keys lists, Keys keys) {
 // Of a pod spec, what the fleet reads (diagnosis, capacity): each container's name, image,
 // resources and ports, not its command, args, env, mounts or probes, nor the pod's volumes —
 // the bulk of a Ray pod or a submitter's template (and the capsule's presigned URL). With 1,000
-// jobs at once the caches are most of forge serve's memory (issue 20).
+// jobs at once the caches are most of forge serve's memory (docs/kuberay-fleet.md, Scale).
 // (Nor the settings no reader looks at: DNS, service account, security context, priority,
 // termination message; a pod as cached was 4× its JSON in memory.)
 void TrimPodSpec(json& spec) {
@@ -210,6 +214,35 @@ std::string Describe(const kube::ApiError& e) {
                           e.message());
 }
 
+// The job's directory on the storage volume and its logs/, made before the RayJob so that the
+// kubelet finds them: a kubelet creates a missing subPath directory as root, mode 0755, and then
+// forge serve (archiving the logs, as its own uid) could not write there. Mode 0777 because the
+// job's pods run as the Ray image's uid, which StarForge does not choose and which shares no
+// group with forge serve; no one else sees the directory (a job's pods mount only their own
+// directory, the storage root is forge serve's). Idempotent. Returns "" or why it cannot.
+std::string MakeJobDir(const fs::path& storage_root, const std::string& job_id) {
+  std::error_code ec;
+  fs::create_directories(storage_root / "jobs", ec);
+  if (ec) return "cannot create " + (storage_root / "jobs").string() + ": " + ec.message();
+  const fs::path dir = storage_root / kuberay::JobSubPath(job_id);
+  for (const fs::path& p : {dir, dir / "logs"}) {
+    if (::mkdir(p.c_str(), 0777) != 0 && errno != EEXIST) {
+      return "cannot create " + p.string() + ": " + std::strerror(errno);
+    }
+    // The umask took bits away. Left as it is: what is not a directory (the job may have made
+    // `logs` a symlink: the controller removes it before archiving), and what another uid made
+    // (a kubelet, for a job submitted before this server made the directories).
+    struct stat st {};
+    if (::lstat(p.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid()) {
+      continue;
+    }
+    if ((st.st_mode & 07777) != 0777 && ::chmod(p.c_str(), 0777) != 0) {
+      return "cannot make " + p.string() + " writable: " + std::strerror(errno);
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
 // Presigned URLs may come back in server messages, events or the RayJob itself.
@@ -322,9 +355,9 @@ struct KubeRayFleet::Impl {
       RememberGone(obj);
       if (const std::string id = JobIdOf(obj); !id.empty()) self->NotifyEnded(id);
     };
-    rayjobs = informer(res::kRayJobs, ns, ours, rayjob_changes, no_managed_fields);
+    rayjobs = informer(kuberay::kRayJobs, ns, ours, rayjob_changes, no_managed_fields);
     // RayClusters inherit the RayJob's labels (upstream-facts §3.1).
-    rayclusters = informer(res::kRayClusters, ns, ours, notify, TrimRayCluster);
+    rayclusters = informer(kuberay::kRayClusters, ns, ours, notify, TrimRayCluster);
     jobs = informer(res::kJobs, ns, std::string(kuberay::kLabelOriginatedFrom), notify, TrimJob);
     pods = informer(res::kPods, ns, "", notify, TrimPod);
     // A released job's Events are read no more: they leave the cache rather than stay until
@@ -570,7 +603,7 @@ struct KubeRayFleet::Impl {
       return std::nullopt;  // a synced cache without it: deleted (or never made)
     }
     try {
-      return client.Get(res::kRayJobs, ns, name);
+      return client.Get(kuberay::kRayJobs, ns, name);
     } catch (const kube::ApiError& e) {
       if (kube::IsNotFound(e)) return std::nullopt;
       throw;
@@ -579,7 +612,7 @@ struct KubeRayFleet::Impl {
 
   // The pods of RayJob `name`'s submitter Job (either job-name label): from the cache's index,
   // or a list when it has not synced. Scanning every cached pod instead was 20 % of forge
-  // serve's CPU while 1,000 running jobs were being released (issue 20).
+  // serve's CPU while 1,000 running jobs were being released.
   std::vector<json> SubmitterPods(const std::string& name) {
     std::vector<json> out;
     if (pods->HasSynced()) {
@@ -801,7 +834,7 @@ struct KubeRayFleet::Impl {
   }
 
   // Takes the job's copies over: copying them a second time was 5 % of forge serve's CPU at
-  // 1,000 jobs (issue 20).
+  // 1,000 jobs.
   kuberay::Diagnosis DiagnoseJob(const std::string& job_id, JobObjects&& j,
                                  const jobspec::JobSpec& spec) {
     kuberay::DiagnosisInput in;
@@ -835,19 +868,19 @@ struct KubeRayFleet::Impl {
   // --- the fleet calls -----------------------------------------------------------------------
 
   Admission Admit(const jobspec::JobSpec& spec) {
-    // A dry render: the capsule is a placeholder; what render refuses depends on the JobSpec and
-    // this cluster's settings only.
-    const kuberay::CapsuleRef placeholder{"https://capsules.invalid/admission-check.zip",
-                                          std::string(64, '0')};
-    const kuberay::RenderResult r = kuberay::Render(spec, "admission-check", placeholder, o.config);
-    if (!r.ok()) {
-      const FieldError& first = r.errors.front();
+    // What render would refuse depends on the JobSpec and this cluster's settings only.
+    const std::vector<kuberay::Refusal> refusals = kuberay::CheckOnCluster(spec, o.config);
+    if (!refusals.empty()) {
+      // The first refusal leads: a JobSpec field is the Admission's field (its message follows
+      // alone); a setting is named in the message ("FORGE_X is false: …"), since the user
+      // cannot change it.
+      const kuberay::Refusal& first = refusals.front();
+      const bool field = first.kind == kuberay::Refusal::Kind::kField;
       std::string message =
-          first.path.rfind("FORGE_", 0) == 0 ? first.path + " " + first.message : first.ToString();
-      for (size_t i = 1; i < r.errors.size(); ++i)
-        message += "; " + r.errors[i].ToString();
-      const bool jobspec_field = first.path.rfind("FORGE_", 0) != 0;
-      return {false, message, jobspec_field ? first.path : ""};
+          field ? first.name + ": " + first.message : first.name + " " + first.message;
+      for (size_t i = 1; i < refusals.size(); ++i)
+        message += "; " + refusals[i].name + ": " + refusals[i].message;
+      return {false, message, field ? first.name : ""};
     }
     const auto wait = std::min(o.sync_timeout, std::chrono::milliseconds(1000));
     if (!nodes->WaitForSync(wait) || !all_pods->WaitForSync(wait)) {
@@ -885,12 +918,20 @@ struct KubeRayFleet::Impl {
     const kuberay::RenderResult rendered =
         kuberay::Render(spec, request.job_id, {url.value(), request.capsule_sha256}, o.config);
     if (!rendered.ok()) return fail(reasons::kRejected, JoinErrors(rendered.errors), false);
+    if (!o.config.k8s_storage_pvc.empty() && !o.storage_root.empty()) {
+      if (std::string why = MakeJobDir(o.storage_root, request.job_id); !why.empty()) {
+        return fail(
+            reasons::kSubmissionFailed,
+            "preparing the job's directory on the storage volume (FORGE_STORAGE_ROOT): " + why,
+            true);
+      }
+    }
 
     kube::WriteOptions wo;
     wo.field_manager = kFieldManager;
     UnforgetEvents(name);
     try {
-      json made = client.Create(res::kRayJobs, ns, rendered.rayjob, wo);
+      json made = client.Create(kuberay::kRayJobs, ns, rendered.rayjob, wo);
       {
         std::lock_guard lock(mu);
         created_rayjobs[name] = std::move(made);
@@ -927,7 +968,7 @@ struct KubeRayFleet::Impl {
   SubmitResult Existing(const std::string& job_id, const std::string& name) {
     SubmitResult r;
     try {
-      const json existing = client.Get(res::kRayJobs, ns, name);
+      const json existing = client.Get(kuberay::kRayJobs, ns, name);
       const std::string owner = Label(existing, kuberay::kLabelJobId);
       if (owner == job_id) {
         r.handle = name;
@@ -1002,7 +1043,7 @@ struct KubeRayFleet::Impl {
     kube::DeleteOptions d;
     d.propagation_policy = "Background";
     try {
-      client.Delete(res::kRayJobs, ns, name, d);
+      client.Delete(kuberay::kRayJobs, ns, name, d);
     } catch (const kube::ApiError& e) {
       if (!kube::IsNotFound(e)) return "deleting RayJob " + ns + "/" + name + ": " + Describe(e);
     }
@@ -1160,7 +1201,7 @@ struct KubeRayFleet::Impl {
       const kuberay::StatusView sv = kuberay::ReadStatus(*rj);
       // Ray's log (through the service proxy) and the submitter's (pods/log) are two requests
       // to the API server that do not depend on each other: read together, end → archived
-      // waits for the slower one, not for both (each about 0.2 s at 1,000 jobs, issue 20).
+      // waits for the slower one, not for both (each about 0.2 s at 1,000 jobs).
       // The future's destructor waits for it should the submitter's log throw.
       std::future<std::vector<std::string>> ray_log;
       if (!sv.job_id.empty()) {
@@ -1231,7 +1272,7 @@ struct KubeRayFleet::Impl {
     d.propagation_policy = "Background";
     try {
       const bool was_cached = rayjobs->HasSynced() && rayjobs->Find(Key(name)) != nullptr;
-      const json r = client.Delete(res::kRayJobs, ns, name, d);
+      const json r = client.Delete(kuberay::kRayJobs, ns, name, d);
       if (Str(r, "kind") == kuberay::kRayJobKind && Deleting(r)) {
         // Only a RayJob the cache held proves its deletion by leaving it; otherwise the next
         // DELETE's 404 does.
@@ -1287,7 +1328,7 @@ struct KubeRayFleet::Impl {
       kube::DeleteOptions d;
       d.propagation_policy = "Background";
       try {
-        client.Delete(res::kRayJobs, ns, Name(rj), d);
+        client.Delete(kuberay::kRayJobs, ns, Name(rj), d);
         spdlog::warn(
             "kuberay fleet: deleted orphan RayJob {} (label {}={} names no job in the store; "
             "created {} s ago)",

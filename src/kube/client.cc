@@ -146,8 +146,8 @@ std::vector<std::string> Client::Headers(const Request& req) {
   }
   for (const auto& [name, value] : req.headers)
     headers.push_back(name + ": " + value);
-  // client-go attaches credentials only over TLS (reference §7.1): a token must not travel in
-  // clear text.
+  // client-go attaches credentials only over TLS (tools/clientcmd, transport): a token must
+  // not travel in clear text.
   if (IsHttps(config_.server) && !tokens_.empty()) {
     Secret token;
     try {

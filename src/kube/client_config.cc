@@ -1,4 +1,4 @@
-// Configuration discovery: FORGE_K8S_*, in-cluster, kubeconfig (reference §7.1).
+// Configuration discovery: explicit settings, in-cluster, kubeconfig (docs/kube-client.md).
 #include "starforge/kube/client_config.h"
 
 #include <sys/stat.h>
@@ -259,15 +259,15 @@ ClientConfig LoadKubeconfig(const std::vector<std::string>& files, const std::st
   return c;
 }
 
-ClientConfig LoadClientConfig(const config::Config& cfg, const ConfigSources& sources) {
+ClientConfig LoadClientConfig(const ApiServerSettings& settings, const ConfigSources& sources) {
   // 1. Explicit settings.
-  if (!cfg.k8s_api_server.empty()) {
+  if (!settings.server.empty()) {
     ClientConfig c;
     c.source = "FORGE_K8S_API_SERVER";
-    c.server = StripTrailingSlash(cfg.k8s_api_server);
-    c.token = cfg.k8s_token;
-    c.ca_file = cfg.k8s_ca_file;
-    c.insecure_skip_tls_verify = cfg.k8s_insecure_skip_tls_verify;
+    c.server = StripTrailingSlash(settings.server);
+    c.token = settings.token;
+    c.ca_file = settings.ca_file;
+    c.insecure_skip_tls_verify = settings.insecure_skip_tls_verify;
     return c;
   }
   // 2. In-cluster (client-go rest.InClusterConfig): both variables and the token must exist.
@@ -308,7 +308,7 @@ ClientConfig LoadClientConfig(const config::Config& cfg, const ConfigSources& so
         "no Kubernetes configuration found: set FORGE_K8S_API_SERVER (and FORGE_K8S_TOKEN), run "
         "inside a cluster, or provide a kubeconfig (KUBECONFIG or ~/.kube/config)");
   }
-  return LoadKubeconfig(files, cfg.k8s_context);
+  return LoadKubeconfig(files, settings.context);
 }
 
 TokenSource::TokenSource(const ClientConfig& config, std::chrono::seconds recheck)

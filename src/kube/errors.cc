@@ -1,4 +1,4 @@
-// Classification of API error responses (reference §2.1-2.3).
+// Classification of API error responses (apimachinery pkg/api/errors; docs/kube-client.md).
 #include "starforge/kube/errors.h"
 
 #include <array>

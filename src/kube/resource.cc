@@ -1,9 +1,7 @@
-// REST addressing (reference §1.1).
+// REST addressing (apimachinery: /api/v1 for the core group, /apis/{group}/{version} else).
 #include "starforge/kube/resource.h"
 
 #include <fmt/format.h>
-
-#include "starforge/kuberay/constants.h"
 
 namespace starforge::kube {
 
@@ -45,11 +43,6 @@ const ResourceRef kSecrets{"", "v1", "secrets", true, "Secret"};
 const ResourceRef kPersistentVolumeClaims{"", "v1", "persistentvolumeclaims", true,
                                           "PersistentVolumeClaim"};
 const ResourceRef kJobs{"batch", "v1", "jobs", true, "Job"};
-// KubeRay's kinds, named once in kuberay/constants.h.
-const ResourceRef kRayJobs{kuberay::kRayApiGroup, kuberay::kRayVersion, "rayjobs", true,
-                           kuberay::kRayJobKind};
-const ResourceRef kRayClusters{kuberay::kRayApiGroup, kuberay::kRayVersion, "rayclusters", true,
-                               kuberay::kRayClusterKind};
 }  // namespace resources
 
 namespace {

@@ -4,7 +4,6 @@
 #include <string>
 
 #include "starforge/common/names.h"
-#include "starforge/common/yaml_json.h"
 #include "starforge/kuberay/constants.h"
 #include "starforge/kuberay/render.h"
 
@@ -105,7 +104,7 @@ void CheckHeadPorts(const json& head, FieldErrors* errors) {
 
 }  // namespace
 
-FieldErrors CheckRayJob(const json& rayjob) {
+FieldErrors CheckRayJob(const json& rayjob, const json& runtime_env) {
   FieldErrors errors;
   const json empty = json::object();
   const json* metadata = Find(rayjob, "metadata");
@@ -162,16 +161,10 @@ FieldErrors CheckRayJob(const json& rayjob) {
     }
   }
 
-  if (const json* env = Find(spec, "runtimeEnvYAML"); env != nullptr && env->is_string()) {
-    std::string problem;
-    try {
-      if (!ParseYaml(env->get<std::string>()).is_object()) problem = "not a YAML mapping";
-    } catch (const SyntaxError& e) {
-      problem = e.what();
-    }
-    if (!problem.empty()) {
-      errors.push_back({"spec.runtimeEnvYAML", "failed to unmarshal RuntimeEnvYAML: " + problem});
-    }
+  // The operator unmarshals runtimeEnvYAML into a map; checked on what it was emitted from.
+  if (!runtime_env.is_object()) {
+    errors.push_back(
+        {"spec.runtimeEnvYAML", "failed to unmarshal RuntimeEnvYAML: not a YAML mapping"});
   }
 
   for (const char* key : {"activeDeadlineSeconds", "preRunningDeadlineSeconds"}) {

@@ -29,10 +29,6 @@ std::string PlaygroundObjectName(const std::string& id) {
   return RayJobName(id);
 }
 
-std::string PlaygroundSelector(const std::string& id) {
-  return std::string(kLabelPlaygroundId) + "=" + id;
-}
-
 json RenderPlaygroundPod(const PlaygroundRender& in, const config::Config& cfg) {
   // `vllm serve` is the image's own OpenAI-compatible server. Arguments go through exec (no
   // shell), so nothing in a model path or an extra argument is interpreted.

@@ -63,7 +63,7 @@ std::string CheckCapsuleUrl(const std::string& url) {
     }
   }
   // Ray accepts only .zip archives for a remote working_dir and checks the URL's path, not its
-  // query (ray-and-anchors §A.2).
+  // query (ray._private.runtime_env.packaging: a remote URI must end in ".zip").
   const size_t query = url.find_first_of("?#");
   const std::string path =
       path_start == std::string::npos
@@ -89,13 +89,15 @@ std::string PoolSummary(const JobSpec& spec) {
   return out;
 }
 
-// Refusals that depend on this cluster's settings rather than on the JobSpec alone.
-FieldErrors CheckAgainstCluster(const JobSpec& spec, const config::Config& cfg) {
-  FieldErrors errors;
+}  // namespace
+
+std::vector<Refusal> CheckOnCluster(const JobSpec& spec, const config::Config& cfg) {
+  using Kind = Refusal::Kind;
+  std::vector<Refusal> errors;
   const int64_t machines = spec.TotalMachines();
   if (!cfg.k8s_storage_shared && machines > 1) {
     errors.push_back(
-        {"FORGE_K8S_STORAGE_SHARED",
+        {Kind::kSetting, "FORGE_K8S_STORAGE_SHARED",
          "is false: the storage volume is ReadWriteOnce and only one machine can mount it, but "
          "this job needs " +
              std::to_string(machines) + " machines (" + PoolSummary(spec) +
@@ -103,24 +105,24 @@ FieldErrors CheckAgainstCluster(const JobSpec& spec, const config::Config& cfg) 
              "FORGE_K8S_STORAGE_SHARED=true"});
   }
   if (spec.corpus && cfg.k8s_corpus_pvc.empty()) {
-    errors.push_back({"corpus",
+    errors.push_back({Kind::kField, "corpus",
                       "the job asks for the corpus volume, but this StarForge has none "
                       "(FORGE_K8S_CORPUS_PVC is not set); remove `corpus: true` or ask the "
                       "operator to configure it"});
   }
   if (!spec.resume_from.empty() && cfg.k8s_storage_pvc.empty()) {
-    errors.push_back({"resumeFrom",
+    errors.push_back({Kind::kField, "resumeFrom",
                       "the job resumes from earlier jobs' directories, but this StarForge has no "
                       "storage volume (FORGE_K8S_STORAGE_PVC is not set); remove `resumeFrom` or "
                       "ask the operator to configure it"});
   }
   if (spec.queue && WorkerGroupCount(spec) > cfg.kueue_max_worker_groups) {
-    errors.push_back(
-        {"pools", "Kueue admits at most " + std::to_string(cfg.kueue_max_worker_groups) +
-                      " worker groups (FORGE_KUEUE_MAX_WORKER_GROUPS), and this job needs " +
-                      std::to_string(WorkerGroupCount(spec)) +
-                      " (one per pool; the primary pool's group holds its machines after the "
-                      "head). Use fewer pools, or submit without `queue`"});
+    errors.push_back({Kind::kField, "pools",
+                      "Kueue admits at most " + std::to_string(cfg.kueue_max_worker_groups) +
+                          " worker groups (FORGE_KUEUE_MAX_WORKER_GROUPS), and this job needs " +
+                          std::to_string(WorkerGroupCount(spec)) +
+                          " (one per pool; the primary pool's group holds its machines after the "
+                          "head). Use fewer pools, or submit without `queue`"});
   }
   if (spec.queue) {
     // Kueue's RayJob webhook names the head's PodSet "head" and refuses a worker group of that
@@ -130,7 +132,7 @@ FieldErrors CheckAgainstCluster(const JobSpec& spec, const config::Config& cfg) 
       const Pool& pool = spec.pools[i];
       const bool is_worker_group = i > 0 || pool.machines > 1;
       if (is_worker_group && pool.name == "head") {
-        errors.push_back({"pools[" + std::to_string(i) + "].name",
+        errors.push_back({Kind::kField, "pools[" + std::to_string(i) + "].name",
                           "Kueue reserves the worker group name \"head\" for the Ray head; "
                           "rename the pool, or submit without `queue`"});
       }
@@ -138,18 +140,20 @@ FieldErrors CheckAgainstCluster(const JobSpec& spec, const config::Config& cfg) 
   }
   for (const auto& [key, value] : spec.env) {
     if (HasUnsafeControl(value)) {
-      errors.push_back(
-          {"env." + key, "contains a control character; only tab and newline are allowed"});
+      errors.push_back({Kind::kField, "env." + key,
+                        "contains a control character; only tab and newline are allowed"});
     } else if (cfg.kuberay_submission_mode == config::SubmissionMode::kK8sJobMode &&
                HasBashDoubleQuoteExpansion(value)) {
       errors.push_back(
-          {"env." + key,
+          {Kind::kField, "env." + key,
            "contains '$' or '`', which KubeRay's K8sJobMode submitter would expand in bash "
            "before Ray sees the value; remove it, or set FORGE_KUBERAY_SUBMISSION_MODE=HTTPMode"});
     }
   }
   return errors;
 }
+
+namespace {
 
 // requests = limits: a training pod is Guaranteed QoS, so the kubelet never evicts it for
 // memory pressure caused by a neighbour, and the scheduler's view equals what it may use.
@@ -257,17 +261,17 @@ json RayVolumeMounts(const PodContext& ctx) {
   json mounts = json::array();
   mounts.push_back({{"name", kShmVolume}, {"mountPath", "/dev/shm"}});
   // Only the job's own directory of the storage volume (subPath): a job can neither read other
-  // jobs' files nor write anything else on the shared volume (docs/security.md). The kubelet
-  // creates the directory when it is missing.
+  // jobs' files nor write anything else on the shared volume (docs/security.md). forge serve
+  // makes the directory before the RayJob (a kubelet would make it root-owned).
   if (!ctx.cfg.k8s_storage_pvc.empty()) {
-    const std::string job_dir = "jobs/" + ctx.job_id;
+    const std::string job_dir = JobSubPath(ctx.job_id);
     mounts.push_back({{"name", kStorageVolume},
                       {"mountPath", ctx.cfg.PodStorageMount() + "/" + job_dir},
                       {"subPath", job_dir}});
     // Earlier jobs of the same owner it resumes from (the API checked ownership at submit):
     // read-only, at the same paths they would have on the storage root.
     for (const std::string& id : ctx.spec.resume_from) {
-      const std::string dir = "jobs/" + id;
+      const std::string dir = JobSubPath(id);
       mounts.push_back({{"name", kStorageVolume},
                         {"mountPath", ctx.cfg.PodStorageMount() + "/" + dir},
                         {"subPath", dir},
@@ -355,7 +359,7 @@ json RuntimeEnv(const PodContext& ctx) {
   if (!ctx.spec.resume_from.empty() && !ctx.cfg.k8s_storage_pvc.empty()) {
     std::string dirs;
     for (const std::string& id : ctx.spec.resume_from)
-      dirs += (dirs.empty() ? "" : ":") + ctx.cfg.PodStorageMount() + "/jobs/" + id;
+      dirs += (dirs.empty() ? "" : ":") + ctx.cfg.PodStorageMount() + "/" + JobSubPath(id);
     env_vars[kEnvResumeDirs] = dirs;
   }
   if (ctx.spec.recipe == "nemo-rl") env_vars[kEnvNemoRlDir] = ctx.cfg.nemo_rl_dir;
@@ -365,6 +369,10 @@ json RuntimeEnv(const PodContext& ctx) {
 }
 
 }  // namespace
+
+std::string JobSubPath(const std::string& job_id) {
+  return "jobs/" + job_id;
+}
 
 std::string CheckJobId(const std::string& job_id) {
   if (job_id.empty()) return "must not be empty";
@@ -399,8 +407,8 @@ RenderResult Render(const JobSpec& spec, const std::string& job_id, const Capsul
   if (capsule.sha256.size() != 64 || !IsLowerHex(capsule.sha256)) {
     result.errors.push_back({"capsule SHA-256", "must be 64 lower-case hex digits"});
   }
-  FieldErrors cluster = CheckAgainstCluster(spec, cfg);
-  result.errors.insert(result.errors.end(), cluster.begin(), cluster.end());
+  for (Refusal& r : CheckOnCluster(spec, cfg))
+    result.errors.push_back({std::move(r.name), std::move(r.message)});
   if (!result.errors.empty()) return result;
 
   const PodContext ctx{spec, job_id, capsule, cfg, capsule.url.rfind("http://", 0) == 0};
@@ -434,9 +442,10 @@ RenderResult Render(const JobSpec& spec, const std::string& job_id, const Capsul
   json annotations = {{kAnnotationCapsuleSha256, capsule.sha256},
                       {kAnnotationEntrypoint, ShellJoin(spec.entrypoint)}};
 
+  const json runtime_env = RuntimeEnv(ctx);
   json rayjob_spec = {
       {"entrypoint", std::string(kRunnerInterpreter) + " " + kRunnerPath + " " + kRunnerCommand},
-      {"runtimeEnvYAML", EmitYaml(RuntimeEnv(ctx))},
+      {"runtimeEnvYAML", EmitYaml(runtime_env)},
       {"shutdownAfterJobFinishes", true},
       {"ttlSecondsAfterFinished", cfg.kuberay_ttl_seconds},
       // Training is never blindly retried: a retry would start a new cluster from scratch.
@@ -461,7 +470,7 @@ RenderResult Render(const JobSpec& spec, const std::string& job_id, const Capsul
         {"annotations", annotations}}},
       {"spec", rayjob_spec},
   };
-  for (auto& e : CheckRayJob(result.rayjob))
+  for (auto& e : CheckRayJob(result.rayjob, runtime_env))
     result.errors.push_back(std::move(e));
   if (!result.errors.empty()) result.rayjob = nullptr;
   return result;

@@ -1,5 +1,5 @@
 // A secret's value must not reach any output: errors, warnings, the dump, streams or fmt.
-#include "starforge/config/secret.h"
+#include "starforge/common/secret.h"
 
 #include <sstream>
 #include <string>

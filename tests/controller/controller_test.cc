@@ -355,6 +355,37 @@ class ControllerTest : public ::testing::Test {
       FastOptions(tmp_.path()));
 };
 
+// A live job's spec is parsed once and kept; other text (never a job's own: the stored spec does
+// not change) is parsed anew, an invalid one is not kept, and Forget lets go.
+TEST(ParsedSpecs, ParsesOnceAndServesOnlyTheStoredText) {
+  ParsedSpecs specs;
+  Job job;
+  job.id = "j-spec000001";
+  job.spec_json = jobspec::ToCanonicalText(Spec());
+  std::string error;
+  const auto first = specs.Get(job, &error);
+  ASSERT_NE(first, nullptr) << error;
+  EXPECT_EQ(first->name, Spec().name);
+  EXPECT_EQ(specs.Get(job, &error), first);  // the same object: not parsed again
+
+  Job other = job;
+  other.spec_json = jobspec::ToCanonicalText(Spec("env: {A: b}\n"));
+  const auto second = specs.Get(other, &error);
+  ASSERT_NE(second, nullptr) << error;
+  EXPECT_NE(second, first);
+  EXPECT_EQ(second->env.at("A"), "b");
+
+  Job broken = job;
+  broken.spec_json = "{\"name\": 7}";
+  EXPECT_EQ(specs.Get(broken, &error), nullptr);
+  EXPECT_THAT(error, HasSubstr("name"));
+
+  specs.Forget(job.id);
+  const auto again = specs.Get(job, &error);
+  ASSERT_NE(again, nullptr) << error;
+  EXPECT_NE(again, second);
+}
+
 TEST_F(ControllerTest, ASuccessfulJobGoesThroughEveryPhaseAndIsCleanedUp) {
   const Job created = Submit();
   Job job = DriveTo(created.id, Phase::kPending);

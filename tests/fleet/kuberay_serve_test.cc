@@ -13,6 +13,7 @@
 #include "../objstore/s3peer.h"
 #include "starforge/kube/client.h"
 #include "starforge/kuberay/constants.h"
+#include "starforge/kuberay/resources.h"
 #include "support/poll.h"
 
 namespace starforge::fleet {
@@ -96,10 +97,10 @@ class KubeRayServe : public ::testing::Test {
     return GetJson("/api/v1/jobs/" + id).value("phase", "");
   }
 
-  json RayJobs() { return k8s_->List(res::kRayJobs, "starforge")["items"]; }
+  json RayJobs() { return k8s_->List(kuberay::kRayJobs, "starforge")["items"]; }
 
   void SetStatus(const std::string& name, const json& status) {
-    k8s_->MergePatchStatus(res::kRayJobs, "starforge", name, {{"status", status}});
+    k8s_->MergePatchStatus(kuberay::kRayJobs, "starforge", name, {{"status", status}});
   }
 
   support::TempDir tmp_;

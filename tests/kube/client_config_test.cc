@@ -1,4 +1,4 @@
-// Configuration discovery: FORGE_K8S_*, in-cluster, kubeconfig merging, token rotation.
+// Configuration discovery: explicit settings, in-cluster, kubeconfig merging, token rotation.
 #include "starforge/kube/client_config.h"
 
 #include <unistd.h>
@@ -41,11 +41,11 @@ TEST(ClientConfigTest, ForgeSettingsWinOverEverything) {
   TempDir dir;
   dir.Write("sa/token", "in-cluster-token");
   std::string kc = dir.Write("kc", Kubeconfig("a", "https://kc:6443", "    token: t\n"));
-  config::Config cfg;
-  cfg.k8s_api_server = "https://api.example:6443/";
-  cfg.k8s_token = Secret("forge-token");
-  cfg.k8s_ca_file = "/etc/ca.pem";
-  cfg.k8s_insecure_skip_tls_verify = true;
+  ApiServerSettings cfg;
+  cfg.server = "https://api.example:6443/";
+  cfg.token = Secret("forge-token");
+  cfg.ca_file = "/etc/ca.pem";
+  cfg.insecure_skip_tls_verify = true;
   ClientConfig c = LoadClientConfig(cfg, Sources({{"KUBERNETES_SERVICE_HOST", "10.0.0.1"},
                                                   {"KUBERNETES_SERVICE_PORT", "443"},
                                                   {"KUBECONFIG", kc}},
@@ -64,10 +64,10 @@ TEST(ClientConfigTest, InClusterUsesServiceAccount) {
   dir.Write("sa/namespace", "team-a\n");
   std::string kc = dir.Write("kc", Kubeconfig("a", "https://kc:6443", "    token: t\n"));
   ClientConfig c =
-      LoadClientConfig(config::Config{}, Sources({{"KUBERNETES_SERVICE_HOST", "10.96.0.1"},
-                                                  {"KUBERNETES_SERVICE_PORT", "443"},
-                                                  {"KUBECONFIG", kc}},
-                                                 dir.path().string() + "/sa"));
+      LoadClientConfig(ApiServerSettings{}, Sources({{"KUBERNETES_SERVICE_HOST", "10.96.0.1"},
+                                                     {"KUBERNETES_SERVICE_PORT", "443"},
+                                                     {"KUBECONFIG", kc}},
+                                                    dir.path().string() + "/sa"));
   EXPECT_EQ(c.server, "https://10.96.0.1:443");
   EXPECT_EQ(c.token_file, dir.path().string() + "/sa/token");
   EXPECT_TRUE(c.token.empty());
@@ -82,7 +82,7 @@ TEST(ClientConfigTest, InClusterBracketsIpv6) {
   TempDir dir;
   dir.Write("sa/token", "t");
   ClientConfig c = LoadClientConfig(
-      config::Config{},
+      ApiServerSettings{},
       Sources({{"KUBERNETES_SERVICE_HOST", "fd00::1"}, {"KUBERNETES_SERVICE_PORT", "443"}},
               dir.path().string() + "/sa"));
   EXPECT_EQ(c.server, "https://[fd00::1]:443");
@@ -92,10 +92,10 @@ TEST(ClientConfigTest, InClusterWithoutTokenFallsBackToKubeconfig) {
   TempDir dir;
   std::string kc = dir.Write("kc", Kubeconfig("a", "https://kc:6443", "    token: t\n"));
   ClientConfig c =
-      LoadClientConfig(config::Config{}, Sources({{"KUBERNETES_SERVICE_HOST", "10.96.0.1"},
-                                                  {"KUBERNETES_SERVICE_PORT", "443"},
-                                                  {"KUBECONFIG", kc}},
-                                                 dir.path().string() + "/no-sa"));
+      LoadClientConfig(ApiServerSettings{}, Sources({{"KUBERNETES_SERVICE_HOST", "10.96.0.1"},
+                                                     {"KUBERNETES_SERVICE_PORT", "443"},
+                                                     {"KUBECONFIG", kc}},
+                                                    dir.path().string() + "/no-sa"));
   EXPECT_EQ(c.server, "https://kc:6443");
 }
 
@@ -108,7 +108,7 @@ TEST(ClientConfigTest, KubeconfigCurrentContextWithTokenAndCaData) {
                  "    client-certificate-data: UEVNLUNFUlQ=\n    client-key-data: UEVNLUtFWQ==\n",
                  "    certificate-authority-data: UEVNLUNB\n    insecure-skip-tls-verify: true\n"));
   ClientConfig c =
-      LoadClientConfig(config::Config{}, Sources({{"KUBECONFIG", kc}}, "/nonexistent"));
+      LoadClientConfig(ApiServerSettings{}, Sources({{"KUBECONFIG", kc}}, "/nonexistent"));
   EXPECT_EQ(c.server, "https://dev:6443");
   EXPECT_EQ(c.ca_data, "PEM-CA");
   EXPECT_EQ(c.client_cert_data, "PEM-CERT");
@@ -121,8 +121,8 @@ TEST(ClientConfigTest, KubeconfigCurrentContextWithTokenAndCaData) {
 TEST(ClientConfigTest, DefaultKubeconfigUnderHome) {
   TempDir dir;
   dir.Write(".kube/config", Kubeconfig("home", "https://home:6443", "    token: abc\n"));
-  ClientConfig c =
-      LoadClientConfig(config::Config{}, Sources({{"HOME", dir.path().string()}}, "/nonexistent"));
+  ClientConfig c = LoadClientConfig(ApiServerSettings{},
+                                    Sources({{"HOME", dir.path().string()}}, "/nonexistent"));
   EXPECT_EQ(c.server, "https://home:6443");
   EXPECT_EQ(c.token.Reveal(), "abc");
 }
@@ -140,12 +140,12 @@ TEST(ClientConfigTest, ForgeContextOverridesCurrentContext) {
       "- {name: a, context: {cluster: ca, user: u}}\n"
       "- {name: b, context: {cluster: cb, user: u, namespace: nb}}\n";
   std::string kc = dir.Write("kc", text);
-  config::Config cfg;
-  cfg.k8s_context = "b";
+  ApiServerSettings cfg;
+  cfg.context = "b";
   ClientConfig c = LoadClientConfig(cfg, Sources({{"KUBECONFIG", kc}}, "/nonexistent"));
   EXPECT_EQ(c.server, "https://b:2");
   EXPECT_EQ(c.namespace_, "nb");
-  cfg.k8s_context = "missing";
+  cfg.context = "missing";
   try {
     LoadClientConfig(cfg, Sources({{"KUBECONFIG", kc}}, "/nonexistent"));
     FAIL() << "expected ConfigError";
@@ -167,9 +167,9 @@ TEST(ClientConfigTest, KubeconfigListMergesLikeKubectl) {
                 "contexts:\n- {name: ctx, context: {cluster: shared, user: u}}\n");
   std::string third = dir.Write("three", "current-context: other\n");
   ClientConfig c = LoadClientConfig(
-      config::Config{}, Sources({{"KUBECONFIG", dir.path().string() + "/missing:" + first + ":" +
-                                                    second + ":" + third}},
-                                "/nonexistent"));
+      ApiServerSettings{}, Sources({{"KUBECONFIG", dir.path().string() + "/missing:" + first + ":" +
+                                                       second + ":" + third}},
+                                   "/nonexistent"));
   EXPECT_EQ(c.server, "https://first:1");
   // tokenFile resolves against the directory of the file that defined the user.
   EXPECT_EQ(c.token_file, dir.path().string() + "/tokens/t");
@@ -182,7 +182,7 @@ TEST(ClientConfigTest, ExecPluginIsNotSupportedYet) {
                        "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n"
                        "      command: gke-gcloud-auth-plugin\n      interactiveMode: Never\n"));
   try {
-    LoadClientConfig(config::Config{}, Sources({{"KUBECONFIG", kc}}, "/nonexistent"));
+    LoadClientConfig(ApiServerSettings{}, Sources({{"KUBECONFIG", kc}}, "/nonexistent"));
     FAIL() << "expected ConfigError";
   } catch (const ConfigError& e) {
     EXPECT_THAT(e.what(), HasSubstr("exec credential plugin (gke-gcloud-auth-plugin)"));
@@ -194,7 +194,7 @@ TEST(ClientConfigTest, AuthProviderIsNotSupportedYet) {
   TempDir dir;
   std::string kc = dir.Write(
       "kc", Kubeconfig("old", "https://old:443", "    auth-provider:\n      name: gcp\n"));
-  EXPECT_THROW(LoadClientConfig(config::Config{}, Sources({{"KUBECONFIG", kc}}, "/nonexistent")),
+  EXPECT_THROW(LoadClientConfig(ApiServerSettings{}, Sources({{"KUBECONFIG", kc}}, "/nonexistent")),
                ConfigError);
 }
 
@@ -206,7 +206,7 @@ TEST(ClientConfigTest, ErrorsNeverContainTheToken) {
                 "current-context: c\nusers:\n- {name: u, user: {token: s3cr3t-t0ken}}\n"
                 "contexts:\n- {name: c, context: {cluster: nope, user: u}}\n");
   try {
-    LoadClientConfig(config::Config{}, Sources({{"KUBECONFIG", kc}}, "/nonexistent"));
+    LoadClientConfig(ApiServerSettings{}, Sources({{"KUBECONFIG", kc}}, "/nonexistent"));
     FAIL() << "expected ConfigError";
   } catch (const ConfigError& e) {
     EXPECT_THAT(e.what(), HasSubstr("cluster \"nope\""));
@@ -217,7 +217,7 @@ TEST(ClientConfigTest, ErrorsNeverContainTheToken) {
       "kc2", Kubeconfig("k", "https://k:1",
                         "    client-certificate-data: UEVN\n    client-key-data: 's3cr3t!!'\n"));
   try {
-    LoadClientConfig(config::Config{}, Sources({{"KUBECONFIG", kc2}}, "/nonexistent"));
+    LoadClientConfig(ApiServerSettings{}, Sources({{"KUBECONFIG", kc2}}, "/nonexistent"));
     FAIL() << "expected ConfigError";
   } catch (const ConfigError& e) {
     EXPECT_THAT(e.what(), HasSubstr("client-key-data"));
@@ -228,7 +228,7 @@ TEST(ClientConfigTest, ErrorsNeverContainTheToken) {
 TEST(ClientConfigTest, NothingConfiguredSaysWhatToDo) {
   TempDir dir;
   try {
-    LoadClientConfig(config::Config{}, Sources({{"HOME", dir.path().string()}}, "/nonexistent"));
+    LoadClientConfig(ApiServerSettings{}, Sources({{"HOME", dir.path().string()}}, "/nonexistent"));
     FAIL() << "expected ConfigError";
   } catch (const ConfigError& e) {
     EXPECT_THAT(e.what(), HasSubstr("FORGE_K8S_API_SERVER"));
@@ -239,7 +239,7 @@ TEST(ClientConfigTest, NothingConfiguredSaysWhatToDo) {
 TEST(ClientConfigTest, MissingCurrentContextIsAnError) {
   TempDir dir;
   std::string kc = dir.Write("kc", "clusters: []\n");
-  EXPECT_THROW(LoadClientConfig(config::Config{}, Sources({{"KUBECONFIG", kc}}, "/nonexistent")),
+  EXPECT_THROW(LoadClientConfig(ApiServerSettings{}, Sources({{"KUBECONFIG", kc}}, "/nonexistent")),
                ConfigError);
 }
 

@@ -161,7 +161,7 @@ TEST_F(ClientKubesimTest, PagingAndListAll) {
 }
 
 TEST_F(ClientKubesimTest, StatusSubresource) {
-  const auto& rj = resources::kRayJobs;
+  const ResourceRef rj{"ray.io", "v1", "rayjobs", true, "RayJob"};  // a CRD with /status
   json job = {{"apiVersion", "ray.io/v1"},
               {"kind", "RayJob"},
               {"metadata", {{"name", "rj"}}},

@@ -191,6 +191,8 @@ TEST(ErrorsTest, RetryRulesFollowClientGo) {
 
 TEST(ResourceTest, Paths) {
   using namespace resources;
+  // A custom resource: a group of its own under /apis.
+  const ResourceRef kRayJobs{"ray.io", "v1", "rayjobs", true, "RayJob"};
   EXPECT_EQ(kPods.CollectionPath("ns"), "/api/v1/namespaces/ns/pods");
   EXPECT_EQ(kPods.CollectionPath(""), "/api/v1/pods");
   EXPECT_EQ(kPods.ObjectPath("ns", "p", "log"), "/api/v1/namespaces/ns/pods/p/log");
@@ -199,7 +201,8 @@ TEST(ResourceTest, Paths) {
             "/apis/ray.io/v1/namespaces/ns/rayjobs/rj/status");
   EXPECT_EQ(kEventsV1.CollectionPath(""), "/apis/events.k8s.io/v1/events");
   EXPECT_EQ(kJobs.Qualified(), "jobs.batch");
-  EXPECT_EQ(kRayClusters.ApiVersion(), "ray.io/v1");
+  EXPECT_EQ(kRayJobs.ApiVersion(), "ray.io/v1");
+  EXPECT_EQ(kRayJobs.Qualified(), "rayjobs.ray.io");
   EXPECT_EQ(kPods.ObjectPath("ns", "a/b"), "/api/v1/namespaces/ns/pods/a%2Fb");
   EXPECT_EQ(EncodeQuery({{"fieldSelector", "involvedObject.name=x,type!=Normal"}, {"limit", "5"}}),
             "fieldSelector=involvedObject.name%3Dx%2Ctype%21%3DNormal&limit=5");

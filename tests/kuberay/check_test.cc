@@ -38,8 +38,8 @@ json ValidRayJob() {
                  {"template", {{"spec", {{"containers", {worker}}}}}}}}}}}}}};
 }
 
-std::string Check(const json& rj) {
-  return JoinErrors(CheckRayJob(rj));
+std::string Check(const json& rj, const json& runtime_env = {{"working_dir", "https://x/y.zip"}}) {
+  return JoinErrors(CheckRayJob(rj, runtime_env));
 }
 
 TEST(CheckRayJob, AcceptsAValidRayJob) {
@@ -104,12 +104,11 @@ TEST(CheckRayJob, ClusterSpecRules) {
   EXPECT_THAT(Check(rj), HasSubstr("rayStartParams['num-gpus'] cannot be used together"));
 }
 
-TEST(CheckRayJob, RuntimeEnvMustBeAYamlMap) {
-  json rj = ValidRayJob();
-  rj["spec"]["runtimeEnvYAML"] = "- a\n- b\n";
-  EXPECT_THAT(Check(rj), HasSubstr("failed to unmarshal RuntimeEnvYAML"));
-  rj["spec"]["runtimeEnvYAML"] = "a: [";
-  EXPECT_THAT(Check(rj), HasSubstr("failed to unmarshal RuntimeEnvYAML"));
+// Checked on the value runtimeEnvYAML is emitted from, which the operator reads back as a map.
+TEST(CheckRayJob, RuntimeEnvMustBeAMap) {
+  EXPECT_THAT(Check(ValidRayJob(), json::array({"a", "b"})),
+              HasSubstr("spec.runtimeEnvYAML: failed to unmarshal RuntimeEnvYAML"));
+  EXPECT_THAT(Check(ValidRayJob(), "working_dir"), HasSubstr("failed to unmarshal RuntimeEnvYAML"));
 }
 
 TEST(CheckRayJob, HeadPortsWithoutDashboardWouldHangForever) {

@@ -11,10 +11,16 @@
 #include <nlohmann/json.hpp>
 
 #include "controllers/controller.h"
+#include "starforge/kube/resource.h"
 
 namespace kubesim::controllers {
 
 using nlohmann::json;
+
+// The operator's kinds (KubeRay's ray.io/v1 API).
+inline const starforge::kube::ResourceRef kRayJobs{"ray.io", "v1", "rayjobs", true, "RayJob"};
+inline const starforge::kube::ResourceRef kRayClusters{"ray.io", "v1", "rayclusters", true,
+                                                       "RayCluster"};
 
 // What differs between the operator versions kubesim can play (upstream-facts §6 version table).
 struct OperatorFeatures {

@@ -586,7 +586,7 @@ class RayClusterController : public Controller, public Reconciler {
     recorder_ = std::make_unique<EventRecorder>(
         *client_, EventSource{features_.events_api, "raycluster-controller", ""});
     kube::InformerOptions rc;
-    rc.resource = kube::resources::kRayClusters;
+    rc.resource = kRayClusters;
     AddInformer(rc, EnqueueSelf());
     auto by_label = [](const json& o) -> std::string {
       const std::string c = Str(o, {"metadata", "labels", kRayClusterLabel});
@@ -607,7 +607,7 @@ class RayClusterController : public Controller, public Reconciler {
     const std::string name = key.substr(key.find('/') + 1);
     json cluster;
     try {
-      cluster = client_->Get(kube::resources::kRayClusters, ns, name);
+      cluster = client_->Get(kRayClusters, ns, name);
     } catch (const kube::ApiError& e) {
       if (kube::IsNotFound(e)) return milliseconds(-1);
       throw;
@@ -835,7 +835,7 @@ class RayClusterController : public Controller, public Reconciler {
     if (changed) {
       json updated = cluster;
       updated["status"] = st;
-      client_->UpdateStatus(kube::resources::kRayClusters, ns, updated);
+      client_->UpdateStatus(kRayClusters, ns, updated);
     }
     if (!reconcile_err.empty() || changed) return milliseconds(2000);
     return milliseconds(300000);

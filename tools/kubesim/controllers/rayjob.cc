@@ -117,7 +117,7 @@ class RayJobController : public Controller, public Reconciler {
     recorder_ = std::make_unique<EventRecorder>(
         *client_, EventSource{f_.events_api, "rayjob-controller", ""});
     kube::InformerOptions rj;
-    rj.resource = kube::resources::kRayJobs;
+    rj.resource = kRayJobs;
     rayjobs_ = &AddInformer(rj, EnqueueSelf());
     // Owned objects carry the originated-from labels (RayCluster, submitter Job, head service).
     auto owner = [](const json& o) -> std::string {
@@ -126,9 +126,9 @@ class RayJobController : public Controller, public Reconciler {
       return n.empty() ? "" : Str(o, {"metadata", "namespace"}) + "/" + n;
     };
     const std::string sel = std::string(kOriginCrdLabel) + "=RayJob";
-    for (auto [r, cache] : {std::pair{&kube::resources::kRayClusters, &clusters_},
-                            std::pair{&kube::resources::kJobs, &jobs_},
-                            std::pair{&kube::resources::kServices, &services_}}) {
+    for (auto [r, cache] :
+         {std::pair{&kRayClusters, &clusters_}, std::pair{&kube::resources::kJobs, &jobs_},
+          std::pair{&kube::resources::kServices, &services_}}) {
       kube::InformerOptions o;
       o.resource = *r;
       o.label_selector = sel;
@@ -158,7 +158,7 @@ class RayJobController : public Controller, public Reconciler {
     const std::string name = key.substr(key.find('/') + 1);
     json rj;
     try {
-      rj = CachedOrGet(rayjobs_, kube::resources::kRayJobs, ns, name);
+      rj = CachedOrGet(rayjobs_, kRayJobs, ns, name);
     } catch (const kube::ApiError& e) {
       if (kube::IsNotFound(e)) return milliseconds(-1);
       throw;
@@ -175,7 +175,7 @@ class RayJobController : public Controller, public Reconciler {
       for (const json& f : At(rj, {"metadata", "finalizers"}))
         if (f != kRayJobFinalizer) fin.push_back(f);
       rj["metadata"]["finalizers"] = fin;
-      client_->Update(kube::resources::kRayJobs, ns, rj);
+      client_->Update(kRayJobs, ns, rj);
       return resync_;
     }
 
@@ -212,7 +212,7 @@ class RayJobController : public Controller, public Reconciler {
         if (!upd["metadata"].contains("finalizers") || !upd["metadata"]["finalizers"].is_array())
           upd["metadata"]["finalizers"] = json::array();
         upd["metadata"]["finalizers"].push_back(kRayJobFinalizer);
-        rj = client_->Update(kube::resources::kRayJobs, ns, upd);
+        rj = client_->Update(kRayJobs, ns, upd);
       }
       InitStatus(rj, st, mode);
     } else if (jds == "Initializing") {
@@ -608,7 +608,7 @@ class RayJobController : public Controller, public Reconciler {
     NormalizeStatus(st);
     json upd = rj;
     upd["status"] = st;
-    client_->UpdateStatus(kube::resources::kRayJobs, Str(rj, {"metadata", "namespace"}), upd);
+    client_->UpdateStatus(kRayJobs, Str(rj, {"metadata", "namespace"}), upd);
   }
 
   // ---- children -----------------------------------------------------------------------------
@@ -616,7 +616,7 @@ class RayJobController : public Controller, public Reconciler {
     const std::string ns = Str(rj, {"metadata", "namespace"});
     const std::string cname = GetS(st, "rayClusterName");
     try {
-      return CachedOrGet(clusters_, kube::resources::kRayClusters, ns, cname);
+      return CachedOrGet(clusters_, kRayClusters, ns, cname);
     } catch (const kube::ApiError& e) {
       if (!kube::IsNotFound(e)) throw;
     }
@@ -645,7 +645,7 @@ class RayJobController : public Controller, public Reconciler {
                     {"metadata", md},
                     {"spec", spec.value("rayClusterSpec", json::object())}};
     try {
-      cluster = client_->Create(kube::resources::kRayClusters, ns, cluster);
+      cluster = client_->Create(kRayClusters, ns, cluster);
     } catch (const kube::ApiError& e) {
       recorder_->Emit(rj, "Warning", "FailedToCreateRayCluster", "Create",
                       "Failed to create RayCluster " + ns + "/" + cname + ": " + e.message());
@@ -698,8 +698,8 @@ class RayJobController : public Controller, public Reconciler {
     try {
       json st = rj.value("status", json::object());
       if (GetS(st, "rayClusterName").empty() || GetS(st, "jobId").empty()) return;
-      json cluster = CachedOrGet(clusters_, kube::resources::kRayClusters,
-                                 Str(rj, {"metadata", "namespace"}), GetS(st, "rayClusterName"));
+      json cluster = CachedOrGet(clusters_, kRayClusters, Str(rj, {"metadata", "namespace"}),
+                                 GetS(st, "rayClusterName"));
       Dashboard(cluster, st).StopJob(GetS(st, "jobId"));
     } catch (const std::exception&) {
       // best effort (KubeRay logs and goes on)
@@ -966,14 +966,14 @@ class RayJobController : public Controller, public Reconciler {
     if (cname.empty()) return true;
     json cluster;
     try {
-      cluster = CachedOrGet(clusters_, kube::resources::kRayClusters, ns, cname);
+      cluster = CachedOrGet(clusters_, kRayClusters, ns, cname);
     } catch (const kube::ApiError& e) {
       if (kube::IsNotFound(e)) return true;
       throw;
     }
     if (IsDeleting(cluster)) return false;
     try {
-      client_->Delete(kube::resources::kRayClusters, ns, cname);
+      client_->Delete(kRayClusters, ns, cname);
     } catch (const kube::ApiError& e) {
       if (kube::IsNotFound(e)) return true;
       recorder_->Emit(rj, "Warning", "FailedToDeleteRayCluster", "Delete",
@@ -1015,13 +1015,13 @@ class RayJobController : public Controller, public Reconciler {
   void SuspendWorkerGroups(const json& rj) {
     const std::string ns = Str(rj, {"metadata", "namespace"});
     const std::string cname = Str(rj, {"status", "rayClusterName"});
-    json cluster = client_->Get(kube::resources::kRayClusters, ns, cname);
+    json cluster = client_->Get(kRayClusters, ns, cname);
     if (cluster["spec"].contains("workerGroupSpecs")) {
       for (json& g : cluster["spec"]["workerGroupSpecs"])
         g["suspend"] = true;
     }
     try {
-      client_->Update(kube::resources::kRayClusters, ns, cluster);
+      client_->Update(kRayClusters, ns, cluster);
     } catch (const kube::ApiError& e) {
       recorder_->Emit(
           rj, "Warning", "FailedToUpdateRayCluster", "Update",
@@ -1105,9 +1105,8 @@ class RayJobController : public Controller, public Reconciler {
     if (policy == "DeleteSelf") return false;
     json cluster;
     try {
-      cluster =
-          CachedOrGet(clusters_, kube::resources::kRayClusters, Str(rj, {"metadata", "namespace"}),
-                      Str(rj, {"status", "rayClusterName"}));
+      cluster = CachedOrGet(clusters_, kRayClusters, Str(rj, {"metadata", "namespace"}),
+                            Str(rj, {"status", "rayClusterName"}));
     } catch (const kube::ApiError& e) {
       if (kube::IsNotFound(e)) return true;
       throw;
@@ -1125,8 +1124,7 @@ class RayJobController : public Controller, public Reconciler {
     } else if (policy == "DeleteWorkers") {
       SuspendWorkerGroups(rj);
     } else if (policy == "DeleteSelf") {
-      client_->Delete(kube::resources::kRayJobs, Str(rj, {"metadata", "namespace"}),
-                      Str(rj, {"metadata", "name"}));
+      client_->Delete(kRayJobs, Str(rj, {"metadata", "namespace"}), Str(rj, {"metadata", "name"}));
     }
   }
 

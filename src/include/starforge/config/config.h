@@ -11,8 +11,12 @@
 #include <nlohmann/json.hpp>
 
 #include "starforge/common/field_error.h"
-#include "starforge/config/secret.h"
+#include "starforge/common/secret.h"
 #include "starforge/jobspec/parse.h"
+
+namespace starforge::kube {
+struct ApiServerSettings;  // kube/client_config.h
+}  // namespace starforge::kube
 
 namespace starforge::config {
 
@@ -96,6 +100,11 @@ struct Config {
   // The control plane's own directory (store, serve.lock, uploads): FORGE_STATE_DIR, else the
   // storage root's sibling "<storage root>-state". Jobs never see it (docs/security.md).
   std::string StateDir() const { return state_dir.empty() ? storage_root + "-state" : state_dir; }
+
+  // FORGE_K8S_API_SERVER, _TOKEN, _CA_FILE, _INSECURE_SKIP_TLS_VERIFY and _CONTEXT, as the
+  // Kubernetes client takes them: kube::LoadClientConfig(config, …) converts through this, and
+  // kube knows nothing of the other settings.
+  operator kube::ApiServerSettings() const;  // NOLINT(google-explicit-constructor)
 
   // The mount path of the storage root inside Ray pods.
   const std::string& PodStorageMount() const {

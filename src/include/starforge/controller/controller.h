@@ -27,6 +27,7 @@
 #include "starforge/config/config.h"
 #include "starforge/controller/work_queue.h"
 #include "starforge/fleet/fleet.h"
+#include "starforge/jobspec/jobspec.h"
 #include "starforge/objstore/object_store.h"
 #include "starforge/store/store.h"
 
@@ -72,7 +73,7 @@ struct Metrics {
 
 // The fleet events each live job's last look found and recorded in full. A look that finds the
 // same list again has nothing to record (the store's counts only grow), so it skips reading the
-// job's events back: that read was 6 % of forge serve's CPU at 1,000 jobs (issue 20). Only a
+// job's events back: that read was 6 % of forge serve's CPU at 1,000 jobs. Only a
 // cache: empty after a restart, when the store decides. Thread-safe.
 class RecordedFleetEvents {
  public:
@@ -84,6 +85,25 @@ class RecordedFleetEvents {
  private:
   std::mutex mu_;
   std::map<std::string, std::vector<fleet::FleetEvent>> by_job_;
+};
+
+// Each live job's JobSpec, parsed from its stored canonical JSON at the job's first reconcile and
+// kept until its cleanup, instead of parsed again at every look at the job. Keyed by job id and
+// checked against the stored text, so a spec is never served for other text. Thread-safe.
+class ParsedSpecs {
+ public:
+  // The spec of `job`, or null with *error saying why its stored spec does not parse (not kept:
+  // such a job ends at this reconcile).
+  std::shared_ptr<const jobspec::JobSpec> Get(const store::Job& job, std::string* error);
+  void Forget(const std::string& job_id);
+
+ private:
+  struct Parsed {
+    std::string text;
+    std::shared_ptr<const jobspec::JobSpec> spec;
+  };
+  std::mutex mu_;
+  std::map<std::string, Parsed> by_job_;
 };
 
 class Controller {
@@ -119,6 +139,7 @@ class Controller {
   WorkQueue queue_;
   Metrics metrics_;
   RecordedFleetEvents recorded_events_;
+  ParsedSpecs specs_;
   std::vector<std::thread> workers_;
   std::atomic<bool> running_{false};
 };

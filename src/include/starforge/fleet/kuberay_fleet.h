@@ -149,8 +149,10 @@ class UnavailableFleet : public Fleet {
   Status Release(const std::string&, const std::string&) override {
     return Status::Retryable(reasons::kReleaseFailed, message_);
   }
-  // Short (it is a row of `forge capacity`); the message comes with every refused job.
-  nlohmann::json Capacity() override { return {{"fleet", kind_}, {"available", false}}; }
+  // The same message as every refused job gets: what to configure for this fleet.
+  nlohmann::json Capacity() override {
+    return {{"fleet", kind_}, {"available", false}, {"message", message_}};
+  }
 
  private:
   std::string kind_;

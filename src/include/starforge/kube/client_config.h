@@ -1,12 +1,11 @@
 // Where the Kubernetes API server is and how to authenticate to it, found the way kubectl finds
-// it (reference §7.1), in this order:
-//  1. FORGE_K8S_API_SERVER (+ FORGE_K8S_TOKEN, FORGE_K8S_CA_FILE,
-//     FORGE_K8S_INSECURE_SKIP_TLS_VERIFY), read through config::Config;
+// it (client-go tools/clientcmd and rest.InClusterConfig; docs/kube-client.md), in this order:
+//  1. an explicit server (ApiServerSettings: FORGE_K8S_API_SERVER, FORGE_K8S_TOKEN, …);
 //  2. in-cluster: KUBERNETES_SERVICE_HOST/PORT + the service-account token, CA and namespace;
 //  3. kubeconfig: $KUBECONFIG (a ':'-separated list, merged as kubectl does) or ~/.kube/config,
-//     context FORGE_K8S_CONTEXT or current-context.
-// Loading is pure apart from reading files: the environment and the service-account directory are
-// parameters, so tests drive every branch.
+//     the settings' context or current-context.
+// Loading is pure apart from reading files: the settings, the environment and the
+// service-account directory are parameters, so tests drive every branch.
 #pragma once
 
 #include <chrono>
@@ -15,9 +14,9 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
-#include "starforge/config/config.h"
-#include "starforge/config/secret.h"
+#include "starforge/common/secret.h"
 
 namespace starforge::kube {
 
@@ -51,7 +50,17 @@ struct ClientConfig {
   std::string source;
 };
 
-// Inputs other than FORGE_* settings.
+// What the operator set for the connection (FORGE_K8S_* in config::Config, which converts to
+// this): the only settings the client reads.
+struct ApiServerSettings {
+  std::string server;                     // FORGE_K8S_API_SERVER ("" = in-cluster, then kubeconfig)
+  Secret token;                           // FORGE_K8S_TOKEN
+  std::string ca_file;                    // FORGE_K8S_CA_FILE
+  bool insecure_skip_tls_verify = false;  // FORGE_K8S_INSECURE_SKIP_TLS_VERIFY
+  std::string context;                    // FORGE_K8S_CONTEXT (kubeconfig context)
+};
+
+// Inputs other than the settings.
 struct ConfigSources {
   // The process environment, or a test's: KUBECONFIG, HOME, KUBERNETES_SERVICE_HOST,
   // KUBERNETES_SERVICE_PORT are consulted.
@@ -64,7 +73,7 @@ struct ConfigSources {
 ConfigSources ProcessConfigSources();
 
 // Resolves the configuration in the order above. Throws ConfigError.
-ClientConfig LoadClientConfig(const config::Config& cfg, const ConfigSources& sources);
+ClientConfig LoadClientConfig(const ApiServerSettings& settings, const ConfigSources& sources);
 
 // Builds a configuration from one kubeconfig document set: `files` are read in order and merged
 // (first definition of a cluster/user/context name wins; the first non-empty current-context

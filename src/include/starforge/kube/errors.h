@@ -1,7 +1,7 @@
 // Typed Kubernetes API errors, built from the server's metav1.Status (or, for bodies that are not
 // a Status, such as the plain-text 429 of API priority and fairness, from the HTTP status code),
-// and the retry rules of kube's own clients (reference §2.2-2.3). Every kube call reports failure
-// by throwing ApiError; nothing in an ApiError ever contains a credential.
+// and the retry rules of client-go (rest/request.go, rest/with_retry.go). Every kube call reports
+// failure by throwing ApiError; nothing in an ApiError ever contains a credential.
 #pragma once
 
 #include <chrono>
@@ -113,7 +113,7 @@ Reason ReasonForCode(int http_status);
 // Replaces every occurrence of `secret` in `text` with "***" (a no-op for an empty secret).
 std::string Scrub(std::string text, std::string_view secret);
 
-// Whether a failed request may be sent again, following client-go and reference §2.3:
+// Whether a failed request may be sent again, following client-go (docs/kube-client.md):
 //  - 429: always, after Retry-After (default 1 s);
 //  - 5xx carrying Retry-After, and 500 ServerTimeout: always (the server asked for it);
 //  - other 500/502/503/504: only for idempotent reads (`idempotent` = GET);

@@ -1,7 +1,7 @@
 // An informer: a reflector (list, then watch from the list's resourceVersion, resuming after a
 // dropped stream and relisting after 410 Expired) feeding a cache of objects keyed by
 // "namespace/name", with add/update/delete handlers. This is how controllers observe the
-// cluster: one stream per resource instead of polling per object (reference §3, client-go
+// cluster: one stream per resource instead of polling per object (client-go
 // tools/cache/reflector.go). Like client-go's indexer (tools/cache/thread_safe_store.go), it can
 // keep indexes (objects by a label's value, …) so that a reader touches only the objects it asks
 // for, a transform that trims objects before they are cached (SharedInformer.SetTransform), and

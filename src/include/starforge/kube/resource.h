@@ -1,4 +1,5 @@
-// How a kind of object is addressed over REST (reference §1.1), and the URL pieces built from it.
+// How a kind of object is addressed over REST (apimachinery's group/version/resource paths), and
+// the URL pieces built from it.
 #pragma once
 
 #include <string>
@@ -28,7 +29,7 @@ struct ResourceRef {
   std::string ApiVersion() const;
 };
 
-// The resources StarForge uses.
+// The built-in resources StarForge uses (KubeRay's are in kuberay/resources.h).
 namespace resources {
 extern const ResourceRef kPods;
 extern const ResourceRef kServices;
@@ -40,8 +41,6 @@ extern const ResourceRef kConfigMaps;
 extern const ResourceRef kSecrets;
 extern const ResourceRef kPersistentVolumeClaims;
 extern const ResourceRef kJobs;  // batch/v1
-extern const ResourceRef kRayJobs;
-extern const ResourceRef kRayClusters;
 }  // namespace resources
 
 // Percent-encodes everything but RFC 3986 unreserved characters (so '/', '=', ',' are encoded).

@@ -1,5 +1,5 @@
 // Splits a watch response body into its JSON objects as bytes arrive. The server writes one
-// object per line, but chunk boundaries fall anywhere (reference §3), so the decoder scans for
+// object per line, but chunk boundaries fall anywhere (HTTP chunking), so the decoder scans for
 // complete top-level objects itself (tracking strings and escapes) and never relies on newlines.
 #pragma once
 

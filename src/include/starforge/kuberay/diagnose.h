@@ -82,7 +82,7 @@ std::vector<DiagnosisEvent> NormalizeEvents(const std::vector<nlohmann::json>& e
 // count (when above 1) and times. NormalizeEvents of compacted Events equals that of the
 // originals as long as Events of one namespace/name share one uid, as those of one API server do
 // (the uid is kept only when there is no name). What an informer caches: about 30 % less memory
-// than the Event itself, for some ten thousand Events with 1,000 jobs at once (issue 20).
+// than the Event itself, for some ten thousand Events with 1,000 jobs at once.
 nlohmann::json CompactEvent(const nlohmann::json& event);
 
 nlohmann::json ToJson(const DiagnosisEvent& event);  // {type, reason, message, object, source,

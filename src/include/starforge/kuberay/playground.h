@@ -38,8 +38,6 @@ struct PlaygroundRender {
 
 // The objects' name for a playground id (same rule as RayJobName).
 std::string PlaygroundObjectName(const std::string& id);
-// The label selector of a playground's objects.
-std::string PlaygroundSelector(const std::string& id);
 
 nlohmann::json RenderPlaygroundPod(const PlaygroundRender& in, const config::Config& config);
 nlohmann::json RenderPlaygroundService(const PlaygroundRender& in, const config::Config& config);

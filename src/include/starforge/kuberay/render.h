@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -28,15 +29,35 @@ struct RenderResult {
 // distinct ids distinct. Always a DNS-1035 label of ≤ 47 characters.
 std::string RayJobName(const std::string& job_id);
 
+// "jobs/<job id>": the job's directory on the storage volume, relative to its root (a pod's
+// subPath; forge serve's <FORGE_STORAGE_ROOT>/jobs/<job id>).
+std::string JobSubPath(const std::string& job_id);
+
 // Checks a job id: a valid label value (1-63 chars of [A-Za-z0-9_.-], alphanumeric ends).
 // Returns "" when valid, else a reason.
 std::string CheckJobId(const std::string& job_id);
 
+// Why a job cannot run with this cluster's settings, and who would change what.
+struct Refusal {
+  enum class Kind {
+    kField,    // the user: `name` is the JobSpec field, e.g. "corpus", "env.X", "pools[1].name"
+    kSetting,  // the operator: `name` is the FORGE_* setting, e.g. "FORGE_K8S_STORAGE_SHARED"
+  };
+  Kind kind = Kind::kField;
+  std::string name;
+  std::string message;  // what is wrong and what to do, to follow `name`
+};
+
+// What this cluster could not run of `spec` (already validated by jobspec::Parse), whatever its
+// capsule: multi-machine jobs on RWO storage, corpus or resumeFrom without their volumes, too
+// many worker groups for Kueue, values KubeRay's submitter shell would mangle. Empty = Render
+// renders it. The admission check at submit; Render refuses the same.
+std::vector<Refusal> CheckOnCluster(const jobspec::JobSpec& spec, const config::Config& config);
+
 // Renders the RayJob for `spec` (already validated by jobspec::Parse) with the cluster settings
-// in `config`. Refuses, with errors naming the setting or field to change, what the cluster
-// could not run: multi-machine jobs on RWO storage, corpus without a corpus PVC, too many worker
-// groups for Kueue, values KubeRay's submitter shell would mangle, and anything the operator's
-// own validation (CheckRayJob) would reject.
+// in `config`. Refuses, with errors naming the setting or field to change, what CheckOnCluster
+// refuses, a malformed job id or capsule, and anything the operator's own validation
+// (CheckRayJob) would reject.
 RenderResult Render(const jobspec::JobSpec& spec, const std::string& job_id,
                     const CapsuleRef& capsule, const config::Config& config);
 
@@ -52,7 +73,8 @@ nlohmann::json ShmVolume(const config::Config& config);
 
 // The RayJob controller's own validation (KubeRay utils/validation.go, upstream-facts §1.2) applied
 // to a RayJob object, with the operator's wording; the RayJob fields StarForge may render are
-// covered. Empty = the operator would accept it.
-FieldErrors CheckRayJob(const nlohmann::json& rayjob);
+// covered. `runtime_env` is what the RayJob's runtimeEnvYAML was emitted from: checked as that
+// value, not parsed back. Empty = the operator would accept it.
+FieldErrors CheckRayJob(const nlohmann::json& rayjob, const nlohmann::json& runtime_env);
 
 }  // namespace starforge::kuberay

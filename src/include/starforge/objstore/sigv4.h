@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "starforge/config/secret.h"
+#include "starforge/common/secret.h"
 
 namespace starforge::objstore::sigv4 {
 
