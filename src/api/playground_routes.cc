@@ -1,4 +1,7 @@
-#include "starforge/api/playground_routes.h"
+// The playground routes (docs/api.md "Playgrounds"): start, list, get, stop, extend, logs,
+// events, and the OpenAI-compatible paths forwarded to the model server through the Kubernetes
+// API proxy. The manager throws playground::Error for every refusal; the server answers it.
+#include "starforge/api/handlers.h"
 
 #include <algorithm>
 #include <chrono>
@@ -12,6 +15,7 @@
 #include "starforge/api/convert.h"
 #include "starforge/common/api_errors.h"
 #include "starforge/common/format.h"
+#include "starforge/playground/manager.h"
 
 namespace starforge::api {
 
@@ -165,70 +169,78 @@ int64_t TailLines(const httplib::Request& req) {
   return *n;
 }
 
-}  // namespace
-
-bool IsPlaygroundRoute(RouteId id) {
-  switch (id) {
-    case RouteId::kCreatePlayground:
-    case RouteId::kListPlaygrounds:
-    case RouteId::kGetPlayground:
-    case RouteId::kDeletePlayground:
-    case RouteId::kExtendPlayground:
-    case RouteId::kPlaygroundLogs:
-    case RouteId::kPlaygroundEvents:
-    case RouteId::kPlaygroundModels:
-    case RouteId::kPlaygroundChatCompletions:
-    case RouteId::kPlaygroundCompletions:
-      return true;
-    default:
-      return false;
-  }
+// The server's playgrounds, or 404 when it runs none. The handlers read what body they need.
+playground::Manager& Manager(Call& c) {
+  if (c.server.options.playgrounds == nullptr)
+    throw ApiError{404, api_errors::kNotFound, "this server runs no playgrounds"};
+  c.body_read = true;
+  return *c.server.options.playgrounds;
 }
 
-void HandlePlaygroundRoute(RouteId id, playground::Manager& m, const store::User& user,
-                           const httplib::Request& req, httplib::Response& res,
-                           const httplib::ContentReader* reader,
-                           const std::atomic<bool>& stopping) {
-  const std::string pid = req.matches.size() > 1 ? req.matches[1].str() : "";
-  switch (id) {
-    case RouteId::kCreatePlayground:
-      return Send(res, 201, PlaygroundJson(m.Create(user, ParseObject(ReadBody(req, reader)))));
-    case RouteId::kListPlaygrounds: {
-      json items = json::array();
-      for (const auto& p : m.List(user))
-        items.push_back(PlaygroundJson(p));
-      return Send(res, 200, {{"items", items}});
-    }
-    case RouteId::kGetPlayground:
-      return Send(res, 200, PlaygroundJson(m.Get(user, pid)));
-    case RouteId::kDeletePlayground:
-      ReadBody(req, reader);
-      return Send(res, 200, PlaygroundJson(m.Stop(user, pid)));
-    case RouteId::kExtendPlayground: {
-      const json body = ParseObject(ReadBody(req, reader));
-      m.Get(user, pid);  // someone else's, or none: 404 before anything about the body
-      if (!body.contains("seconds") || !body["seconds"].is_number_integer())
-        throw Error{400,
-                    api_errors::kBadRequest,
-                    "expected {\"seconds\": <whole seconds to add>}",
-                    "seconds",
-                    {}};
-      return Send(res, 200, PlaygroundJson(m.Extend(user, pid, body["seconds"].get<int64_t>())));
-    }
-    case RouteId::kPlaygroundLogs:
-      res.set_content(m.Logs(user, pid, TailLines(req)), "text/plain; charset=utf-8");
-      return;
-    case RouteId::kPlaygroundEvents:
-      return Send(res, 200, {{"items", m.Events(user, pid)}});
-    case RouteId::kPlaygroundModels:
-      return Proxy(m, user, pid, "GET", "v1/models", req, res, reader, stopping);
-    case RouteId::kPlaygroundChatCompletions:
-      return Proxy(m, user, pid, "POST", "v1/chat/completions", req, res, reader, stopping);
-    case RouteId::kPlaygroundCompletions:
-      return Proxy(m, user, pid, "POST", "v1/completions", req, res, reader, stopping);
-    default:
-      return;
-  }
+void ProxyTo(Call& c, const std::string& method, const std::string& path) {
+  playground::Manager& m = Manager(c);
+  Proxy(m, c.user, c.Path(), method, path, c.req, c.res, c.reader, c.server.stopping);
+}
+
+}  // namespace
+
+void CreatePlayground(Call& c) {
+  playground::Manager& m = Manager(c);
+  Send(c.res, 201, PlaygroundJson(m.Create(c.user, ParseObject(ReadBody(c.req, c.reader)))));
+}
+
+void ListPlaygrounds(Call& c) {
+  playground::Manager& m = Manager(c);
+  json items = json::array();
+  for (const auto& p : m.List(c.user))
+    items.push_back(PlaygroundJson(p));
+  Send(c.res, 200, {{"items", items}});
+}
+
+void GetPlayground(Call& c) {
+  playground::Manager& m = Manager(c);
+  Send(c.res, 200, PlaygroundJson(m.Get(c.user, c.Path())));
+}
+
+void DeletePlayground(Call& c) {
+  playground::Manager& m = Manager(c);
+  ReadBody(c.req, c.reader);
+  Send(c.res, 200, PlaygroundJson(m.Stop(c.user, c.Path())));
+}
+
+void ExtendPlayground(Call& c) {
+  playground::Manager& m = Manager(c);
+  const json body = ParseObject(ReadBody(c.req, c.reader));
+  m.Get(c.user, c.Path());  // someone else's, or none: 404 before anything about the body
+  if (!body.contains("seconds") || !body["seconds"].is_number_integer())
+    throw Error{400,
+                api_errors::kBadRequest,
+                "expected {\"seconds\": <whole seconds to add>}",
+                "seconds",
+                {}};
+  Send(c.res, 200, PlaygroundJson(m.Extend(c.user, c.Path(), body["seconds"].get<int64_t>())));
+}
+
+void PlaygroundLogs(Call& c) {
+  playground::Manager& m = Manager(c);
+  c.res.set_content(m.Logs(c.user, c.Path(), TailLines(c.req)), "text/plain; charset=utf-8");
+}
+
+void PlaygroundEvents(Call& c) {
+  playground::Manager& m = Manager(c);
+  Send(c.res, 200, {{"items", m.Events(c.user, c.Path())}});
+}
+
+void PlaygroundModels(Call& c) {
+  ProxyTo(c, "GET", "v1/models");
+}
+
+void PlaygroundChatCompletions(Call& c) {
+  ProxyTo(c, "POST", "v1/chat/completions");
+}
+
+void PlaygroundCompletions(Call& c) {
+  ProxyTo(c, "POST", "v1/completions");
 }
 
 }  // namespace starforge::api

@@ -1,44 +1,53 @@
 #include "starforge/api/routes.h"
 
+#include "starforge/api/handlers.h"
+
 namespace starforge::api {
 
-const std::vector<RouteInfo>& Routes() {
-  static const std::vector<RouteInfo> routes = {
-      {RouteId::kCreateJob, "POST", "/api/v1/jobs"},
-      {RouteId::kListJobs, "GET", "/api/v1/jobs"},
-      {RouteId::kGetJob, "GET", "/api/v1/jobs/{id}"},
-      {RouteId::kCancelJob, "POST", "/api/v1/jobs/{id}/cancel"},
-      {RouteId::kJobEvents, "GET", "/api/v1/jobs/{id}/events"},
-      {RouteId::kJobLogs, "GET", "/api/v1/jobs/{id}/logs"},
-      {RouteId::kJobArtifacts, "GET", "/api/v1/jobs/{id}/artifacts"},
-      {RouteId::kJobMetrics, "GET", "/api/v1/jobs/{id}/metrics"},
-      {RouteId::kJobCapsule, "GET", "/api/v1/jobs/{id}/capsule"},
-      {RouteId::kDoctor, "GET", "/api/v1/doctor"},
-      {RouteId::kCapacity, "GET", "/api/v1/capacity"},
-      {RouteId::kGetCapsule, "GET", "/api/v1/capsules/{sha256}"},
-      {RouteId::kCreateUpload, "POST", "/api/v1/uploads"},
-      {RouteId::kPutUpload, "PUT", "/api/v1/uploads/{id}"},
-      {RouteId::kWhoami, "GET", "/api/v1/whoami"},
-      {RouteId::kListTokens, "GET", "/api/v1/tokens"},
-      {RouteId::kCreateToken, "POST", "/api/v1/tokens"},
-      {RouteId::kRevokeToken, "POST", "/api/v1/tokens/{id}/revoke"},
-      {RouteId::kConsoleLoginCode, "POST", "/api/v1/console/login-codes"},
-      {RouteId::kConsoleLogin, "POST", "/api/v1/console/login", false},
-      {RouteId::kOpenApi, "GET", "/api/v1/openapi.json", false},
-      {RouteId::kHealthz, "GET", "/healthz", false},
-      {RouteId::kReadyz, "GET", "/readyz", false},
-      {RouteId::kMetrics, "GET", "/metrics", false},
-      {RouteId::kCreatePlayground, "POST", "/api/v1/playgrounds"},
-      {RouteId::kListPlaygrounds, "GET", "/api/v1/playgrounds"},
-      {RouteId::kGetPlayground, "GET", "/api/v1/playgrounds/{id}"},
-      {RouteId::kDeletePlayground, "DELETE", "/api/v1/playgrounds/{id}"},
-      {RouteId::kExtendPlayground, "POST", "/api/v1/playgrounds/{id}/extend"},
-      {RouteId::kPlaygroundLogs, "GET", "/api/v1/playgrounds/{id}/logs"},
-      {RouteId::kPlaygroundEvents, "GET", "/api/v1/playgrounds/{id}/events"},
-      {RouteId::kPlaygroundModels, "GET", "/api/v1/playgrounds/{id}/openai/v1/models"},
-      {RouteId::kPlaygroundChatCompletions, "POST",
-       "/api/v1/playgrounds/{id}/openai/v1/chat/completions"},
-      {RouteId::kPlaygroundCompletions, "POST", "/api/v1/playgrounds/{id}/openai/v1/completions"},
+const std::vector<Route>& Routes() {
+  static const std::vector<Route> routes = {
+      // upload_routes.cc (first: an Allow header lists POST before GET)
+      {"POST", "/api/v1/jobs", CreateJob},
+      {"POST", "/api/v1/uploads", CreateUpload},
+      {"PUT", "/api/v1/uploads/{id}", PutUpload},
+      {"GET", "/api/v1/capsules/{sha256}", GetCapsule},
+      // job_routes.cc
+      {"GET", "/api/v1/jobs", ListJobs},
+      {"GET", "/api/v1/jobs/{id}", GetJob},
+      {"POST", "/api/v1/jobs/{id}/cancel", CancelJob},
+      {"GET", "/api/v1/jobs/{id}/events", JobEvents},
+      {"GET", "/api/v1/jobs/{id}/capsule", JobCapsule},
+      // log_routes.cc
+      {"GET", "/api/v1/jobs/{id}/logs", JobLogs},
+      {"GET", "/api/v1/jobs/{id}/artifacts", JobArtifacts},
+      {"GET", "/api/v1/jobs/{id}/metrics", JobMetrics},
+      // capacity_routes.cc
+      {"GET", "/api/v1/capacity", Capacity},
+      {"GET", "/api/v1/doctor", Doctor},
+      // token_routes.cc
+      {"GET", "/api/v1/whoami", Whoami},
+      {"GET", "/api/v1/tokens", ListTokens},
+      {"POST", "/api/v1/tokens", CreateToken},
+      {"POST", "/api/v1/tokens/{id}/revoke", RevokeToken},
+      // console_routes.cc
+      {"POST", "/api/v1/console/login-codes", ConsoleLoginCode},
+      {"POST", "/api/v1/console/login", ConsoleLogin, /*auth=*/false},
+      // health_routes.cc
+      {"GET", "/healthz", Healthz, /*auth=*/false},
+      {"GET", "/readyz", Readyz, /*auth=*/false},
+      {"GET", "/metrics", Metrics, /*auth=*/false},
+      {"GET", "/api/v1/openapi.json", OpenApi, /*auth=*/false},
+      // playground_routes.cc
+      {"POST", "/api/v1/playgrounds", CreatePlayground},
+      {"GET", "/api/v1/playgrounds", ListPlaygrounds},
+      {"GET", "/api/v1/playgrounds/{id}", GetPlayground},
+      {"DELETE", "/api/v1/playgrounds/{id}", DeletePlayground},
+      {"POST", "/api/v1/playgrounds/{id}/extend", ExtendPlayground},
+      {"GET", "/api/v1/playgrounds/{id}/logs", PlaygroundLogs},
+      {"GET", "/api/v1/playgrounds/{id}/events", PlaygroundEvents},
+      {"GET", "/api/v1/playgrounds/{id}/openai/v1/models", PlaygroundModels},
+      {"POST", "/api/v1/playgrounds/{id}/openai/v1/chat/completions", PlaygroundChatCompletions},
+      {"POST", "/api/v1/playgrounds/{id}/openai/v1/completions", PlaygroundCompletions},
   };
   return routes;
 }

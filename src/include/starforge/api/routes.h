@@ -1,5 +1,8 @@
-// The routes `forge serve` answers and the OpenAPI document that describes them. The server
-// registers exactly Routes(); a test checks that they and the document's paths are the same set.
+// The routes `forge serve` answers: one table (routes.cc) of method, path, handler and whether a
+// token is needed. The server registers exactly this table and dispatches through it; a test
+// checks it against the OpenAPI document (src/api/openapi.json) both ways. A new route is one
+// entry here, its handler in the resource's src/api/<resource>_routes.cc, and its description in
+// openapi.json.
 #pragma once
 
 #include <string>
@@ -8,52 +11,19 @@
 
 namespace starforge::api {
 
-enum class RouteId {
-  kCreateJob,
-  kListJobs,
-  kGetJob,
-  kCancelJob,
-  kJobEvents,
-  kJobLogs,
-  kJobArtifacts,
-  kJobMetrics,  // GET /api/v1/jobs/{id}/metrics: the scalars of <job dir>/metrics.jsonl
-  kJobCapsule,
-  kDoctor,
-  kCapacity,
-  kGetCapsule,
-  kCreateUpload,  // POST /api/v1/uploads: the JobSpec of a job whose capsule follows
-  kPutUpload,     // PUT /api/v1/uploads/{id}: that capsule, as a plain body
-  kWhoami,
-  kListTokens,
-  kCreateToken,
-  kRevokeToken,
-  kConsoleLoginCode,
-  kConsoleLogin,
-  kOpenApi,
-  kHealthz,
-  kReadyz,
-  kMetrics,
-  // Playgrounds (playground_routes.h).
-  kCreatePlayground,
-  kListPlaygrounds,
-  kGetPlayground,
-  kDeletePlayground,
-  kExtendPlayground,
-  kPlaygroundLogs,
-  kPlaygroundEvents,
-  kPlaygroundModels,
-  kPlaygroundChatCompletions,
-  kPlaygroundCompletions,
-};
+struct Call;  // handler.h
 
-struct RouteInfo {
-  RouteId id;
+using Handler = void (*)(Call&);
+
+struct Route {
   std::string method;  // "GET", "POST", "PUT", "DELETE"
   std::string path;    // OpenAPI template, e.g. "/api/v1/jobs/{id}"
-  bool auth = true;    // needs a bearer token
+  Handler handler;
+  bool auth = true;  // needs a bearer token
 };
 
-const std::vector<RouteInfo>& Routes();
+// Every route, each (method, path) once.
+const std::vector<Route>& Routes();
 
 // The path template as a regular expression: each {param} matches one non-empty segment and is
 // captured in order.
