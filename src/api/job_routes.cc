@@ -72,6 +72,7 @@ void WatchJobs(Call& c) {
   StreamEvents(c, WatchLimit(s),
                std::make_shared<JobsWatch>(s.store, s.epoch, after, std::move(filter)));
 }
+
 }  // namespace
 
 void ListJobs(Call& c) {

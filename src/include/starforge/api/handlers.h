@@ -47,7 +47,7 @@ void Readyz(Call& c);   // GET /readyz
 void Metrics(Call& c);  // GET /metrics
 void OpenApi(Call& c);  // GET /api/v1/openapi.json
 
-// playground_routes.cc: playgrounds (docs/playground.md) and their OpenAPI-compatible proxy.
+// playground_routes.cc: playgrounds (docs/playground.md) and their OpenAI-compatible proxy.
 void CreatePlayground(Call& c);           // POST /api/v1/playgrounds
 void ListPlaygrounds(Call& c);            // GET /api/v1/playgrounds
 void GetPlayground(Call& c);              // GET /api/v1/playgrounds/{id}
