@@ -123,7 +123,7 @@ struct Server::Impl {
       return httplib::Server::HandlerResponse::Handled;
     }));
     http.set_exception_handler([](const httplib::Request& req, httplib::Response& res,
-                                  std::exception_ptr) {
+                                  const std::exception_ptr&) {
       spdlog::error("{} {}: unexpected exception", req.method, req.path);
       SetError(res, {500, api_errors::kInternal, "internal error; the server's log has details"});
     });
