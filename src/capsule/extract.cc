@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -150,11 +151,18 @@ ExtractResult Unpack(const std::filesystem::path& archive, const std::filesystem
   if (!za) {
     zip_error_t e;
     zip_error_init_with_code(&e, zerr);
-    // libzip refuses duplicate names (ZIP_ER_EXISTS) when it reads the central directory.
-    // No path in the message: it reaches users, and the path is the server's business.
-    r.errors.push_back(std::string("not a readable zip archive: ") +
-                       (zerr == ZIP_ER_EXISTS ? std::string("two entries with the same name")
-                                              : zip_error_strerror(&e)));
+    // libzip refuses duplicate names (ZIP_ER_EXISTS) when it reads the central directory,
+    // without saying which: the name is looked up to say it, as every other refusal does.
+    // No archive path in the message: it reaches users, and the path is the server's business.
+    std::optional<std::string> duplicate;
+    if (zerr == ZIP_ER_EXISTS) duplicate = internal::DuplicateZipEntry(archive);
+    if (duplicate) {
+      r.errors.push_back(Printable(*duplicate) + ": two entries with the same name");
+    } else {
+      r.errors.push_back(std::string("not a readable zip archive: ") +
+                         (zerr == ZIP_ER_EXISTS ? std::string("two entries with the same name")
+                                                : zip_error_strerror(&e)));
+    }
     zip_error_fini(&e);
     return r;
   }
@@ -255,7 +263,7 @@ ExtractResult ExtractZip(const std::filesystem::path& archive, const std::filesy
                          const ExtractLimits& limits) {
   if (dest.empty()) {
     ExtractResult r;
-    r.errors.push_back("ExtractZip: no destination");
+    r.errors.emplace_back("ExtractZip: no destination");
     r.local_errno = EINVAL;
     return r;
   }

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <thread>
 #include <vector>
@@ -297,10 +298,18 @@ InspectResult InspectEntries(const std::filesystem::path& capsule, const Located
   if (!za) {
     zip_error_t e;
     zip_error_init_with_code(&e, zerr);
-    // libzip refuses duplicate names (ZIP_ER_EXISTS) when it reads the central directory.
-    r.problems.push_back(capsule.string() + ": not a readable zip archive: " +
-                         (zerr == ZIP_ER_EXISTS ? std::string("two entries with the same name")
-                                                : zip_error_strerror(&e)));
+    // libzip refuses duplicate names (ZIP_ER_EXISTS) when it reads the central directory,
+    // without saying which: the name is looked up to say it.
+    std::optional<std::string> duplicate;
+    if (zerr == ZIP_ER_EXISTS) duplicate = internal::DuplicateZipEntry(capsule);
+    if (duplicate) {
+      r.problems.push_back(capsule.string() + ": " + Printable(*duplicate) +
+                           ": two entries with the same name");
+    } else {
+      r.problems.push_back(capsule.string() + ": not a readable zip archive: " +
+                           (zerr == ZIP_ER_EXISTS ? std::string("two entries with the same name")
+                                                  : zip_error_strerror(&e)));
+    }
     zip_error_fini(&e);
     return r;
   }

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -53,5 +54,10 @@ std::string ErrnoText(int errnum);
 // A path for messages: printable ASCII and valid UTF-8 as is, other bytes as \xNN, so that a
 // hostile name cannot mangle the terminal or hide in the output.
 std::string Printable(std::string_view path);
+
+// The first entry name that the archive's central directory lists twice, or nullopt when none
+// is found (or the directory cannot be read). libzip refuses such an archive (ZIP_ER_EXISTS)
+// without saying which name, and a refusal should name the entry.
+std::optional<std::string> DuplicateZipEntry(const std::filesystem::path& archive);
 
 }  // namespace starforge::capsule::internal

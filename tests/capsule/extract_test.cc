@@ -10,10 +10,12 @@
 
 #include "capsule_test_support.h"
 #include "starforge/capsule/capsule.h"
+#include "starforge/capsule/inspect.h"
 
 namespace starforge::capsule {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using testing::Joined;
 using testing::Python;
@@ -91,7 +93,7 @@ TEST(ExtractZip, HostileArchivesAreRefusedAndLeaveNothing) {
       {"device", {{{"name", "dev"}, {"data", ""}, {"attr", 020644}}}, "dev: special files"},
       {"duplicate",
        {{{"name", "a"}, {"data", "x"}}, {{"name", "a"}, {"data", "y"}}},
-       "two entries with the same name"},
+       "a: two entries with the same name"},
       {"file then dir",
        {{{"name", "a"}, {"data", "x"}}, {{"name", "a/b"}, {"data", "y"}}},
        "a: is a file, but a/b needs it to be a directory"},
@@ -150,6 +152,44 @@ TEST(ExtractZip, LyingSizeHeadersAreCaughtWhileInflating) {
   EXPECT_FALSE(r.ok());
   EXPECT_THAT(Joined(r.errors), HasSubstr("small: inflates to more than the 1000 bytes"));
   EXPECT_FALSE(fs::exists(t / "out"));
+}
+
+// libzip refuses an archive whose central directory lists a name twice without saying which;
+// the refusal names it (the API's 422 for an upload's code, `forge capsule inspect`), printable.
+TEST(CheckZip, ADuplicateEntryIsNamed) {
+  TempDir t;
+  fs::path zip = MakeZip(t, {{{"name", "train.py"}, {"data", "print(1)"}},
+                             {{"name", "data/x.bin"}, {"data", "1"}},
+                             {{"name", "lib/util.py"}, {"data", "2"}},
+                             {{"name", "data/x.bin"}, {"data", "3"}, {"method", "deflate"}}});
+  ExtractResult r = CheckZip(zip);
+  EXPECT_FALSE(r.ok());
+  EXPECT_THAT(r.errors, ElementsAre("data/x.bin: two entries with the same name"));
+  r = ExtractZip(zip, t / "out");
+  EXPECT_THAT(r.errors, ElementsAre("data/x.bin: two entries with the same name"));
+  EXPECT_FALSE(fs::exists(t / "out"));
+  InspectResult inspected = Inspect(zip);
+  EXPECT_FALSE(inspected.ok());
+  EXPECT_THAT(Joined(inspected.problems),
+              HasSubstr("in.zip: data/x.bin: two entries with the same name"));
+
+  // A name with a control character is shown escaped, never raw.
+  const std::string bell = std::string("bell") + '\x07';
+  zip = MakeZip(t, {{{"name", bell}, {"data", "1"}}, {{"name", bell}, {"data", "2"}}});
+  r = CheckZip(zip);
+  EXPECT_THAT(r.errors, ElementsAre("bell\\x07: two entries with the same name"));
+
+  // An archive comment after the central directory does not hide the name.
+  zip = MakeZip(t, {{{"name", "a"}, {"data", "1"}}, {{"name", "a"}, {"data", "2"}}});
+  std::string bytes = ReadFile(zip);
+  const std::string comment = "a comment PK\x05\x06 that looks like a record";
+  const size_t eocd = bytes.rfind("PK\x05\x06");
+  ASSERT_NE(eocd, std::string::npos);
+  bytes[eocd + 20] = static_cast<char>(comment.size());
+  bytes[eocd + 21] = 0;
+  Write(zip, bytes + comment);
+  r = CheckZip(zip);
+  EXPECT_THAT(r.errors, ElementsAre("a: two entries with the same name"));
 }
 
 // CheckZip (the API's check of an upload): ExtractZip's refusals, counting, and a bomb's or a lying
