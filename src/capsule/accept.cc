@@ -165,7 +165,7 @@ AcceptResult AcceptInspected(const std::filesystem::path& upload, InspectResult 
   }
   if (!inspected.ok()) {
     r.errors = std::move(inspected.problems);
-    if (r.errors.empty()) r.errors.push_back("no readable manifest");
+    if (r.errors.empty()) r.errors.emplace_back("no readable manifest");
     return r;
   }
   const Manifest& manifest = *inspected.manifest;
@@ -186,7 +186,7 @@ AcceptResult AcceptInspected(const std::filesystem::path& upload, InspectResult 
                            " needs it to be a directory");
     }
   }
-  if (r.user_files == 0) r.errors.push_back("the capsule holds no files of yours");
+  if (r.user_files == 0) r.errors.emplace_back("the capsule holds no files of yours");
   if (!r.ok()) return r;
 
   const std::string jobspec_text = jobspec::ToCanonicalText(spec);

@@ -239,6 +239,7 @@ Hashed HashFile(const InputFile& in, const ReuseIndex* reuse, std::vector<char>&
 std::string TooBigMessage(const std::string& clause, uint64_t max_bytes,
                           const std::vector<InputFile>& files) {
   std::vector<const InputFile*> largest;
+  largest.reserve(files.size());
   for (const auto& f : files)
     largest.push_back(&f);
   const size_t top = std::min<size_t>(10, largest.size());
@@ -262,7 +263,7 @@ std::string TooBigMessage(const std::string& clause, uint64_t max_bytes,
 std::vector<std::string> CheckInputs(const std::vector<InputFile>& files) {
   std::vector<std::string> errors;
   if (files.empty()) {
-    errors.push_back(
+    errors.emplace_back(
         "nothing to package: no files of yours are left after .forgeignore and the default "
         "ignore rules (a capsule needs at least one, next to .starforge/, or Ray would strip "
         "that lone directory when it unpacks the capsule)");

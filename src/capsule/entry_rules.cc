@@ -30,7 +30,7 @@ std::map<std::string, size_t> ScreenEntryNames(const std::vector<std::string>& n
     top_level.insert(name.substr(0, name.find('/')));
   }
   if (top_level.size() < 2) {
-    r->problems.push_back(
+    r->problems.emplace_back(
         "fewer than two top-level entries: Ray would strip the top-level directory when it "
         "unpacks the capsule");
   }

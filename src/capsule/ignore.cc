@@ -210,9 +210,11 @@ void IgnoreRules::AddLine(std::string_view line, std::string_view source, size_t
 bool IgnoreRules::IsIgnored(std::string_view path, bool is_dir) const {
   const size_t slash = path.rfind('/');
   const std::string_view base = slash == std::string_view::npos ? path : path.substr(slash + 1);
-  for (auto it = rules_.rbegin(); it != rules_.rend(); ++it) {
-    if (it->dir_only && !is_dir) continue;
-    if (WildMatch(it->pattern, it->anchored ? path : base)) return !it->negated;
+  // The last rule that matches decides (as in .gitignore): read them from the end.
+  for (size_t i = rules_.size(); i-- > 0;) {
+    const auto& rule = rules_[i];
+    if (rule.dir_only && !is_dir) continue;
+    if (WildMatch(rule.pattern, rule.anchored ? path : base)) return !rule.negated;
   }
   return false;
 }

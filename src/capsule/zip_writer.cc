@@ -288,7 +288,7 @@ std::string ZipWriter::error() {
 }
 
 void ZipWriter::ResumeHashFrom(const uint8_t* data, uint64_t size,
-                               std::vector<HashCheckpoint> checkpoints) {
+                               const std::vector<HashCheckpoint>& checkpoints) {
   if (offset_ != 0 || data == nullptr) return;
   prev_ = data;
   prev_size_ = size;
@@ -343,7 +343,8 @@ void ZipWriter::CatchUp() {
     hashed_ += last.offset - before.offset;
     if (check.Checkpoint() == last) {
       sha_ = ResumableSha256(last);
-      checkpoints_.assign(prev_checkpoints_.begin(), prev_checkpoints_.begin() + k);
+      checkpoints_.assign(prev_checkpoints_.begin(),
+                          prev_checkpoints_.begin() + static_cast<ptrdiff_t>(k));
       from = last.offset;
     }
   }

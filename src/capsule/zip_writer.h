@@ -88,7 +88,8 @@ class ZipWriter {
   // that differs (or at Finish), hashing resumes from the last checkpoint before it — once the
   // checkpoint before that one, run over the previous capsule's bytes, has led to it; otherwise
   // from byte 0. Call before anything is written.
-  void ResumeHashFrom(const uint8_t* data, uint64_t size, std::vector<HashCheckpoint> checkpoints);
+  void ResumeHashFrom(const uint8_t* data, uint64_t size,
+                      const std::vector<HashCheckpoint>& checkpoints);
   // The central directory and end records; then waits for every write. False on a write error
   // (see error()).
   bool Finish();

@@ -73,7 +73,7 @@ std::optional<int64_t> ParseRfc3339(std::string_view s) {
     if (!Digits(s, at + 1, 2, &oh) || at + 3 >= s.size() || s[at + 3] != ':' ||
         !Digits(s, at + 4, 2, &om))
       return std::nullopt;
-    offset_s = (s[at] == '+' ? 1 : -1) * (oh * 3600 + om * 60);
+    offset_s = (s[at] == '+' ? 1 : -1) * (int64_t{oh} * 3600 + int64_t{om} * 60);
     at += 6;
   } else {
     return std::nullopt;

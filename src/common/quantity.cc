@@ -84,9 +84,9 @@ std::optional<Parts> ParseParts(std::string_view text) {
 // digits *= 2, on a decimal digit string.
 void Double(std::string& digits) {
   int carry = 0;
-  for (auto it = digits.rbegin(); it != digits.rend(); ++it) {
-    const int d = (*it - '0') * 2 + carry;
-    *it = static_cast<char>('0' + d % 10);
+  for (size_t i = digits.size(); i-- > 0;) {  // from the last digit
+    const int d = (digits[i] - '0') * 2 + carry;
+    digits[i] = static_cast<char>('0' + d % 10);
     carry = d / 10;
   }
   if (carry) digits.insert(digits.begin(), '1');

@@ -26,7 +26,7 @@ std::string Sha256::HexDigest() {
   EVP_DigestFinal_ex(ctx_, md, &len);
   static constexpr char kHex[] = "0123456789abcdef";
   std::string hex;
-  hex.reserve(2 * len);
+  hex.reserve(size_t{2} * len);
   for (unsigned int i = 0; i < len; ++i) {
     hex += kHex[md[i] >> 4];
     hex += kHex[md[i] & 15];

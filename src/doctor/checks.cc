@@ -180,7 +180,7 @@ Check CheckKubeRayCrds(const json& discovery, const std::string& error) {
   }
   std::vector<std::string> missing;
   for (const char* want : {"rayjobs", "rayclusters"})
-    if (!served.count(want)) missing.push_back(want);
+    if (!served.count(want)) missing.emplace_back(want);
   if (!missing.empty()) {
     return Make("kuberay-crds", title, Verdict::kFail,
                 "ray.io/v1 does not serve " + JoinComma(missing), kInstallKubeRay);

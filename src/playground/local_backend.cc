@@ -24,8 +24,6 @@
 #include "starforge/kuberay/playground.h"
 #include "starforge/net/http.h"
 
-extern char** environ;
-
 namespace starforge::playground {
 
 namespace fs = std::filesystem;
@@ -96,6 +94,7 @@ std::vector<std::string> ServerEnvironment(const fleet::LocalSandbox& sandbox,
     env["CUDA_VISIBLE_DEVICES"] = cuda;
   }
   std::vector<std::string> out;
+  out.reserve(env.size() + 1);
   for (const auto& [k, v] : env)
     out.push_back(k + "=" + v);
   out.push_back(marker);
@@ -205,8 +204,7 @@ Status LocalBackend::Create(const store::Playground& row, const Spec& spec) {
   std::optional<std::vector<int>> gpu_ids;
   if (options_.machine != nullptr) {
     gpu_ids.emplace();
-    const Status held =
-        options_.machine->Hold(Holder(row.id), Cpus(spec), spec.gpus, lock, &*gpu_ids);
+    Status held = options_.machine->Hold(Holder(row.id), Cpus(spec), spec.gpus, lock, &*gpu_ids);
     if (!held.ok()) return held;
   }
   // Gives the share back unless the server was started (then its lock ends the share).

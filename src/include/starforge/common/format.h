@@ -21,7 +21,7 @@ std::string NowRfc3339();  // FormatRfc3339 of now
 
 // RFC 3339 ("2026-11-29T12:00:00Z", fractions to the millisecond, "+02:00" offsets; 't' or ' '
 // for 'T') → Unix milliseconds; nullopt unless the whole text is one timestamp.
-std::optional<int64_t> ParseRfc3339(std::string_view text);
+std::optional<int64_t> ParseRfc3339(std::string_view s);
 
 // Unix seconds of a calendar time in UTC (timegm: out-of-range fields roll over, so callers that
 // must refuse 31 February check a round trip).

@@ -39,8 +39,9 @@ struct Error {
 template <typename T>
 class Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit on purpose, like expected
-  Result(Error error) : v_(std::move(error)) {}
+  // Implicit on purpose, as std::expected's: `return value;` and `return Error{…};` both work.
+  Result(T value) : v_(std::move(value)) {}      // NOLINT(google-explicit-constructor)
+  Result(Error error) : v_(std::move(error)) {}  // NOLINT(google-explicit-constructor)
   bool ok() const { return v_.index() == 0; }
   explicit operator bool() const { return ok(); }
   const T& value() const& { return std::get<0>(v_); }

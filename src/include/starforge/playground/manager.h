@@ -93,6 +93,6 @@ class Manager {
 
 // JSON of a playground for the API ({id, owner, fleet, state, reason, message, spec, expiresAt,
 // …, url}).
-nlohmann::json ToJson(const store::Playground& row);
+nlohmann::json ToJson(const store::Playground& p);
 
 }  // namespace starforge::playground

@@ -40,10 +40,10 @@ struct ParseResult {
 
 // Reads a request body ({model, fleet?, series?, gpus?, ttlSeconds?, image?, servedModelName?,
 // args?, cpus?, memory?}); unknown fields are errors.
-ParseResult Parse(const nlohmann::json& body, const config::Config& config);
+ParseResult Parse(const nlohmann::json& body, const config::Config& cfg);
 
-nlohmann::json ToJson(const Spec& spec);      // the request's field names
-Spec FromJson(const nlohmann::json& stored);  // ToJson's inverse (stored rows)
+nlohmann::json ToJson(const Spec& spec);  // the request's field names
+Spec FromJson(const nlohmann::json& j);   // ToJson's inverse (stored rows)
 
 // Where the model lives. A path on the storage volume names the job that wrote it.
 struct ModelLocation {
