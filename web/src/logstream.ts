@@ -1,14 +1,7 @@
 // Follows a job's driver log over the API's Server-Sent Events stream (docs/api.md, Logs).
 // EventSource cannot send an Authorization header, so the stream is read with fetch and parsed
 // here; a stream that closes without its `end` event is resumed from the last byte offset.
-import { authHeaders, unauthorized } from "./api";
-
-export interface LogEnd {
-  phase: string;
-  reason: string;
-  message: string;
-  exitCode: number | null;
-}
+import { authHeaders, type LogEnd, unauthorized } from "./api";
 
 export interface SseEvent {
   id: string | null;
@@ -64,7 +57,7 @@ export async function* sseEvents(body: NonNullable<Response["body"]>): AsyncGene
 export function followLog(
   jobId: string,
   onLines: (lines: string[]) => void,
-  onEnd: (end: LogEnd) => void,
+  onEnd: (end: LogEnd | null) => void, // null: the end event's data could not be read
   onError: (message: string) => void,
 ): () => void {
   const abort = new AbortController();
@@ -93,7 +86,7 @@ export function followLog(
             try {
               onEnd(JSON.parse(ev.data) as LogEnd);
             } catch {
-              onEnd({ phase: "", reason: "", message: "", exitCode: null });
+              onEnd(null);
             }
           }
         }

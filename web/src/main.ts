@@ -1,7 +1,7 @@
 // The console's shell: sign-in, navigation and a client-side router over the History API.
 // Every page is a function that renders into <main> and returns a cleanup (stops its polling).
 import "./style.css";
-import { ApiError, errorFrom, getJson, setToken, setUnauthorizedHandler, token, type Whoami } from "./api";
+import { ApiError, errorFrom, getJson, setToken, setUnauthorizedHandler, token, type LoginToken, type Whoami } from "./api";
 import { clear, h, link } from "./dom";
 import { JOBSPEC_REFERENCE } from "./examples";
 import { capacityPage } from "./pages/capacity";
@@ -207,7 +207,7 @@ async function loginFromLink(): Promise<void> {
       cache: "no-store",
     });
     if (!res.ok) throw await errorFrom(res.status, await res.text());
-    setToken(((await res.json()) as { token: string }).token);
+    setToken(((await res.json()) as LoginToken).token);
     me = null;
     return render();
   } catch (e) {

@@ -3,16 +3,7 @@
 // line per scalar with its axes is ~100 lines, costs nothing in the bundle, needs no inline
 // style under the CSP, and its points are in the DOM for the tests to count).
 
-export type Point = [number | null, number];
-export interface MetricsAnswer {
-  series: { name: string; points: Point[] }[];
-  offset: number;
-  size: number;
-  lines: number;
-  skipped: number;
-  complete: boolean;
-  warning?: string;
-}
+import type { MetricsAnswer } from "./api";
 
 export const MAX_SERIES = 24; // charts drawn at most
 export const MAX_POINTS = 100_000; // points kept per series (the oldest half thinned beyond)
@@ -39,6 +30,9 @@ export class MetricSeries {
         this.series.set(s.name, pts);
       }
       for (const [step, value] of s.points) {
+        // A [step, value] point: OpenAPI 3.0 cannot type an array's positions apart, so the
+        // schema lets the value be null as the step may; the server never sends a null value.
+        if (value === null) continue;
         const x = step ?? (pts.length ? pts[pts.length - 1][0] + 1 : 0);
         pts.push([x, value]);
       }

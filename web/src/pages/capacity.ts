@@ -2,7 +2,17 @@
 // prints and the scheduler places on); for the kuberay fleet per card series, drawn as bars,
 // with each blocked node and why. Kept live by the capacity watch (GET /api/v1/capacity?watch=1,
 // sent when the numbers change); re-read every 5 s where there is no stream.
-import { getJson, type Capacity, type FleetCapacity, type SeriesCapacity } from "../api";
+import {
+  type Capacity,
+  type FleetCapacity,
+  fleetError,
+  fleetUnavailable,
+  getJson,
+  type KubeRayFleetCapacity,
+  kuberayFleet,
+  localFleet,
+  type SeriesCapacity,
+} from "../api";
 import { clear, h, link } from "../dom";
 import { bytes } from "../format";
 import { live, type LiveMode } from "../live";
@@ -78,24 +88,26 @@ export function bar(label: string, used: number, total: number, blocked = 0): HT
 
 function fleetCard(f: FleetCapacity): HTMLElement {
   const heading = h("h2", null, `Fleet ${f.fleet}`);
-  if (f.available === false)
+  if (fleetUnavailable(f))
     return h(
       "section",
       { class: "card", "data-fleet": f.fleet },
       heading,
       h("p", { class: "muted" }, f.message ?? "Not configured on this server (docs/kuberay-fleet.md says what it needs)."),
     );
-  if (f.error) return h("section", { class: "card", "data-fleet": f.fleet }, heading, h("p", { class: "error" }, f.error));
-  if (f.series) return kuberayCard(f, heading);
+  if (fleetError(f)) return h("section", { class: "card", "data-fleet": f.fleet }, heading, h("p", { class: "error" }, f.error));
+  if (kuberayFleet(f)) return kuberayCard(f, heading);
+  // The schema's four kinds of entry end with the local fleet's.
+  if (!localFleet(f)) return h("section", { class: "card", "data-fleet": f.fleet }, heading);
   return h(
     "section",
     { class: "card", "data-fleet": f.fleet },
     heading,
-    h("p", { class: "muted" }, `host ${f.host ?? "?"} · ${f.running ?? 0} running, ${f.waiting ?? 0} waiting · memory ${bytes(f.memoryBytes ?? 0)}`),
-    meterRow("CPUs", f.cpusInUse ?? 0, f.cpus ?? 0),
+    h("p", { class: "muted" }, `host ${f.host} · ${f.running} running, ${f.waiting} waiting · memory ${bytes(f.memoryBytes)}`),
+    meterRow("CPUs", f.cpusInUse, f.cpus),
     // A machine without GPUs gets no GPU bar ("0 / 0" says nothing).
-    f.gpus ? meterRow("GPUs", f.gpusInUse ?? 0, f.gpus) : h("p", { class: "muted", id: `${f.fleet}-no-gpus` }, "No GPUs on this machine."),
-    f.jobs?.length
+    f.gpus ? meterRow("GPUs", f.gpusInUse, f.gpus) : h("p", { class: "muted", id: `${f.fleet}-no-gpus` }, "No GPUs on this machine."),
+    f.jobs.length
       ? h(
           "table",
           { "aria-label": `Jobs holding the ${f.fleet} fleet` },
@@ -122,12 +134,12 @@ function meterRow(label: string, used: number, total: number, blocked = 0, extra
   );
 }
 
-function kuberayCard(f: FleetCapacity, heading: HTMLElement): HTMLElement {
+function kuberayCard(f: KubeRayFleetCapacity, heading: HTMLElement): HTMLElement {
   return h(
     "section",
     { class: "card", "data-fleet": f.fleet },
     heading,
-    h("p", { class: "muted" }, `namespace ${f.namespace ?? "?"} · card series from node label ${f.gpuNodeLabel ?? "?"}`),
+    h("p", { class: "muted" }, `namespace ${f.namespace} · card series from node label ${f.gpuNodeLabel ?? "?"}`),
     (f.series ?? []).length === 0 ? h("p", null, "No nodes.") : null,
     (f.series ?? []).map(seriesBlock),
   );

@@ -2,12 +2,26 @@
 // diagnosis), the phase timeline, the event view, the driver log (follow, search, download),
 // the JobSpec and the capsule; cancel and submit again. Kept live by the API's job watch
 // (live.ts), polled when there is none.
-import { ApiError, getJson, postJson, request, TERMINAL, type CapsuleInfo, type Job, type JobEvent } from "../api";
+import {
+  ApiError,
+  type Artifacts,
+  type CapsuleInfo,
+  type EventList,
+  getJson,
+  type Job,
+  type JobDetail,
+  type JobEvent,
+  type JobWithSpec,
+  type MetricsAnswer,
+  postJson,
+  request,
+  TERMINAL,
+} from "../api";
 import { clear, h, kv, link } from "../dom";
 import { age, bytes, clock, duration, eventObject, lastError, mergeEchoes, statusLine, timelineSegments, toYaml } from "../format";
 import { live } from "../live";
 import { followLog } from "../logstream";
-import { drawChart, formatValue, MetricSeries, type MetricsAnswer } from "../metrics";
+import { drawChart, formatValue, MetricSeries } from "../metrics";
 import type { Cleanup, Ctx } from "../main";
 import { drawEvents, eventsTable } from "./events";
 
@@ -94,13 +108,15 @@ export function jobPage(ctx: Ctx, id: string): Cleanup {
       scrollLog();
     },
     (end) => {
-      setStreamStatus(`${plural(lines.length + dropped, "line")}; the job ended ${end.phase}${end.exitCode !== null ? ` (exit ${end.exitCode})` : ""}`);
+      setStreamStatus(`${plural(lines.length + dropped, "line")}; the job ended${end ? ` ${end.phase}` : ""}${end && end.exitCode !== null ? ` (exit ${end.exitCode})` : ""}`);
     },
     (msg) => setStreamStatus(msg),
   );
 
   // ---- cancel / submit again ----
-  let job: Job | null = null;
+  // The job as last read (JobDetail), or as the cancel answered (a Job: no spec or timeline until
+  // the refresh that follows).
+  let job: JobDetail | null = null;
   const renderActions = () => {
     if (!job) return;
     const again = h("button", { type: "button", id: "submit-again" }, "Edit and run…");
@@ -119,7 +135,7 @@ export function jobPage(ctx: Ctx, id: string): Cleanup {
         body.append("spec", new Blob([JSON.stringify(job!.spec)], { type: "application/json" }), "job.json");
         body.append("capsuleSha256", job!.capsule!.sha256);
         const res = await request("/api/v1/jobs", { method: "POST", body });
-        const created = (await res.json()) as Job;
+        const created = (await res.json()) as JobWithSpec;
         ctx.navigate(`/jobs/${encodeURIComponent(created.id)}`);
       } catch (e) {
         error.textContent = `Cannot run it again: ${(e as Error).message}`;
@@ -159,7 +175,7 @@ export function jobPage(ctx: Ctx, id: string): Cleanup {
     }
     if (failure && job) renderJob(job, events);
   };
-  const renderJob = (j: Job, events: JobEvent[]) => {
+  const renderJob = (j: JobDetail, events: JobEvent[]) => {
     const now = Date.now();
     clear(title, j.name, " ", h("span", { class: "mono muted" }, j.id));
     clear(
@@ -292,7 +308,7 @@ export function jobPage(ctx: Ctx, id: string): Cleanup {
     // have would be a 404 in the browser's console.
     let listed: string[] = [];
     try {
-      const a = await getJson<{ items: { name: string }[] }>(`${path}/artifacts`);
+      const a = await getJson<Artifacts>(`${path}/artifacts`);
       listed = a.items.map((f) => f.name).filter((n) => n !== "driver.log");
     } catch {
       // An older server: none shown.
@@ -407,7 +423,7 @@ export function jobPage(ctx: Ctx, id: string): Cleanup {
 
   let stopLive: () => void = () => {};
   let events: JobEvent[] = [];
-  const show = (j: Job) => {
+  const show = (j: JobDetail) => {
     const changed = !job || job.phase !== j.phase || job.cancelRequested !== j.cancelRequested;
     job = j;
     document.title = `${j.name} (${j.phase}) · StarForge`;
@@ -424,7 +440,7 @@ export function jobPage(ctx: Ctx, id: string): Cleanup {
   // The job and its events with plain requests: when there is no watch stream, and after a cancel.
   const refresh = async () => {
     try {
-      const [j, ev] = await Promise.all([getJson<Job>(path), getJson<{ items: JobEvent[] }>(`${path}/events`)]);
+      const [j, ev] = await Promise.all([getJson<JobDetail>(path), getJson<EventList>(`${path}/events`)]);
       events = ev.items;
       show(j);
       if (TERMINAL.has(j.phase) && j.cleanup.logsArchived && j.cleanup.released) stopLive();
@@ -435,9 +451,9 @@ export function jobPage(ctx: Ctx, id: string): Cleanup {
   };
   const onEvent = (ev: { event: string; data: string }) => {
     try {
-      if (ev.event === "job") show(JSON.parse(ev.data) as Job);
+      if (ev.event === "job") show(JSON.parse(ev.data) as JobDetail);
       else if (ev.event === "events") {
-        events = (JSON.parse(ev.data) as { items: JobEvent[] }).items;
+        events = (JSON.parse(ev.data) as EventList).items;
         if (job) renderJob(job, events);
       } else if (ev.event === "end") stopLive(); // nothing changes any more
     } catch (e) {

@@ -2,7 +2,7 @@
 // job), the TTL counting down, extend and stop, a chat box whose answer streams in token by token
 // through the API's OpenAI-compatible route (chat.ts), the Kubernetes events while it is not
 // Ready, and the vLLM server's log. Re-read every 2 s until it has ended and been released.
-import { ApiError, getJson, request, sendJson, type Playground, type PlaygroundEvent } from "../api";
+import { ApiError, getJson, request, sendJson, type Playground, type PlaygroundEventList } from "../api";
 import { streamChat, type ChatMessage } from "../chat";
 import { clear, h, kv, link } from "../dom";
 import type { Cleanup, Ctx } from "../main";
@@ -148,7 +148,7 @@ export function playgroundPage(ctx: Ctx, id: string): Cleanup {
     try {
       await streamChat(
         pg.openaiBaseUrl,
-        pg.spec.servedModelName,
+        pg.spec.servedModelName ?? "",
         history,
         (piece) => {
           got += piece;
@@ -203,8 +203,8 @@ export function playgroundPage(ctx: Ctx, id: string): Cleanup {
       kv("Owner", p.owner),
       kv("Fleet", p.fleet),
       kv("Model", p.spec.model),
-      kv("Served as", p.spec.servedModelName),
-      kv("Image", p.spec.image),
+      kv("Served as", p.spec.servedModelName ?? ""),
+      kv("Image", p.spec.image ?? ""),
       kv("GPUs", `${p.spec.gpus} of ${p.spec.series || "any series"}`),
       kv("Created", p.createdAt),
       kv("Ready", p.readyAt ?? "—"),
@@ -222,7 +222,7 @@ export function playgroundPage(ctx: Ctx, id: string): Cleanup {
       apply(p);
       // The events explain a playground that is not Ready; once it is (or has ended), the API
       // has none and the section goes.
-      const events = p.state !== "Ready" && !PLAYGROUND_ENDED.has(p.state) ? (await getJson<{ items: PlaygroundEvent[] }>(`${path}/events`)).items : [];
+      const events = p.state !== "Ready" && !PLAYGROUND_ENDED.has(p.state) ? (await getJson<PlaygroundEventList>(`${path}/events`)).items : [];
       drawEvents(eventsBody, events);
       eventsSection.hidden = events.length === 0;
       if (PLAYGROUND_ENDED.has(p.state) && p.released) stopPoll();

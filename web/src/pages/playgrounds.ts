@@ -1,7 +1,17 @@
 // Playgrounds: the user's playgrounds (an admin's: everyone's) with their state and the TTL
 // counting down, and the form that starts one (model, card series, GPUs, TTL) — POST
 // /api/v1/playgrounds, then the playground's page. Re-read every 3 s (a handful of rows).
-import { type ApiError, getJson, sendJson, type Capacity, type Playground } from "../api";
+import {
+  type ApiError,
+  type Capacity,
+  fleetError,
+  fleetUnavailable,
+  getJson,
+  kuberayFleet,
+  type Playground,
+  type PlaygroundList,
+  sendJson,
+} from "../api";
 import { clear, h, link } from "../dom";
 import type { Cleanup, Ctx } from "../main";
 import { countdown, parseDuration, PLAYGROUND_ENDED, ttlLeft } from "../playground";
@@ -134,13 +144,13 @@ export function playgroundsPage(ctx: Ctx): Cleanup {
   // The series the kuberay fleet has, as suggestions.
   void getJson<Capacity>("/api/v1/capacity")
     .then((cap) => {
-      const names = cap.fleets.flatMap((f) => (f.series ?? []).map((s) => s.series)).filter(Boolean);
+      const names = cap.fleets.flatMap((f) => (kuberayFleet(f) ? (f.series ?? []) : []).map((s) => s.series)).filter(Boolean);
       clear(seriesList, [...new Set(names)].map((n) => h("option", { value: n })));
       const chosen = fleet.value;
       clear(
         fleet,
         h("option", { value: "" }, "the server's default"),
-        cap.fleets.filter((f) => f.available !== false && !f.error).map((f) => h("option", { value: f.fleet }, f.fleet)),
+        cap.fleets.filter((f) => !fleetUnavailable(f) && !fleetError(f)).map((f) => h("option", { value: f.fleet }, f.fleet)),
       );
       fleet.value = chosen;
     })
@@ -150,7 +160,7 @@ export function playgroundsPage(ctx: Ctx): Cleanup {
 
   const stopPoll = poll(async () => {
     try {
-      items = (await getJson<{ items: Playground[] }>("/api/v1/playgrounds")).items;
+      items = (await getJson<PlaygroundList>("/api/v1/playgrounds")).items;
       readAt = Date.now();
       draw();
       status.textContent = `Updated ${new Date().toLocaleTimeString()} (every ${POLL_MS / 1000} s).`;
