@@ -349,7 +349,7 @@ struct KubeRayFleet::Impl {
     // A RayJob gone is its job's end too: the last step of its release (StarForge deleted it and
     // the operator's finalizer let it go), or, deleted by someone else, what ends a live job. Its
     // job waits with the ended jobs, not behind a burst of live jobs' changes (which held a
-    // release up to 1.8 s at N = 1,000; docs/kuberay-fleet.md, "Seventh round").
+    // release up to 1.8 s at N = 1,000 in bench/kuberay_fleet_scale.sh).
     rayjob_changes.on_delete = [this](const json& obj) {
       ForgetCreated(Name(obj));
       RememberGone(obj);
