@@ -1278,8 +1278,7 @@ TEST_F(Api, ACapacityWatchSendsTheNumbersWhenTheyChangeWithoutOtherUsersJobIds) 
   // The first thing the watch from the list's resourceVersion sent is the change: bob's job,
   // "starting" (in use, not yet counted as running) when the watch saw its launch, else "running".
   EXPECT_NE(from_list.events()[0].id, rv);
-  EXPECT_THAT(LocalCapacity(json::parse(from_list.events()[0].data))["jobs"].dump(),
-              HasSubstr(id));
+  EXPECT_THAT(LocalCapacity(json::parse(from_list.events()[0].data))["jobs"].dump(), HasSubstr(id));
   // Eve sees bob's job as a count, never its id, in every event.
   for (const auto& e : eves.events()) {
     EXPECT_THAT(e.data, Not(HasSubstr(id)));
