@@ -6,7 +6,7 @@
 # [tool.uv.sources]
 # starforge = { path = "../../python" }
 # ///
-"""The closed loop of issue 7: `forge serve` with the kuberay fleet, then jobs through the SDK.
+"""The closed loop of the kuberay fleet: `forge serve` with the kuberay fleet, then jobs through the SDK.
 
     uv run python scripts/e2e/kuberay_loop.py                  # on the simulator (scripts/test)
     uv run python scripts/e2e/kuberay_loop.py --kubeconfig PATH   # on a real cluster: 1-5
@@ -29,7 +29,7 @@ build`, `storage put`), kubectl for what the cluster holds.
 
 On the simulator it starts kubesim (API server + KubeRay operator, scheduler, kubelet and Ray
 emulator; nodes: h200 × 8 GPUs, one cordoned, and h100) and s3rver (tools/s3peer) itself.
-Scenarios (issue 7 §7): 1 a 2-pool job that succeeds (phases in order, logs archived and served
+Scenarios: 1 a 2-pool job that succeeds (phases in order, logs archived and served
 by the API and `forge logs`, RayJob deleted, nothing left); 2 a missing image → ImagePullFailed in
 `forge describe`, then PreRunningDeadlineExceeded; 3 more than is free → Unschedulable (naming the
 cordoned node; not with --kubeconfig), cancelled with `forge cancel`; 4 exit code 3 → Failed/
@@ -548,7 +548,7 @@ class Loop:
         if self.sim:
             h = subprocess.run([self.kubesim_bin, "--help"], capture_output=True, text=True)
             if "--controllers" not in h.stdout + h.stderr:
-                raise Skip("this kubesim has no controllers (issue 5), so nothing would run the RayJobs")
+                raise Skip("this kubesim has no controllers, so nothing would run the RayJobs")
 
     # -- the pod network (kubesim --pod-network netns, kubesim-node) -----------------------------
     @staticmethod

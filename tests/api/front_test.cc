@@ -1,4 +1,4 @@
-// The HTTP front under hostile clients (issue 14 §2, docs/security.md): caps on connections
+// The HTTP front under hostile clients (docs/security.md): caps on connections
 // answered with Retry-After, request heads held to a deadline, bursts answered rather than
 // reset, and uploads that hold disk space before they write it. Bounded: every wait has an end,
 // and no test asserts how long anything took.

@@ -1,4 +1,4 @@
-"""Every answer of a real `forge serve` validates against src/api/openapi.json (issue 36, §1).
+"""Every answer of a real `forge serve` validates against src/api/openapi.json.
 
 ctest api.openapi_responses: pytest from build/tools/sdk-venv (scripts/bootstrap) with
 STARFORGE_FORGE_BIN. A server of its own (local fleet, a port the kernel picks, temporary

@@ -1758,7 +1758,7 @@ TEST_F(Api, CapsulesCheckedWhileTheyArriveRefuseWhatDisagreesOrIsCutShort) {
 namespace starforge::api {
 namespace {
 
-// forge submit's way since the sixth pass (docs/api.md, "Uploading a capsule"): the JobSpec
+// forge submit's way (docs/api.md, "Uploading a capsule"): the JobSpec
 // first (POST /api/v1/uploads, checked before any code is sent), then the capsule as the plain
 // body of PUT /api/v1/uploads/{id}, checked as it arrives like a "capsule" part. Whatever is
 // refused leaves no job and no file; an upload is its owner's, and used once.

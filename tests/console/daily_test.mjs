@@ -1,4 +1,4 @@
-// The console for daily work (issue 39), in Chromium against `forge serve` on the local fleet:
+// The console for daily work, in Chromium against `forge serve` on the local fleet:
 // training curves drawn from a job's metrics.jsonl and growing while tiny-train runs; the job
 // page asking only for the files the server lists (no 404 in the browser's console); a new
 // user's empty state leading to a first job from the tiny-train example with no code picked;

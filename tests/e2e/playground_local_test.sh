@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Playgrounds on the local fleet (issue 16): forge serve runs FORGE_LOCAL_VLLM_COMMAND as a
+# Playgrounds on the local fleet: forge serve runs FORGE_LOCAL_VLLM_COMMAND as a
 # sandboxed process on a loopback port. The command here is kubesim's vLLM emulator, installed in
 # a prefix of its own (<prefix>/bin/vllm), as vLLM would be in a virtualenv.
 #   the command missing → start refused naming FORGE_LOCAL_VLLM_COMMAND; installed (while forge

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Playgrounds end to end (issue 16): forge serve with the kuberay fleet on kubesim, whose pods run
+# Playgrounds end to end: forge serve with the kuberay fleet on kubesim, whose pods run
 # kubesim's vLLM emulator as `vllm serve`; everything through the CLI, curl and the official
 # `openai` Python client (build/tools/openai-venv, scripts/bootstrap).
 #   start → Pending → Ready; chat streams (CLI, and openai through forge serve); another user gets

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# StarForge installed by its own chart on a real node (issue 34 §3, first part): the real control
+# StarForge installed by its own chart on a real node: the real control
 # plane on a non-loopback address (tools/k8s/controlplane --address), one real node with the real
 # kube-proxy (tools/k8s/node/node --proxy), StarForge's image built from deploy/image/Dockerfile
 # (deploy/image/build-local --prebuilt) and imported into the node, the vendored KubeRay CRDs, an

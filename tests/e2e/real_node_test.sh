@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A real node (issue 34 §1): the real kubelet v1.32 with Debian's containerd + runc
+# A real node: the real kubelet v1.32 with Debian's containerd + runc
 # (tools/k8s/node/node) joined to the real control plane (tools/k8s/controlplane). Checks, in order:
 #   - the Node registers and is Ready, kubelet v1.32.N, runtime containerd://;
 #   - a pod of a locally built image (busybox, never pulled) runs in a real container: its

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A playground on the real stack (issue 16): the real kube-apiserver v1.32, scheduler and
+# A playground on the real stack: the real kube-apiserver v1.32, scheduler and
 # controllers (tools/k8s/controlplane), kubesim-node as the GPU node with a network namespace per
 # pod (non-loopback pod IPs, so the real EndpointSlice controller gives the Service an endpoint),
 # kubesim's vLLM emulator as `vllm serve` in the pod. forge serve runs as the `forge`

@@ -1,4 +1,4 @@
-// Behaviour of Render: the RayJob shape the spec requires, item by item (issue #2 §4).
+// Behaviour of Render: the RayJob shape the spec requires, item by item (docs/kuberay-fleet.md).
 #include "starforge/kuberay/render.h"
 
 #include <gmock/gmock.h>

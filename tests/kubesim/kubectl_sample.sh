@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 5's "done when": on a kubesim with a small node inventory and all its controllers
+# On a kubesim with a small node inventory and all its controllers
 # (operator, Job controller, scheduler, kubelet, the Ray emulator in the pods), `kubectl apply -f`
 # of KubeRay's own ray-job.sample.yaml walks the real state sequence and ends Failed/AppFailed with
 # `ModuleNotFoundError: No module named 'ray'` in the driver log (no machine here has the ray

@@ -183,7 +183,7 @@ Response PostForm(const std::string& url, const std::vector<FormPart>& parts) {
 }
 
 // Several `forge submit`s from one directory at once: one removes the capsule another is about to
-// send (issue 20). Here the file goes after the request is under way and before its body is read
+// send. Here the file goes after the request is under way and before its body is read
 // (in the server's answer to `Expect: 100-continue`, which libcurl sends for bodies over 1 MiB):
 // it is still sent whole, where libcurl's own file parts said "read function returned funny
 // value".

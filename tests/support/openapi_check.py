@@ -1,4 +1,4 @@
-"""Holds the API's answers to src/api/openapi.json, strictly (issue 36, "One wire schema").
+"""Holds the API's answers to src/api/openapi.json, strictly: one wire schema.
 
 Every answer a test receives is looked up by method, path and status in the OpenAPI document;
 a status the operation does not declare fails, and a JSON body is validated against the

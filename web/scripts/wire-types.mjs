@@ -1,4 +1,4 @@
-// The console's wire types, generated from the API's one schema (src/api/openapi.json, issue 36)
+// The console's wire types, generated from the API's one schema (src/api/openapi.json)
 // by openapi-typescript (a pinned devDependency) into src/wire.gen.ts; web/src/api.ts names them.
 //
 //   npm run wire-types            rewrite src/wire.gen.ts from src/api/openapi.json

@@ -177,7 +177,7 @@ void Server::ServiceProxy(const httplib::Request& req, httplib::Response& res, c
       // and the service port's targetPort, as the service's Endpoints would.
       // Candidates from the label index, the selector's rarest pair: listing every pod of the
       // namespace made each proxied request O(pods) under the store's lock (7.6 % of kubesim's
-      // CPU with 1,000 jobs running, issue 20). kube-apiserver reads the service's Endpoints.
+      // CPU with 1,000 jobs running). kube-apiserver reads the service's Endpoints.
       std::vector<const json*> candidates;
       const json& selector = Field(Field(*svc, "spec"), "selector");
       if (selector.is_object()) {

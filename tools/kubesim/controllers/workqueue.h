@@ -117,12 +117,12 @@ class WorkQueue {
     queued_[key] = {to_events, ++seq_};
     (to_events ? events_ : due_).emplace_back(key, seq_);
     // One key, one worker: with all of them (16 RayJob workers) woken for each key, 5 % of
-    // kubesim's profile at 1,000 RayJobs was workers waking to find nothing (issue 20).
+    // kubesim's profile at 1,000 RayJobs was workers waking to find nothing.
     cv_.notify_one();
   }
   // The requeues that came due, the longest due first: by_time_ is in that order, so this costs
   // what is due, not what waits (a scan of every delayed key on every Get was a tenth of
-  // kubesim's CPU at 1,000 RayJobs, issue 20).
+  // kubesim's CPU at 1,000 RayJobs).
   void PromoteLocked() {
     const auto now = Clock::now();
     while (!by_time_.empty() && by_time_.begin()->first <= now) {

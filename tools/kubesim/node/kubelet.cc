@@ -1042,7 +1042,7 @@ bool Kubelet::EnsureSandbox(Pod& p, const json& pod) {
   // Every service that exists now, as cluster DNS would answer. The services informer is a
   // stream of its own and can lag the pods' one (this pod and the endpoint pods it names are in
   // the pod view already: their events came before this pod's, in one stream): under load a pod
-  // started after a service and its ready endpoint found no line for it (issue 33).
+  // started after a service and its ready endpoint found no line for it.
   RefreshServices();
   p.hosts_lines = RenderServiceLines(p.ns, ServiceAddresses(&p.hosts_gen));
   p.hosts_content = RenderHosts(pod, p.ip, p.hosts_lines, LocalhostIp());
