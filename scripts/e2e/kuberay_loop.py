@@ -973,6 +973,15 @@ class Loop:
         self.forge("storage", "put", str(out), f"capsules/sha256-{m.group(1)}.zip")
         return m.group(1)
 
+    def refused_by_fetch_check(self, job: Any) -> None:
+        """A job whose capsule was tampered with: the init container's SHA-256 check stops its
+        pods (CapsuleFetchFailed, SHA-256 mismatch in describe); cancelled, it releases all."""
+        self.describe_has(job, "CapsuleFetchFailed", 60)
+        self.describe_has(job, "SHA-256 mismatch", 5)
+        self.cancel(job)
+        self.wait_phase(job, "Cancelled", 60)
+        self.wait_released(job)
+
     def cancel(self, job: Any) -> None:
         c = job.cancel()
         if not c.cancel_requested and c.phase not in TERMINAL:
@@ -1199,11 +1208,7 @@ class Loop:
             job.refresh()
         if job.capsule is None or job.capsule.sha256 != sha:
             fail(f"job {job.id}: its capsule is {job.capsule}, not the tampered sha256-{sha}")
-        self.describe_has(job, "CapsuleFetchFailed", 60)
-        self.describe_has(job, "SHA-256 mismatch", 5)
-        self.cancel(job)
-        self.wait_phase(job, "Cancelled", 60)
-        self.wait_released(job)
+        self.refused_by_fetch_check(job)
         return f"job {job.id}: capsule sha256-{sha[:12]}… tampered → CapsuleFetchFailed (SHA-256 mismatch)"
 
     def s7_kill_serve(self) -> str:
@@ -1351,11 +1356,7 @@ class Loop:
         sha = self.tamper_capsule(self.code, spec, "real-tampered-http")
         job = self.submit("real-tampered-http", spec)
         say(f"R5 (real Ray): tampered capsule sha256-{sha[:12]}… over http: job {job.id}")
-        self.describe_has(job, "CapsuleFetchFailed", 60)
-        self.describe_has(job, "SHA-256 mismatch", 5)
-        self.cancel(job)
-        self.wait_phase(job, "Cancelled", 60)
-        self.wait_released(job)
+        self.refused_by_fetch_check(job)
         return f"job {job.id}: CapsuleFetchFailed (SHA-256 mismatch), cancelled"
 
     def use_https_s3(self) -> str:
