@@ -89,7 +89,7 @@ std::optional<CapsuleInfo> LoadCapsuleInfo(objstore::ObjectStore& objects,
   const std::string key = capsule::ObjectKey(sha256);
   auto head = objects.Head(key);
   if (!head.ok()) {
-    *error = "looking up " + key + ": " + head.error().message;
+    *error = "looking up " + key + ": " + head.status().message();
     return std::nullopt;
   }
   if (!head.value()) {
@@ -112,7 +112,7 @@ std::optional<CapsuleInfo> LoadCapsuleInfo(objstore::ObjectStore& objects,
                         std::to_string(++downloads) + ".zip");
     auto got = objects.GetFile(key, file.string());
     if (!got.ok()) {
-      *error = "downloading " + key + ": " + got.error().message;
+      *error = "downloading " + key + ": " + got.status().message();
       return std::nullopt;
     }
     downloaded = true;

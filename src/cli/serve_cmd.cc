@@ -284,7 +284,7 @@ int Serve(Context& c, const ServeOptions& o) {
   if (!db) return kExitConfig;
   auto objects = objstore::Open(cfg);
   if (!objects) {
-    c.err << "forge serve: " << objects.error().message << "\n";
+    c.err << "forge serve: " << objects.status().message() << "\n";
     return kExitConfig;
   }
   spdlog::info("store {}, objects in {}", (control / "starforge.db").string(),

@@ -35,15 +35,15 @@ std::unique_ptr<objstore::ObjectStore> OpenStore(Context& c, int* exit_code) {
   }
   auto store = objstore::Open(cfg);
   if (!store) {
-    c.err << "forge: " << store.error().message << "\n";
+    c.err << "forge: " << store.status().message() << "\n";
     *exit_code = kExitUsage;
     return nullptr;
   }
   return std::move(store).value();
 }
 
-int Fail(Context& c, const std::string& what, const objstore::Error& e) {
-  c.err << "forge: " << what << ": " << e.message << "\n";
+int Fail(Context& c, const std::string& what, const Status& e) {
+  c.err << "forge: " << what << ": " << e.message() << "\n";
   return kExitInvalid;
 }
 
@@ -74,7 +74,7 @@ void RegisterStorageCommands(Registry& registry) {
         auto meter = MeterFor(c, "put " + opts->key);
         auto r = store->PutFile(opts->key, opts->file, Feed(meter.get()));
         if (meter) meter->Finish();
-        if (!r) return Fail(c, "storage put", r.error());
+        if (!r) return Fail(c, "storage put", r.status());
         if (r->already_present) {
           c.out << opts->key << ": already stored (" << r->size << " bytes); 0 bytes uploaded\n";
         } else {
@@ -93,7 +93,7 @@ void RegisterStorageCommands(Registry& registry) {
     auto meter = MeterFor(c, "get " + opts->key);
     auto r = store->GetFile(opts->key, opts->file, Feed(meter.get()));
     if (meter) meter->Finish();
-    if (!r) return Fail(c, "storage get", r.error());
+    if (!r) return Fail(c, "storage get", r.status());
     c.out << opts->key << ": " << r.value() << " bytes written to " << opts->file << "\n";
     return kExitOk;
   });
@@ -107,7 +107,7 @@ void RegisterStorageCommands(Registry& registry) {
                      auto store = OpenStore(c, &code);
                      if (!store) return code;
                      auto r = store->Head(opts->key);
-                     if (!r) return Fail(c, "storage head", r.error());
+                     if (!r) return Fail(c, "storage head", r.status());
                      if (!r.value()) {
                        c.err << "forge: object \"" << opts->key << "\" does not exist in "
                              << store->Describe() << "\n";
@@ -136,7 +136,7 @@ void RegisterStorageCommands(Registry& registry) {
         auto store = OpenStore(c, &code);
         if (!store) return code;
         auto r = store->PresignGet(opts->key, opts->expires, now);
-        if (!r) return Fail(c, "storage presign", r.error());
+        if (!r) return Fail(c, "storage presign", r.status());
         c.out << r.value() << "\n";
         return kExitOk;
       });

@@ -43,11 +43,6 @@ std::string Join(const std::vector<std::string>& lines) {
   return out;
 }
 
-bool Retryable(objstore::ErrorKind kind) {
-  return kind == objstore::ErrorKind::kUnreachable || kind == objstore::ErrorKind::kTimeout ||
-         kind == objstore::ErrorKind::kServer;
-}
-
 // What one reconcile decided.
 struct Outcome {
   enum Kind { kDone, kAfter, kRetry } kind = kAfter;
@@ -274,7 +269,7 @@ class Reconciler {
     auto put = objects_.PutFile(key, built.path.string());
     if (!put) {
       fs::remove_all(work, ec);
-      return CapsuleNotStored(job, key, put.error());
+      return CapsuleNotStored(job, key, put.status());
     }
     Failpoint("capsule-stored");
 
@@ -290,10 +285,10 @@ class Reconciler {
 
   // Retried (with an event) while the object store may come back, up to the submit deadline;
   // otherwise the job fails.
-  Outcome CapsuleNotStored(const Job& job, const std::string& key, const objstore::Error& error) {
+  Outcome CapsuleNotStored(const Job& job, const std::string& key, const Status& error) {
     const std::string message = fmt::format("cannot store the capsule as {} in {}: {}", key,
-                                            objects_.Describe(), error.message);
-    if (Retryable(error.kind)) {
+                                            objects_.Describe(), error.message());
+    if (error.retryable()) {
       store_.RecordEvent(job.id, "Warning", reasons::kCapsuleStoreRetrying, message, kSource);
       return RetryUntilSubmitDeadline(job, message);
     }
@@ -311,14 +306,14 @@ class Reconciler {
     if (!job.upload_path.empty()) {
       // The API checked it and made it durable; the upload is removed once the job moves on.
       auto put = objects_.PutFinishedFile(key, job.upload_path);
-      if (!put) return CapsuleNotStored(job, key, put.error());
+      if (!put) return CapsuleNotStored(job, key, put.status());
       detail = fmt::format("capsule {} (built by the client)", key);
     } else {
       auto head = objects_.Head(key);
       if (!head) {
         const std::string message = fmt::format("cannot look up the capsule {} in {}: {}", key,
-                                                objects_.Describe(), head.error().message);
-        if (Retryable(head.error().kind)) return RetryUntilSubmitDeadline(job, message);
+                                                objects_.Describe(), head.status().message());
+        if (head.status().retryable()) return RetryUntilSubmitDeadline(job, message);
         return Finish(job, Phase::kFailed, reasons::kStorageFailed, message);
       }
       if (!head->has_value()) {

@@ -59,13 +59,13 @@ Check ObjectStorage(const RunOptions& o) {
   auto put = o.objects->PutBytes(key, content);
   if (!put) {
     return {"object-storage", title, Verdict::kFail,
-            fmt::format("cannot write {} to {}: {}", key, where, put.error().message),
+            fmt::format("cannot write {} to {}: {}", key, where, put.status().message()),
             "check FORGE_S3_ENDPOINT and FORGE_S3_BUCKET (the bucket must exist) and that the "
             "keys may write to it"};
   }
   auto url = o.objects->PresignGet(key, 300, static_cast<std::time_t>(now));
   if (!url) {
-    return {"object-storage", title, Verdict::kFail, "cannot presign a URL: " + url.error().message,
+    return {"object-storage", title, Verdict::kFail, "cannot presign a URL: " + url.status().message(),
             "check FORGE_S3_* settings"};
   }
   try {

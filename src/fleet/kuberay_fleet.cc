@@ -913,7 +913,7 @@ struct KubeRayFleet::Impl {
     auto url = objects.PresignGet(request.capsule_key, expiry, std::time(nullptr));
     if (!url) {
       return fail(reasons::kSubmissionFailed,
-                  "cannot make a URL for the capsule: " + url.error().message, false);
+                  "cannot make a URL for the capsule: " + url.status().message(), false);
     }
     const kuberay::RenderResult rendered =
         kuberay::Render(spec, request.job_id, {url.value(), request.capsule_sha256}, o.config);

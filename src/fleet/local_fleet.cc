@@ -363,16 +363,13 @@ struct LocalFleet::Impl {
 
     auto got = store.GetFile(w.capsule_key, p.capsule_zip.string());
     if (!got) {
-      const objstore::Error& e = got.error();
-      const bool transient = e.kind == objstore::ErrorKind::kUnreachable ||
-                             e.kind == objstore::ErrorKind::kTimeout ||
-                             e.kind == objstore::ErrorKind::kServer;
-      if (e.kind == objstore::ErrorKind::kNotFound) {
+      const Status& e = got.status();
+      if (e.code() == Code::kNotFound) {
         return fail("the capsule " + w.capsule_key + " is not in the object store (" +
                         store.Describe() + ")",
                     false);
       }
-      return fail("cannot fetch the capsule " + w.capsule_key + ": " + e.message, transient);
+      return fail("cannot fetch the capsule " + w.capsule_key + ": " + e.message(), e.retryable());
     }
     if (!w.capsule_sha256.empty()) {
       const std::string digest = FileSha256(p.capsule_zip);

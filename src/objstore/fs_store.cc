@@ -21,8 +21,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-Error IoError(const std::string& what, const std::string& path, int err) {
-  return {ErrorKind::kInvalid, fmt::format("cannot {} {}: {}", what, path, std::strerror(err))};
+Status IoError(const std::string& what, const std::string& path, int err) {
+  return Failure(ErrorKind::kInvalid,
+                 fmt::format("cannot {} {}: {}", what, path, std::strerror(err)));
 }
 
 // Closes a descriptor on every path out of a function.
@@ -43,13 +44,13 @@ class Fd {
 // Streams `src` (a descriptor, or `bytes` when it is -1) into `dest` through WriteFileAtomic, so a
 // crash cannot leave a renamed but empty object behind and a listing of the store never shows a
 // half-written object as a key.
-Result<int64_t> AtomicWrite(const fs::path& dest, int src_fd, std::string_view bytes, int64_t total,
-                            const Progress& progress) {
+StatusOr<int64_t> AtomicWrite(const fs::path& dest, int src_fd, std::string_view bytes,
+                              int64_t total, const Progress& progress) {
   std::error_code ec;
   fs::create_directories(dest.parent_path(), ec);
   if (ec) {
-    return Error{ErrorKind::kInvalid,
-                 fmt::format("cannot create {}: {}", dest.parent_path().string(), ec.message())};
+    return Failure(ErrorKind::kInvalid,
+                   fmt::format("cannot create {}: {}", dest.parent_path().string(), ec.message()));
   }
   int64_t done = 0;
   auto fill = [&](int out) -> std::string {
@@ -80,7 +81,7 @@ Result<int64_t> AtomicWrite(const fs::path& dest, int src_fd, std::string_view b
     }
   };
   if (std::string error = WriteFileAtomic(dest, fill); !error.empty()) {
-    return Error{ErrorKind::kInvalid, error};
+    return Failure(ErrorKind::kInvalid, error);
   }
   return done;
 }
@@ -89,30 +90,30 @@ class FilesystemStore : public ObjectStore {
  public:
   explicit FilesystemStore(fs::path root) : root_(std::move(root)) {}
 
-  Result<PutOutcome> PutFile(const std::string& key, const std::string& path,
-                             const Progress& progress) override {
-    if (std::string why = CheckKey(key); !why.empty()) return Error{ErrorKind::kInvalid, why};
+  StatusOr<PutOutcome> PutFile(const std::string& key, const std::string& path,
+                               const Progress& progress) override {
+    if (std::string why = CheckKey(key); !why.empty()) return Failure(ErrorKind::kInvalid, why);
     Fd in(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     if (in.get() < 0) return IoError("read", path, errno);
     struct stat st {};
     if (::fstat(in.get(), &st) != 0) return IoError("read", path, errno);
     if (!S_ISREG(st.st_mode)) {
-      return Error{ErrorKind::kInvalid, fmt::format("{} is not a regular file", path)};
+      return Failure(ErrorKind::kInvalid, fmt::format("{} is not a regular file", path));
     }
     return Put(key, in.get(), {}, st.st_size, progress);
   }
 
   // A hard link renamed into place: no byte copied, nothing to sync but the directory (the
   // caller made the file durable). Another filesystem (EXDEV), or no links: a copy.
-  Result<PutOutcome> PutFinishedFile(const std::string& key, const std::string& path) override {
-    if (std::string why = CheckKey(key); !why.empty()) return Error{ErrorKind::kInvalid, why};
+  StatusOr<PutOutcome> PutFinishedFile(const std::string& key, const std::string& path) override {
+    if (std::string why = CheckKey(key); !why.empty()) return Failure(ErrorKind::kInvalid, why);
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) return IoError("read", path, errno);
     if (!S_ISREG(st.st_mode)) {
-      return Error{ErrorKind::kInvalid, fmt::format("{} is not a regular file", path)};
+      return Failure(ErrorKind::kInvalid, fmt::format("{} is not a regular file", path));
     }
-    Result<std::optional<ObjectInfo>> existing = Head(key);
-    if (!existing) return existing.error();
+    StatusOr<std::optional<ObjectInfo>> existing = Head(key);
+    if (!existing) return existing.status();
     if (existing.value()) {
       if (existing.value()->size != st.st_size)
         return SizeMismatch(key, existing.value()->size, st.st_size);
@@ -139,14 +140,14 @@ class FilesystemStore : public ObjectStore {
     return PutFile(key, path, {});
   }
 
-  Result<PutOutcome> PutBytes(const std::string& key, std::string_view bytes,
-                              const Progress& progress) override {
-    if (std::string why = CheckKey(key); !why.empty()) return Error{ErrorKind::kInvalid, why};
+  StatusOr<PutOutcome> PutBytes(const std::string& key, std::string_view bytes,
+                                const Progress& progress) override {
+    if (std::string why = CheckKey(key); !why.empty()) return Failure(ErrorKind::kInvalid, why);
     return Put(key, -1, bytes, static_cast<int64_t>(bytes.size()), progress);
   }
 
-  Result<std::optional<ObjectInfo>> Head(const std::string& key) override {
-    if (std::string why = CheckKey(key); !why.empty()) return Error{ErrorKind::kInvalid, why};
+  StatusOr<std::optional<ObjectInfo>> Head(const std::string& key) override {
+    if (std::string why = CheckKey(key); !why.empty()) return Failure(ErrorKind::kInvalid, why);
     const std::string path = PathOf(key);
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) {
@@ -154,15 +155,16 @@ class FilesystemStore : public ObjectStore {
       return IoError("stat", path, errno);
     }
     if (!S_ISREG(st.st_mode)) {
-      return Error{ErrorKind::kInvalid,
-                   fmt::format("{} is in the way of object \"{}\": not a regular file", path, key)};
+      return Failure(
+          ErrorKind::kInvalid,
+          fmt::format("{} is in the way of object \"{}\": not a regular file", path, key));
     }
     return std::optional<ObjectInfo>(ObjectInfo{st.st_size, ""});
   }
 
-  Result<int64_t> GetFile(const std::string& key, const std::string& path,
-                          const Progress& progress) override {
-    if (std::string why = CheckKey(key); !why.empty()) return Error{ErrorKind::kInvalid, why};
+  StatusOr<int64_t> GetFile(const std::string& key, const std::string& path,
+                            const Progress& progress) override {
+    if (std::string why = CheckKey(key); !why.empty()) return Failure(ErrorKind::kInvalid, why);
     const std::string src = PathOf(key);
     Fd in(::open(src.c_str(), O_RDONLY | O_CLOEXEC));
     if (in.get() < 0) return OpenError(key, src, errno);
@@ -171,8 +173,8 @@ class FilesystemStore : public ObjectStore {
     return AtomicWrite(fs::absolute(path), in.get(), {}, st.st_size, progress);
   }
 
-  Result<std::string> GetBytes(const std::string& key) override {
-    if (std::string why = CheckKey(key); !why.empty()) return Error{ErrorKind::kInvalid, why};
+  StatusOr<std::string> GetBytes(const std::string& key) override {
+    if (std::string why = CheckKey(key); !why.empty()) return Failure(ErrorKind::kInvalid, why);
     const std::string src = PathOf(key);
     Fd in(::open(src.c_str(), O_RDONLY | O_CLOEXEC));
     if (in.get() < 0) return OpenError(key, src, errno);
@@ -190,11 +192,11 @@ class FilesystemStore : public ObjectStore {
     return out;
   }
 
-  Result<std::string> PresignGet(const std::string& key, int64_t expires_seconds,
-                                 std::time_t /*now*/) override {
-    if (std::string why = CheckKey(key); !why.empty()) return Error{ErrorKind::kInvalid, why};
+  StatusOr<std::string> PresignGet(const std::string& key, int64_t expires_seconds,
+                                   std::time_t /*now*/) override {
+    if (std::string why = CheckKey(key); !why.empty()) return Failure(ErrorKind::kInvalid, why);
     if (std::string why = CheckPresignExpiry(expires_seconds); !why.empty()) {
-      return Error{ErrorKind::kInvalid, why};
+      return Failure(ErrorKind::kInvalid, why);
     }
     // Not percent-encoded: Ray strips "file://" and opens the rest as a path.
     return "file://" + PathOf(key);
@@ -207,33 +209,34 @@ class FilesystemStore : public ObjectStore {
  private:
   std::string PathOf(const std::string& key) const { return (root_ / key).string(); }
 
-  Error OpenError(const std::string& key, const std::string& path, int err) const {
+  Status OpenError(const std::string& key, const std::string& path, int err) const {
     if (err == ENOENT || err == ENOTDIR) {
-      return {ErrorKind::kNotFound,
-              fmt::format("object \"{}\" does not exist in {}", key, Describe())};
+      return Failure(ErrorKind::kNotFound,
+                     fmt::format("object \"{}\" does not exist in {}", key, Describe()));
     }
     return IoError("read", path, err);
   }
 
-  Result<PutOutcome> Put(const std::string& key, int src_fd, std::string_view bytes, int64_t size,
-                         const Progress& progress) {
-    Result<std::optional<ObjectInfo>> existing = Head(key);
-    if (!existing) return existing.error();
+  StatusOr<PutOutcome> Put(const std::string& key, int src_fd, std::string_view bytes, int64_t size,
+                           const Progress& progress) {
+    StatusOr<std::optional<ObjectInfo>> existing = Head(key);
+    if (!existing) return existing.status();
     if (existing.value()) {
       if (existing.value()->size != size) return SizeMismatch(key, existing.value()->size, size);
       return PutOutcome{size, 0, true};
     }
-    Result<int64_t> written = AtomicWrite(PathOf(key), src_fd, bytes, size, progress);
-    if (!written) return written.error();
+    StatusOr<int64_t> written = AtomicWrite(PathOf(key), src_fd, bytes, size, progress);
+    if (!written) return written.status();
     return PutOutcome{written.value(), written.value(), false};
   }
 
-  Error SizeMismatch(const std::string& key, int64_t stored, int64_t local) const {
-    return {ErrorKind::kInvalid,
-            fmt::format("object \"{}\" already exists in {} with {} bytes, but the new content "
-                        "has {}: keys are content-addressed, so this is a different object under "
-                        "the same key",
-                        key, Describe(), stored, local)};
+  Status SizeMismatch(const std::string& key, int64_t stored, int64_t local) const {
+    return Failure(
+        ErrorKind::kInvalid,
+        fmt::format("object \"{}\" already exists in {} with {} bytes, but the new content "
+                    "has {}: keys are content-addressed, so this is a different object under "
+                    "the same key",
+                    key, Describe(), stored, local));
   }
 
   fs::path root_;

@@ -10,23 +10,51 @@ namespace starforge::objstore {
 std::string ToString(ErrorKind kind) {
   switch (kind) {
     case ErrorKind::kNotFound:
-      return "not-found";
+      return "NotFound";
     case ErrorKind::kNoSuchBucket:
-      return "no-such-bucket";
+      return "NoSuchBucket";
     case ErrorKind::kAccessDenied:
-      return "access-denied";
+      return "AccessDenied";
     case ErrorKind::kBadCredentials:
-      return "bad-credentials";
+      return "BadCredentials";
     case ErrorKind::kUnreachable:
-      return "unreachable";
+      return "Unreachable";
     case ErrorKind::kTimeout:
-      return "timeout";
+      return "Timeout";
     case ErrorKind::kServer:
-      return "server";
+      return "ServerError";
     case ErrorKind::kInvalid:
-      return "invalid";
+      break;
   }
-  return "invalid";
+  return "Invalid";
+}
+
+Status Failure(ErrorKind kind, std::string message) {
+  Code code = Code::kInvalidArgument;
+  switch (kind) {
+    case ErrorKind::kNotFound:
+      code = Code::kNotFound;
+      break;
+    case ErrorKind::kNoSuchBucket:
+      code = Code::kFailedPrecondition;
+      break;
+    case ErrorKind::kAccessDenied:
+      code = Code::kPermissionDenied;
+      break;
+    case ErrorKind::kBadCredentials:
+      code = Code::kUnauthenticated;
+      break;
+    case ErrorKind::kUnreachable:
+    case ErrorKind::kServer:
+      code = Code::kUnavailable;
+      break;
+    case ErrorKind::kTimeout:
+      code = Code::kDeadlineExceeded;
+      break;
+    case ErrorKind::kInvalid:
+      break;
+  }
+  return Status(code, std::move(message)).WithReason(ToString(kind));
 }
 
 std::string CheckKey(std::string_view key) {
@@ -65,7 +93,7 @@ std::string CheckPresignExpiry(int64_t seconds) {
       kMaxPresignSeconds, seconds);
 }
 
-Result<std::unique_ptr<ObjectStore>> Open(const config::Config& cfg) {
+StatusOr<std::unique_ptr<ObjectStore>> Open(const config::Config& cfg) {
   if (!cfg.s3_endpoint.empty()) return OpenS3(S3OptionsFromConfig(cfg));
   std::string root = cfg.storage_root;
   while (root.size() > 1 && root.back() == '/') {

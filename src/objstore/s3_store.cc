@@ -80,6 +80,11 @@ struct Attempt {
   Response response;
 };
 
+// `e` with another message (the same code, reason and retryability).
+Status Reworded(const Status& e, std::string message) {
+  return Status(e.code(), std::move(message)).WithReason(e.reason()).WithRetryable(e.retryable());
+}
+
 // Error bodies are small XML documents; a proxy's HTML page is cut rather than kept whole.
 constexpr size_t kMaxErrorBody = size_t{1} << 20;
 
@@ -135,19 +140,19 @@ class S3Store : public ObjectStore {
   S3Store(const S3Store&) = delete;
   S3Store& operator=(const S3Store&) = delete;
 
-  Result<PutOutcome> PutFile(const std::string& key, const std::string& path,
-                             const Progress& progress) override {
-    if (std::string why = CheckKey(key); !why.empty()) return Error{ErrorKind::kInvalid, why};
+  StatusOr<PutOutcome> PutFile(const std::string& key, const std::string& path,
+                               const Progress& progress) override {
+    if (std::string why = CheckKey(key); !why.empty()) return Failure(ErrorKind::kInvalid, why);
     std::error_code ec;
     const auto status = fs::status(path, ec);
     if (ec || !fs::is_regular_file(status)) {
-      return Error{ErrorKind::kInvalid,
-                   fmt::format("cannot read {}: {}", path,
-                               ec ? ec.message() : std::string("not a regular file"))};
+      return Failure(ErrorKind::kInvalid,
+                     fmt::format("cannot read {}: {}", path,
+                                 ec ? ec.message() : std::string("not a regular file")));
     }
     const auto size = static_cast<int64_t>(fs::file_size(path, ec));
     if (ec)
-      return Error{ErrorKind::kInvalid, fmt::format("cannot read {}: {}", path, ec.message())};
+      return Failure(ErrorKind::kInvalid, fmt::format("cannot read {}: {}", path, ec.message()));
     Body body;
     body.present = true;
     body.file = path;
@@ -155,9 +160,9 @@ class S3Store : public ObjectStore {
     return Put(key, body, progress);
   }
 
-  Result<PutOutcome> PutBytes(const std::string& key, std::string_view bytes,
-                              const Progress& progress) override {
-    if (std::string why = CheckKey(key); !why.empty()) return Error{ErrorKind::kInvalid, why};
+  StatusOr<PutOutcome> PutBytes(const std::string& key, std::string_view bytes,
+                                const Progress& progress) override {
+    if (std::string why = CheckKey(key); !why.empty()) return Failure(ErrorKind::kInvalid, why);
     Body body;
     body.present = true;
     body.memory = bytes;
@@ -165,11 +170,11 @@ class S3Store : public ObjectStore {
     return Put(key, body, progress);
   }
 
-  Result<std::optional<ObjectInfo>> Head(const std::string& key) override {
-    if (std::string why = CheckKey(key); !why.empty()) return Error{ErrorKind::kInvalid, why};
+  StatusOr<std::optional<ObjectInfo>> Head(const std::string& key) override {
+    if (std::string why = CheckKey(key); !why.empty()) return Failure(ErrorKind::kInvalid, why);
     Call head("HEAD", key);
-    Result<Response> r = Execute(head);
-    if (!r) return r.error();
+    StatusOr<Response> r = Execute(head);
+    if (!r) return r.status();
     if (Is2xx(r->status)) return std::optional<ObjectInfo>(Info(*r));
     if (r->status >= 500) return Fail(key, *r);
     // A HEAD reply has no body, hence no S3 error code: a one-byte GET tells a missing key from
@@ -177,7 +182,7 @@ class S3Store : public ObjectStore {
     Call probe("GET", key);
     probe.extra_headers = {{"range", "bytes=0-0"}};
     r = Execute(probe);
-    if (!r) return r.error();
+    if (!r) return r.status();
     if (Is2xx(r->status)) return std::optional<ObjectInfo>(Info(*r));
     const std::string code = s3wire::ExtractXmlTag(r->body, "Code").value_or("");
     if (r->status == 416) return std::optional<ObjectInfo>(ObjectInfo{0, Etag(*r)});
@@ -185,55 +190,55 @@ class S3Store : public ObjectStore {
     return Fail(key, *r);
   }
 
-  Result<int64_t> GetFile(const std::string& key, const std::string& path,
-                          const Progress& progress) override {
-    if (std::string why = CheckKey(key); !why.empty()) return Error{ErrorKind::kInvalid, why};
+  StatusOr<int64_t> GetFile(const std::string& key, const std::string& path,
+                            const Progress& progress) override {
+    if (std::string why = CheckKey(key); !why.empty()) return Failure(ErrorKind::kInvalid, why);
     static std::atomic<uint64_t> counter{0};
     const fs::path dest = fs::absolute(path);
     const fs::path tmp = dest.parent_path() / fmt::format(".{}.tmp-{}-{}", dest.filename().string(),
                                                           ::getpid(), counter++);
     File sink(std::fopen(tmp.c_str(), "w+b"));
     if (!sink) {
-      return Error{ErrorKind::kInvalid,
-                   fmt::format("cannot create {}: {}", tmp.string(), std::strerror(errno))};
+      return Failure(ErrorKind::kInvalid,
+                     fmt::format("cannot create {}: {}", tmp.string(), std::strerror(errno)));
     }
     Call get("GET", key);
     get.sink = sink.get();
     if (progress) {
       get.progress = [&](int64_t, int64_t down, int64_t total) { progress(down, total); };
     }
-    Result<Response> r = Run(get);
-    auto fail = [&](Error e) {
+    StatusOr<Response> r = Run(get);
+    auto fail = [&](Status e) {
       sink.reset();
       ::unlink(tmp.c_str());
       return e;
     };
-    if (!r) return fail(r.error());
+    if (!r) return fail(r.status());
     if (std::fflush(sink.get()) != 0 || ::fsync(::fileno(sink.get())) != 0) {
-      return fail({ErrorKind::kInvalid,
-                   fmt::format("cannot write {}: {}", tmp.string(), std::strerror(errno))});
+      return fail(Failure(ErrorKind::kInvalid,
+                          fmt::format("cannot write {}: {}", tmp.string(), std::strerror(errno))));
     }
     const int64_t size = ::ftello(sink.get());
     sink.reset();
     if (::rename(tmp.c_str(), dest.c_str()) != 0) {
-      return fail({ErrorKind::kInvalid,
-                   fmt::format("cannot rename into {}: {}", dest.string(), std::strerror(errno))});
+      return fail(Failure(ErrorKind::kInvalid, fmt::format("cannot rename into {}: {}",
+                                                           dest.string(), std::strerror(errno))));
     }
     return size;
   }
 
-  Result<std::string> GetBytes(const std::string& key) override {
-    if (std::string why = CheckKey(key); !why.empty()) return Error{ErrorKind::kInvalid, why};
-    Result<Response> r = Run(Call("GET", key));
-    if (!r) return r.error();
+  StatusOr<std::string> GetBytes(const std::string& key) override {
+    if (std::string why = CheckKey(key); !why.empty()) return Failure(ErrorKind::kInvalid, why);
+    StatusOr<Response> r = Run(Call("GET", key));
+    if (!r) return r.status();
     return std::move(r.value().body);
   }
 
-  Result<std::string> PresignGet(const std::string& key, int64_t expires_seconds,
-                                 std::time_t now) override {
-    if (std::string why = CheckKey(key); !why.empty()) return Error{ErrorKind::kInvalid, why};
+  StatusOr<std::string> PresignGet(const std::string& key, int64_t expires_seconds,
+                                   std::time_t now) override {
+    if (std::string why = CheckKey(key); !why.empty()) return Failure(ErrorKind::kInvalid, why);
     if (std::string why = CheckPresignExpiry(expires_seconds); !why.empty()) {
-      return Error{ErrorKind::kInvalid, why};
+      return Failure(ErrorKind::kInvalid, why);
     }
     sigv4::Request req;
     req.method = "GET";
@@ -272,17 +277,15 @@ class S3Store : public ObjectStore {
   }
 
   // Last line of defence: whatever a server or libcurl echoed, no credential leaves the store.
-  Error Redacted(Error e) const {
-    e.message =
-        s3wire::Redact(std::move(e.message), {options_.credentials.secret_access_key.Reveal(),
-                                              options_.credentials.access_key_id.Reveal()});
-    return e;
+  Status Redacted(const Status& e) const {
+    return Reworded(e, s3wire::Redact(e.message(), {options_.credentials.secret_access_key.Reveal(),
+                                                    options_.credentials.access_key_id.Reveal()}));
   }
 
-  Error Fail(const std::string& key, const Response& r) const {
-    Error e = s3wire::ClassifyHttpError(Target(key), r.status, r.body);
-    if (r.attempts > 1) e.message += fmt::format(" after {} attempts", r.attempts);
-    return Redacted(std::move(e));
+  Status Fail(const std::string& key, const Response& r) const {
+    const Status e = s3wire::ClassifyHttpError(Target(key), r.status, r.body);
+    if (r.attempts <= 1) return Redacted(e);
+    return Redacted(Reworded(e, e.message() + fmt::format(" after {} attempts", r.attempts)));
   }
 
   static std::string Etag(const Response& r) {
@@ -311,17 +314,17 @@ class S3Store : public ObjectStore {
     return info;
   }
 
-  Result<PutOutcome> Put(const std::string& key, const Body& body, const Progress& progress) {
-    Result<std::optional<ObjectInfo>> existing = Head(key);
-    if (!existing) return existing.error();
+  StatusOr<PutOutcome> Put(const std::string& key, const Body& body, const Progress& progress) {
+    StatusOr<std::optional<ObjectInfo>> existing = Head(key);
+    if (!existing) return existing.status();
     const int64_t size = body.length;
     if (existing.value()) {
       if (existing.value()->size != size) {
-        return Error{ErrorKind::kInvalid,
-                     fmt::format("object \"{}\" already exists in {} with {} bytes, but the new "
-                                 "content has {}: keys are content-addressed, so this is a "
-                                 "different object under the same key",
-                                 key, Describe(), existing.value()->size, size)};
+        return Failure(ErrorKind::kInvalid,
+                       fmt::format("object \"{}\" already exists in {} with {} bytes, but the new "
+                                   "content has {}: keys are content-addressed, so this is a "
+                                   "different object under the same key",
+                                   key, Describe(), existing.value()->size, size));
       }
       return PutOutcome{size, 0, true};
     }
@@ -329,27 +332,28 @@ class S3Store : public ObjectStore {
     Call put("PUT", key);
     put.body = body;
     if (progress) put.progress = [&](int64_t up, int64_t, int64_t) { progress(up, size); };
-    Result<Response> r = Run(put);
-    if (!r) return r.error();
+    StatusOr<Response> r = Run(put);
+    if (!r) return r.status();
     return PutOutcome{size, size, false};
   }
 
-  Result<PutOutcome> PutMultipart(const std::string& key, const Body& body,
-                                  const Progress& progress) {
+  StatusOr<PutOutcome> PutMultipart(const std::string& key, const Body& body,
+                                    const Progress& progress) {
     const int64_t size = body.length;
     Call start("POST", key);
     start.query = {{"uploads", ""}};
-    Result<Response> r = Run(start);
-    if (!r) return r.error();
+    StatusOr<Response> r = Run(start);
+    if (!r) return r.status();
     const std::optional<std::string> upload_id = s3wire::ExtractXmlTag(r->body, "UploadId");
     if (!upload_id || upload_id->empty()) {
-      return Redacted({ErrorKind::kServer,
-                       fmt::format("S3 server at {} started a multipart upload of \"{}\" without "
-                                   "an UploadId in its reply",
-                                   options_.endpoint, key)});
+      return Redacted(
+          Failure(ErrorKind::kServer,
+                  fmt::format("S3 server at {} started a multipart upload of \"{}\" without "
+                              "an UploadId in its reply",
+                              options_.endpoint, key)));
     }
     // Parts of an unfinished upload are stored (and billed) until aborted.
-    auto abort = [&](Error e) {
+    auto abort = [&](Status e) {
       Call cancel("DELETE", key);
       cancel.query = {{"uploadId", *upload_id}};
       cancel.max_attempts = 1;
@@ -366,13 +370,13 @@ class S3Store : public ObjectStore {
       if (progress)
         part.progress = [&](int64_t up, int64_t, int64_t) { progress(offset + up, size); };
       r = Run(part);
-      if (!r) return abort(r.error());
+      if (!r) return abort(r.status());
       auto etag = r->headers.find("etag");
       if (etag == r->headers.end() || etag->second.empty()) {
-        return abort(Redacted(
-            {ErrorKind::kServer, fmt::format("S3 server at {} accepted part {} of \"{}\" without "
-                                             "an ETag",
-                                             options_.endpoint, etags.size() + 1, key)}));
+        return abort(Redacted(Failure(
+            ErrorKind::kServer, fmt::format("S3 server at {} accepted part {} of \"{}\" without "
+                                            "an ETag",
+                                            options_.endpoint, etags.size() + 1, key))));
       }
       etags.push_back(etag->second);
     }
@@ -385,23 +389,23 @@ class S3Store : public ObjectStore {
     complete.body.memory = xml;
     complete.body.length = static_cast<int64_t>(xml.size());
     r = Run(complete);
-    if (!r) return abort(r.error());
+    if (!r) return abort(r.status());
     return PutOutcome{size, size, false};
   }
 
-  // Execute, with every non-2xx reply turned into an Error.
-  Result<Response> Run(const Call& call) {
-    Result<Response> r = Execute(call);
+  // Execute, with every non-2xx reply turned into a failed Status.
+  StatusOr<Response> Run(const Call& call) {
+    StatusOr<Response> r = Execute(call);
     if (!r) return r;
     if (!Is2xx(r->status)) return Fail(call.key, *r);
     return r;
   }
 
   // Sends `call`, retrying transport failures, timeouts, 5xx and throttling with backoff. An
-  // HTTP reply (any status) is a Response; only a failure to get one is an Error.
-  Result<Response> Execute(const Call& call) {
-    Result<std::string> payload_hash = HashBody(call.body);
-    if (!payload_hash) return payload_hash.error();
+  // HTTP reply (any status) is a Response; only a failure to get one is a failed Status.
+  StatusOr<Response> Execute(const Call& call) {
+    StatusOr<std::string> payload_hash = HashBody(call.body);
+    if (!payload_hash) return payload_hash.status();
     std::lock_guard<std::mutex> lock(mu_);
     const int max_attempts =
         std::max(1, call.max_attempts > 0 ? call.max_attempts : options_.max_attempts);
@@ -409,8 +413,8 @@ class S3Store : public ObjectStore {
       if (call.sink) {
         std::fflush(call.sink);
         if (::ftruncate(::fileno(call.sink), 0) != 0) {
-          return Error{ErrorKind::kInvalid,
-                       fmt::format("cannot truncate the download file: {}", std::strerror(errno))};
+          return Failure(ErrorKind::kInvalid, fmt::format("cannot truncate the download file: {}",
+                                                          std::strerror(errno)));
         }
         std::rewind(call.sink);
       }
@@ -436,44 +440,44 @@ class S3Store : public ObjectStore {
     }
   }
 
-  Error TransportFailure(const Call& call, const Attempt& a, int attempts) const {
+  Status TransportFailure(const Call& call, const Attempt& a, int attempts) const {
     const std::string after = attempts > 1 ? fmt::format(" (after {} attempts)", attempts) : "";
-    Error e;
+    Status e;
     switch (a.fault) {
       case net::Fault::kConnect:
       case net::Fault::kResolveHost:
       case net::Fault::kResolveProxy:
       case net::Fault::kTls:
       case net::Fault::kConnectionLost:
-        e = {ErrorKind::kUnreachable,
-             fmt::format("cannot reach {}: {}{}", options_.endpoint, a.error, after)};
+        e = Failure(ErrorKind::kUnreachable,
+                    fmt::format("cannot reach {}: {}{}", options_.endpoint, a.error, after));
         break;
       case net::Fault::kTimeout:
-        e = {ErrorKind::kTimeout,
-             fmt::format("timed out talking to {}: {}{}", options_.endpoint, a.error, after)};
+        e = Failure(ErrorKind::kTimeout, fmt::format("timed out talking to {}: {}{}",
+                                                     options_.endpoint, a.error, after));
         break;
       case net::Fault::kReadBody:
-        e = {ErrorKind::kInvalid,
-             fmt::format("cannot read the data to upload to \"{}\": {}", call.key, a.error)};
+        e = Failure(ErrorKind::kInvalid,
+                    fmt::format("cannot read the data to upload to \"{}\": {}", call.key, a.error));
         break;
       case net::Fault::kWriteBody:
-        e = {ErrorKind::kInvalid,
-             fmt::format("cannot write the download of \"{}\": {}", call.key, a.error)};
+        e = Failure(ErrorKind::kInvalid,
+                    fmt::format("cannot write the download of \"{}\": {}", call.key, a.error));
         break;
       default:
-        e = {ErrorKind::kUnreachable,
-             fmt::format("request to {} failed: {}{}", options_.endpoint, a.error, after)};
+        e = Failure(ErrorKind::kUnreachable,
+                    fmt::format("request to {} failed: {}{}", options_.endpoint, a.error, after));
     }
     return Redacted(std::move(e));
   }
 
-  static Result<std::string> HashBody(const Body& body) {
+  static StatusOr<std::string> HashBody(const Body& body) {
     if (!body.present) return std::string(sigv4::kEmptyPayloadHash);
     if (body.file.empty()) return sigv4::Sha256Hex(body.memory);
     File f(std::fopen(body.file.c_str(), "rb"));
     if (!f || ::fseeko(f.get(), body.offset, SEEK_SET) != 0) {
-      return Error{ErrorKind::kInvalid,
-                   fmt::format("cannot read {}: {}", body.file, std::strerror(errno))};
+      return Failure(ErrorKind::kInvalid,
+                     fmt::format("cannot read {}: {}", body.file, std::strerror(errno)));
     }
     Sha256 sha;
     std::vector<char> buf(size_t{1} << 20);
@@ -481,9 +485,9 @@ class S3Store : public ObjectStore {
       const size_t want = std::min(buf.size(), static_cast<size_t>(left));
       const size_t got = std::fread(buf.data(), 1, want, f.get());
       if (got != want) {
-        return Error{
+        return Failure(
             ErrorKind::kInvalid,
-            fmt::format("cannot read {}: it ended early or changed while uploading", body.file)};
+            fmt::format("cannot read {}: it ended early or changed while uploading", body.file));
       }
       sha.Update(buf.data(), got);
       left -= static_cast<int64_t>(got);
@@ -604,23 +608,24 @@ S3Options S3OptionsFromConfig(const config::Config& cfg) {
   return o;
 }
 
-Result<std::unique_ptr<ObjectStore>> OpenS3(S3Options options) {
+StatusOr<std::unique_ptr<ObjectStore>> OpenS3(S3Options options) {
   std::string why;
   std::optional<Endpoint> endpoint = ParseEndpoint(options.endpoint, &why);
-  if (!endpoint) return Error{ErrorKind::kInvalid, why};
+  if (!endpoint) return Failure(ErrorKind::kInvalid, why);
   while (!options.endpoint.empty() && options.endpoint.back() == '/') {
     options.endpoint.pop_back();
   }
   if (options.bucket.empty()) {
-    return Error{ErrorKind::kInvalid, "FORGE_S3_BUCKET must be set with FORGE_S3_ENDPOINT"};
+    return Failure(ErrorKind::kInvalid, "FORGE_S3_BUCKET must be set with FORGE_S3_ENDPOINT");
   }
   if (options.credentials.access_key_id.empty() || options.credentials.secret_access_key.empty()) {
-    return Error{ErrorKind::kInvalid,
-                 "FORGE_S3_ACCESS_KEY and FORGE_S3_SECRET_KEY must be set with FORGE_S3_ENDPOINT"};
+    return Failure(
+        ErrorKind::kInvalid,
+        "FORGE_S3_ACCESS_KEY and FORGE_S3_SECRET_KEY must be set with FORGE_S3_ENDPOINT");
   }
   if (options.region.empty()) options.region = "us-east-1";
   if (options.multipart_threshold < 1 || options.part_size < 1) {
-    return Error{ErrorKind::kInvalid, "the multipart threshold and part size must be positive"};
+    return Failure(ErrorKind::kInvalid, "the multipart threshold and part size must be positive");
   }
   return std::unique_ptr<ObjectStore>(
       std::make_unique<S3Store>(std::move(options), std::move(*endpoint)));

@@ -85,57 +85,62 @@ std::string XmlEscape(std::string_view text) {
   return out;
 }
 
-Error ClassifyHttpError(const Target& target, long status, std::string_view body) {
+Status ClassifyHttpError(const Target& target, long status, std::string_view body) {
   const std::string code = ExtractXmlTag(body, "Code").value_or("");
   const std::string message = ExtractXmlTag(body, "Message").value_or("");
   const std::string detail = Detail(status, code, message);
   const std::string where = fmt::format("bucket \"{}\" at {}", target.bucket, target.endpoint);
 
   if (code == kNoSuchBucket) {
-    return {ErrorKind::kNoSuchBucket,
-            fmt::format("bucket \"{}\" does not exist at {}", target.bucket, target.endpoint)};
+    return Failure(ErrorKind::kNoSuchBucket, fmt::format("bucket \"{}\" does not exist at {}",
+                                                         target.bucket, target.endpoint));
   }
   if (code == "NoSuchKey" || (status == 404 && code.empty() && !target.key.empty())) {
-    return {ErrorKind::kNotFound,
-            fmt::format("object \"{}\" does not exist in {}", target.key, where)};
+    return Failure(ErrorKind::kNotFound,
+                   fmt::format("object \"{}\" does not exist in {}", target.key, where));
   }
   if (code == "InvalidAccessKeyId" || code == "SignatureDoesNotMatch" ||
       code == "InvalidSecurity" || code == "InvalidToken" || code == "ExpiredToken") {
-    return {ErrorKind::kBadCredentials,
-            fmt::format("the S3 credentials were rejected ({}) by {}: check "
-                        "FORGE_S3_ACCESS_KEY/FORGE_S3_SECRET_KEY",
-                        code, target.endpoint)};
+    return Failure(ErrorKind::kBadCredentials,
+                   fmt::format("the S3 credentials were rejected ({}) by {}: check "
+                               "FORGE_S3_ACCESS_KEY/FORGE_S3_SECRET_KEY",
+                               code, target.endpoint));
   }
   if (code == "RequestTimeTooSkewed") {
-    return {ErrorKind::kInvalid,
-            fmt::format("{} rejected the request time (RequestTimeTooSkewed): this machine's "
-                        "clock is more than 15 minutes off; fix it (e.g. with NTP)",
-                        target.endpoint)};
+    return Failure(
+        ErrorKind::kInvalid,
+        fmt::format("{} rejected the request time (RequestTimeTooSkewed): this machine's "
+                    "clock is more than 15 minutes off; fix it (e.g. with NTP)",
+                    target.endpoint));
   }
   if (code == "AuthorizationHeaderMalformed" && message.find("region") != std::string::npos) {
-    return {ErrorKind::kInvalid, fmt::format("{} expects another region ({}): set FORGE_S3_REGION",
-                                             target.endpoint, detail)};
+    return Failure(ErrorKind::kInvalid,
+                   fmt::format("{} expects another region ({}): set FORGE_S3_REGION",
+                               target.endpoint, detail));
   }
   if (status == 403) {
     // Without s3:ListBucket, S3 answers 403 rather than 404 for a missing key, so a HEAD
     // before an upload needs that permission too.
-    return {ErrorKind::kAccessDenied,
-            fmt::format("access denied to {} ({}): the credentials need s3:GetObject, "
-                        "s3:PutObject and s3:ListBucket on the bucket",
-                        where, code.empty() ? fmt::format("HTTP {}", status) : detail)};
+    return Failure(ErrorKind::kAccessDenied,
+                   fmt::format("access denied to {} ({}): the credentials need s3:GetObject, "
+                               "s3:PutObject and s3:ListBucket on the bucket",
+                               where, code.empty() ? fmt::format("HTTP {}", status) : detail));
   }
   if (code == kRequestTimeout || status == 408) {
-    return {ErrorKind::kTimeout, fmt::format("{} timed out the request ({})", where, detail)};
+    return Failure(ErrorKind::kTimeout,
+                   fmt::format("{} timed out the request ({})", where, detail));
   }
   if (status >= 500 || status == 429 || code == kSlowDown) {
-    return {ErrorKind::kServer, fmt::format("S3 server error at {} ({})", target.endpoint, detail)};
+    return Failure(ErrorKind::kServer,
+                   fmt::format("S3 server error at {} ({})", target.endpoint, detail));
   }
   if (status == 404) {
-    return {ErrorKind::kNotFound, fmt::format("not found at {} ({})", where, detail)};
+    return Failure(ErrorKind::kNotFound, fmt::format("not found at {} ({})", where, detail));
   }
   const std::string what =
       target.key.empty() ? where : fmt::format("\"{}\" in {}", target.key, where);
-  return {ErrorKind::kInvalid, fmt::format("S3 refused the request for {} ({})", what, detail)};
+  return Failure(ErrorKind::kInvalid,
+                 fmt::format("S3 refused the request for {} ({})", what, detail));
 }
 
 bool IsRetryableHttp(long status, std::string_view code) {

@@ -239,32 +239,29 @@ class FakeFleet : public fleet::Fleet {
 class FlakyObjects : public objstore::ObjectStore {
  public:
   explicit FlakyObjects(objstore::ObjectStore& real) : real_(real) {}
-  objstore::Result<objstore::PutOutcome> PutFile(const std::string& key, const std::string& path,
-                                                 const objstore::Progress& p) override {
+  StatusOr<objstore::PutOutcome> PutFile(const std::string& key, const std::string& path,
+                                         const objstore::Progress& p) override {
     ++puts;
     if (!failures.empty()) {
-      objstore::Error e{failures.front(), "scripted failure"};
+      Status e = objstore::Failure(failures.front(), "scripted failure");
       failures.pop_front();
       return e;
     }
     return real_.PutFile(key, path, p);
   }
-  objstore::Result<objstore::PutOutcome> PutBytes(const std::string& key, std::string_view b,
-                                                  const objstore::Progress& p) override {
+  StatusOr<objstore::PutOutcome> PutBytes(const std::string& key, std::string_view b,
+                                          const objstore::Progress& p) override {
     return real_.PutBytes(key, b, p);
   }
-  objstore::Result<std::optional<objstore::ObjectInfo>> Head(const std::string& key) override {
+  StatusOr<std::optional<objstore::ObjectInfo>> Head(const std::string& key) override {
     return real_.Head(key);
   }
-  objstore::Result<int64_t> GetFile(const std::string& key, const std::string& path,
-                                    const objstore::Progress& p) override {
+  StatusOr<int64_t> GetFile(const std::string& key, const std::string& path,
+                            const objstore::Progress& p) override {
     return real_.GetFile(key, path, p);
   }
-  objstore::Result<std::string> GetBytes(const std::string& key) override {
-    return real_.GetBytes(key);
-  }
-  objstore::Result<std::string> PresignGet(const std::string& key, int64_t s,
-                                           std::time_t now) override {
+  StatusOr<std::string> GetBytes(const std::string& key) override { return real_.GetBytes(key); }
+  StatusOr<std::string> PresignGet(const std::string& key, int64_t s, std::time_t now) override {
     return real_.PresignGet(key, s, now);
   }
   std::string Describe() const override { return "flaky " + real_.Describe(); }

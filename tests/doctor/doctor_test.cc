@@ -172,15 +172,15 @@ TEST(DoctorChecks, TextMarksEachCheckAndJsonRoundTrips) {
 // An S3 store in memory; presigned URLs are fetched by the test's `fetch`.
 class MemoryS3 : public support::RefusingObjectStore {
  public:
-  objstore::Result<objstore::PutOutcome> PutBytes(const std::string& key, std::string_view bytes,
-                                                  const objstore::Progress&) override {
-    if (!writable) return objstore::Error{objstore::ErrorKind::kAccessDenied, "AccessDenied"};
+  StatusOr<objstore::PutOutcome> PutBytes(const std::string& key, std::string_view bytes,
+                                          const objstore::Progress&) override {
+    if (!writable) return objstore::Failure(objstore::ErrorKind::kAccessDenied, "AccessDenied");
     const bool present = objects.count(key) > 0;
     objects[key] = std::string(bytes);
     return objstore::PutOutcome{static_cast<int64_t>(bytes.size()),
                                 present ? 0 : static_cast<int64_t>(bytes.size()), present};
   }
-  objstore::Result<std::string> PresignGet(const std::string& key, int64_t, std::time_t) override {
+  StatusOr<std::string> PresignGet(const std::string& key, int64_t, std::time_t) override {
     return "https://s3.test.invalid/bucket/" + key + "?X-Amz-Signature=s3cr3t";
   }
   std::string Describe() const override { return "s3 https://s3.test.invalid bucket"; }

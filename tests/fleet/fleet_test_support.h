@@ -151,7 +151,7 @@ class FleetFixture : public ::testing::Test {
     r.capsule_sha256 = built.sha256;
     r.capsule_key = capsule::ObjectKey(built.sha256);
     auto put = store_->PutFile(r.capsule_key, built.path.string());
-    EXPECT_TRUE(put.ok()) << put.error().message;
+    EXPECT_TRUE(put.ok()) << put.status().message();
     return r;
   }
 

@@ -54,8 +54,7 @@ const std::string kSha(64, 'a');
 // Presigns like S3 does (a query holding the access key id and the signature); nothing else.
 class FakeS3 : public support::RefusingObjectStore {
  public:
-  objstore::Result<std::string> PresignGet(const std::string& key, int64_t expires,
-                                           std::time_t) override {
+  StatusOr<std::string> PresignGet(const std::string& key, int64_t expires, std::time_t) override {
     last_expiry = expires;
     return scheme + "://s3.test.invalid/bucket/" + key +
            "?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=" + kAccessKeyId +

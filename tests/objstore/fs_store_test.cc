@@ -33,7 +33,7 @@ TEST_F(FsStoreTest, PutHeadGetRoundTrip) {
   std::vector<int64_t> seen;
   auto put = store_->PutFile("capsules/sha256-a.zip", src,
                              [&](int64_t done, int64_t) { seen.push_back(done); });
-  ASSERT_TRUE(put) << put.error().message;
+  ASSERT_TRUE(put) << put.status().message();
   EXPECT_EQ(put->size, 3 << 20);
   EXPECT_EQ(put->bytes_uploaded, 3 << 20);
   EXPECT_FALSE(put->already_present);
@@ -67,7 +67,7 @@ TEST_F(FsStoreTest, ExistingKeyIsNotRewritten) {
 
   auto different = store_->PutBytes("capsules/k.zip", "longer");
   ASSERT_FALSE(different);
-  EXPECT_THAT(different.error().message, HasSubstr("content-addressed"));
+  EXPECT_THAT(different.status().message(), HasSubstr("content-addressed"));
 }
 
 TEST_F(FsStoreTest, AFinishedFileIsLinkedIntoPlaceNotCopied) {
@@ -75,7 +75,7 @@ TEST_F(FsStoreTest, AFinishedFileIsLinkedIntoPlaceNotCopied) {
   std::ofstream(src, std::ios::binary) << "capsule bytes";
   ::chmod(src.c_str(), 0600);  // as the API's uploads are
   auto put = store_->PutFinishedFile("capsules/sha256-f.zip", src);
-  ASSERT_TRUE(put) << put.error().message;
+  ASSERT_TRUE(put) << put.status().message();
   EXPECT_EQ(put->size, 13);
   EXPECT_FALSE(put->already_present);
   const std::string path = root() + "/capsules/sha256-f.zip";
@@ -94,11 +94,11 @@ TEST_F(FsStoreTest, AFinishedFileIsLinkedIntoPlaceNotCopied) {
   // Stored again (a crash between storing and moving on): nothing changes.
   std::ofstream(src, std::ios::binary) << "capsule bytes";
   auto again = store_->PutFinishedFile("capsules/sha256-f.zip", src);
-  ASSERT_TRUE(again) << again.error().message;
+  ASSERT_TRUE(again) << again.status().message();
   EXPECT_TRUE(again->already_present);
   auto missing = store_->PutFinishedFile("capsules/sha256-g.zip", tmp_ / "nope.zip");
   ASSERT_FALSE(missing);
-  EXPECT_THAT(missing.error().message, HasSubstr("nope.zip"));
+  EXPECT_THAT(missing.status().message(), HasSubstr("nope.zip"));
 }
 
 TEST_F(FsStoreTest, WritesLeaveNoTemporaryFiles) {
@@ -114,8 +114,8 @@ TEST_F(FsStoreTest, MissingObjects) {
   EXPECT_FALSE(head.value());
   auto get = store_->GetBytes("capsules/none.zip");
   ASSERT_FALSE(get);
-  EXPECT_EQ(get.error().kind, ErrorKind::kNotFound);
-  EXPECT_THAT(get.error().message, HasSubstr("object \"capsules/none.zip\" does not exist"));
+  EXPECT_EQ(get.status().reason(), ToString(ErrorKind::kNotFound));
+  EXPECT_THAT(get.status().message(), HasSubstr("object \"capsules/none.zip\" does not exist"));
   EXPECT_FALSE(store_->GetFile("capsules/none.zip", tmp_ / "x.zip"));
   EXPECT_FALSE(fs::exists(tmp_ / "x.zip"));
 }
@@ -125,7 +125,7 @@ TEST_F(FsStoreTest, KeysCannotEscapeTheRoot) {
        {"../escape.zip", "a/../../b", "/abs.zip", "a//b", "a/./b", "", "a\\b", "a/\nb", "dir/"}) {
     auto put = store_->PutBytes(key, "x");
     ASSERT_FALSE(put) << key;
-    EXPECT_EQ(put.error().kind, ErrorKind::kInvalid);
+    EXPECT_EQ(put.status().reason(), ToString(ErrorKind::kInvalid));
   }
   EXPECT_FALSE(fs::exists(tmp_ / "escape.zip"));
 }
@@ -141,7 +141,7 @@ TEST_F(FsStoreTest, PresignIsAFileUrl) {
 TEST_F(FsStoreTest, UnreadableSourceIsAClearError) {
   auto put = store_->PutFile("k", tmp_ / "does-not-exist");
   ASSERT_FALSE(put);
-  EXPECT_THAT(put.error().message, HasSubstr("does-not-exist: No such file or directory"));
+  EXPECT_THAT(put.status().message(), HasSubstr("does-not-exist: No such file or directory"));
 }
 
 TEST_F(FsStoreTest, UnusableRootIsAClearError) {
@@ -149,8 +149,8 @@ TEST_F(FsStoreTest, UnusableRootIsAClearError) {
   std::ofstream(root()) << "in the way";
   auto put = store_->PutBytes("capsules/k.zip", "x");
   ASSERT_FALSE(put);
-  EXPECT_EQ(put.error().kind, ErrorKind::kInvalid);
-  EXPECT_THAT(put.error().message, HasSubstr(root()));
+  EXPECT_EQ(put.status().reason(), ToString(ErrorKind::kInvalid));
+  EXPECT_THAT(put.status().message(), HasSubstr(root()));
 }
 
 TEST(FsStoreFactory, RelativeRootsBecomeAbsolute) {

@@ -54,7 +54,7 @@ S3Options BaseOptions(const std::string& endpoint) {
 
 std::unique_ptr<ObjectStore> MustOpen(const S3Options& o) {
   auto store = OpenS3(o);
-  EXPECT_TRUE(store) << (store ? "" : store.error().message);
+  EXPECT_TRUE(store) << (store ? "" : store.status().message());
   return store ? std::move(store).value() : nullptr;
 }
 
@@ -101,25 +101,25 @@ TEST_P(S3StoreTest, PutHeadGetRoundTrip) {
   const std::string key = "capsules/sha256-round-trip.zip";
 
   auto put = store->PutBytes(key, data);
-  ASSERT_TRUE(put) << put.error().message;
+  ASSERT_TRUE(put) << put.status().message();
   EXPECT_EQ(put->size, 300000);
   EXPECT_EQ(put->bytes_uploaded, 300000);
   EXPECT_FALSE(put->already_present);
 
   auto head = store->Head(key);
-  ASSERT_TRUE(head) << head.error().message;
+  ASSERT_TRUE(head) << head.status().message();
   ASSERT_TRUE(head.value());
   EXPECT_EQ(head.value()->size, 300000);
   EXPECT_FALSE(head.value()->etag.empty());
   EXPECT_EQ(head.value()->etag.find('"'), std::string::npos);
 
   auto bytes = store->GetBytes(key);
-  ASSERT_TRUE(bytes) << bytes.error().message;
+  ASSERT_TRUE(bytes) << bytes.status().message();
   EXPECT_TRUE(bytes.value() == data);
 
   const std::string out = tmp_ / "out.zip";
   auto got = store->GetFile(key, out);
-  ASSERT_TRUE(got) << got.error().message;
+  ASSERT_TRUE(got) << got.status().message();
   EXPECT_EQ(got.value(), 300000);
   EXPECT_TRUE(ReadFile(out) == data);
   // Only the object itself is left in the directory: the temporary file was renamed.
@@ -134,7 +134,7 @@ TEST_P(S3StoreTest, KeysWithCharactersThatNeedEncoding) {
   const std::string key = "dir/a b$c=d&e\xE1\x88\xB4.txt";
   ASSERT_TRUE(store->PutBytes(key, "encoded"));
   auto head = store->Head(key);
-  ASSERT_TRUE(head) << head.error().message;
+  ASSERT_TRUE(head) << head.status().message();
   ASSERT_TRUE(head.value());
   EXPECT_EQ(head.value()->size, 7);
   EXPECT_EQ(store->GetBytes(key).value(), "encoded");
@@ -144,12 +144,12 @@ TEST_P(S3StoreTest, MissingKeyIsNulloptForHeadAndNotFoundForGet) {
   auto store = MustOpen(Options());
   ASSERT_TRUE(store);
   auto head = store->Head("capsules/absent.zip");
-  ASSERT_TRUE(head) << head.error().message;
+  ASSERT_TRUE(head) << head.status().message();
   EXPECT_FALSE(head.value());
   auto get = store->GetBytes("capsules/absent.zip");
   ASSERT_FALSE(get);
-  EXPECT_EQ(get.error().kind, ErrorKind::kNotFound);
-  EXPECT_THAT(get.error().message, HasSubstr("\"capsules/absent.zip\" does not exist"));
+  EXPECT_EQ(get.status().reason(), ToString(ErrorKind::kNotFound));
+  EXPECT_THAT(get.status().message(), HasSubstr("\"capsules/absent.zip\" does not exist"));
   // A failed download leaves no file behind.
   const std::string out = tmp_ / "never.zip";
   EXPECT_FALSE(store->GetFile("capsules/absent.zip", out));
@@ -164,12 +164,12 @@ TEST_P(S3StoreTest, SecondUploadOfTheSameKeySendsNoBody) {
   const std::string key = "capsules/sha256-dedup.zip";
 
   auto first = store->PutFile(key, file);
-  ASSERT_TRUE(first) << first.error().message;
+  ASSERT_TRUE(first) << first.status().message();
   EXPECT_EQ(first->bytes_uploaded, 200000);
   const size_t before = peer_->Requests().size();
 
   auto second = store->PutFile(key, file);
-  ASSERT_TRUE(second) << second.error().message;
+  ASSERT_TRUE(second) << second.status().message();
   EXPECT_TRUE(second->already_present);
   EXPECT_EQ(second->bytes_uploaded, 0);
   EXPECT_EQ(second->size, 200000);
@@ -187,8 +187,8 @@ TEST_P(S3StoreTest, SameKeyWithDifferentSizeIsAnError) {
   ASSERT_TRUE(store->PutBytes("capsules/k.zip", "abc"));
   auto again = store->PutBytes("capsules/k.zip", "abcd");
   ASSERT_FALSE(again);
-  EXPECT_EQ(again.error().kind, ErrorKind::kInvalid);
-  EXPECT_THAT(again.error().message, HasSubstr("content-addressed"));
+  EXPECT_EQ(again.status().reason(), ToString(ErrorKind::kInvalid));
+  EXPECT_THAT(again.status().message(), HasSubstr("content-addressed"));
 }
 
 TEST_P(S3StoreTest, MultipartAboveTheThreshold) {
@@ -207,7 +207,7 @@ TEST_P(S3StoreTest, MultipartAboveTheThreshold) {
     EXPECT_EQ(total, static_cast<int64_t>(data.size()));
     seen.push_back(done);
   });
-  ASSERT_TRUE(put) << put.error().message;
+  ASSERT_TRUE(put) << put.status().message();
   EXPECT_EQ(put->bytes_uploaded, static_cast<int64_t>(data.size()));
   ASSERT_FALSE(seen.empty());
   EXPECT_EQ(seen.back(), static_cast<int64_t>(data.size()));
@@ -219,7 +219,7 @@ TEST_P(S3StoreTest, MultipartAboveTheThreshold) {
   EXPECT_EQ(CountRequests(log, "PUT", "partNumber=5&uploadId="), 1u);
 
   auto back = store->GetBytes(key);
-  ASSERT_TRUE(back) << back.error().message;
+  ASSERT_TRUE(back) << back.status().message();
   EXPECT_TRUE(back.value() == data);
   EXPECT_EQ(store->Head(key).value()->size, static_cast<int64_t>(data.size()));
   // Multipart objects dedup too.
@@ -253,7 +253,7 @@ TEST_P(S3StoreTest, PresignedGetWorksWithTheCurlTool) {
   ASSERT_TRUE(store->PutBytes(key, data));
 
   auto url = store->PresignGet(key, 600, std::time(nullptr));
-  ASSERT_TRUE(url) << url.error().message;
+  ASSERT_TRUE(url) << url.status().message();
   EXPECT_THAT(*url,
               HasSubstr(peer_->endpoint() + "/forge-test/capsules/sha256-presigned%20%24%2B.zip?"));
   EXPECT_THAT(*url, HasSubstr("X-Amz-SignedHeaders=host&X-Amz-Signature="));
@@ -275,28 +275,28 @@ TEST_P(S3StoreTest, MissingBucketIsAClearError) {
   const std::string expected = "bucket \"no-such-bucket\" does not exist at " + peer_->endpoint();
   auto put = store->PutBytes("capsules/x.zip", "x");
   ASSERT_FALSE(put);
-  EXPECT_EQ(put.error().kind, ErrorKind::kNoSuchBucket);
-  EXPECT_EQ(put.error().message, expected);
+  EXPECT_EQ(put.status().reason(), ToString(ErrorKind::kNoSuchBucket));
+  EXPECT_EQ(put.status().message(), expected);
   auto head = store->Head("capsules/x.zip");
   ASSERT_FALSE(head);
-  EXPECT_EQ(head.error().kind, ErrorKind::kNoSuchBucket);
+  EXPECT_EQ(head.status().reason(), ToString(ErrorKind::kNoSuchBucket));
   auto get = store->GetBytes("capsules/x.zip");
   ASSERT_FALSE(get);
-  EXPECT_EQ(get.error().message, expected);
+  EXPECT_EQ(get.status().message(), expected);
 }
 
 // A HEAD, a PUT and a GET of one key with credentials the server refuses (code): each is
 // bad-credentials, names the settings to fix and none of `never`.
 void ExpectBadCredentials(ObjectStore& store, const std::string& code,
                           const std::vector<std::string>& never) {
-  for (const Error& e :
-       {store.Head("capsules/x.zip").error(), store.PutBytes("capsules/x.zip", "x").error(),
-        store.GetBytes("capsules/x.zip").error()}) {
-    EXPECT_EQ(e.kind, ErrorKind::kBadCredentials) << e.message;
-    EXPECT_THAT(e.message, HasSubstr("the S3 credentials were rejected (" + code + ")"));
-    EXPECT_THAT(e.message, HasSubstr("check FORGE_S3_ACCESS_KEY/FORGE_S3_SECRET_KEY"));
+  for (const Status& e :
+       {store.Head("capsules/x.zip").status(), store.PutBytes("capsules/x.zip", "x").status(),
+        store.GetBytes("capsules/x.zip").status()}) {
+    EXPECT_EQ(e.reason(), ToString(ErrorKind::kBadCredentials)) << e.message();
+    EXPECT_THAT(e.message(), HasSubstr("the S3 credentials were rejected (" + code + ")"));
+    EXPECT_THAT(e.message(), HasSubstr("check FORGE_S3_ACCESS_KEY/FORGE_S3_SECRET_KEY"));
     for (const std::string& text : never)
-      EXPECT_THAT(e.message, Not(HasSubstr(text)));
+      EXPECT_THAT(e.message(), Not(HasSubstr(text)));
   }
 }
 
@@ -343,14 +343,14 @@ TEST_F(S3SignatureTest, WrongRegionNamesTheSettingAndTheExpectedRegion) {
   o.region = "us-east-1";  // the default; the peer is in eu-central-1
   auto store = MustOpen(o);
   ASSERT_TRUE(store);
-  for (const Error& e :
-       {store->Head("capsules/x.zip").error(), store->PutBytes("capsules/x.zip", "x").error(),
-        store->GetBytes("capsules/x.zip").error()}) {
-    EXPECT_EQ(e.kind, ErrorKind::kInvalid) << e.message;
-    EXPECT_THAT(e.message, HasSubstr("expects another region"));
-    EXPECT_THAT(e.message, HasSubstr("expecting 'eu-central-1'"));
-    EXPECT_THAT(e.message, HasSubstr("set FORGE_S3_REGION"));
-    EXPECT_THAT(e.message, Not(HasSubstr(S3Peer::kSigSecretKey)));
+  for (const Status& e :
+       {store->Head("capsules/x.zip").status(), store->PutBytes("capsules/x.zip", "x").status(),
+        store->GetBytes("capsules/x.zip").status()}) {
+    EXPECT_EQ(e.reason(), ToString(ErrorKind::kInvalid)) << e.message();
+    EXPECT_THAT(e.message(), HasSubstr("expects another region"));
+    EXPECT_THAT(e.message(), HasSubstr("expecting 'eu-central-1'"));
+    EXPECT_THAT(e.message(), HasSubstr("set FORGE_S3_REGION"));
+    EXPECT_THAT(e.message(), Not(HasSubstr(S3Peer::kSigSecretKey)));
   }
 }
 
@@ -408,8 +408,9 @@ TEST(S3StoreTls, HttpsEndpointWithTheCaFileOfFORGE_S3_CA_FILE) {
   ASSERT_TRUE(untrusted);
   auto refused = untrusted->Head("capsules/x.zip");
   ASSERT_FALSE(refused);
-  EXPECT_EQ(refused.error().kind, ErrorKind::kUnreachable) << refused.error().message;
-  EXPECT_THAT(refused.error().message, HasSubstr("cannot reach " + peer->endpoint()));
+  EXPECT_EQ(refused.status().reason(), ToString(ErrorKind::kUnreachable))
+      << refused.status().message();
+  EXPECT_THAT(refused.status().message(), HasSubstr("cannot reach " + peer->endpoint()));
 
   config::Config cfg;
   cfg.s3_endpoint = peer->endpoint();
@@ -439,9 +440,9 @@ TEST(S3StoreFailures, UnreachableEndpointIsRetriedThenNamed) {
   ASSERT_TRUE(store);
   auto put = store->PutBytes("capsules/x.zip", "x");
   ASSERT_FALSE(put);
-  EXPECT_EQ(put.error().kind, ErrorKind::kUnreachable);
-  EXPECT_THAT(put.error().message, HasSubstr("cannot reach " + endpoint + ": "));
-  EXPECT_THAT(put.error().message, HasSubstr("after 2 attempts"));
+  EXPECT_EQ(put.status().reason(), ToString(ErrorKind::kUnreachable));
+  EXPECT_THAT(put.status().message(), HasSubstr("cannot reach " + endpoint + ": "));
+  EXPECT_THAT(put.status().message(), HasSubstr("after 2 attempts"));
 }
 
 TEST(S3StoreFailures, StalledServerIsATimeout) {
@@ -462,8 +463,8 @@ TEST(S3StoreFailures, StalledServerIsATimeout) {
   auto head = store->Head("capsules/x.zip");
   ::close(fd);
   ASSERT_FALSE(head);
-  EXPECT_EQ(head.error().kind, ErrorKind::kTimeout);
-  EXPECT_THAT(head.error().message, HasSubstr("timed out talking to http://127.0.0.1:"));
+  EXPECT_EQ(head.status().reason(), ToString(ErrorKind::kTimeout));
+  EXPECT_THAT(head.status().message(), HasSubstr("timed out talking to http://127.0.0.1:"));
 }
 
 constexpr const char* kSlowDown =
@@ -477,7 +478,7 @@ TEST(S3StoreFailures, ServerErrorsAndThrottlingAreRetried) {
   auto store = MustOpen(BaseOptions(server.endpoint()));
   ASSERT_TRUE(store);
   auto got = store->GetBytes("k");
-  ASSERT_TRUE(got) << got.error().message;
+  ASSERT_TRUE(got) << got.status().message();
   EXPECT_EQ(got.value(), "hello");
   EXPECT_EQ(server.received().size(), 3u);
 }
@@ -488,10 +489,10 @@ TEST(S3StoreFailures, PersistentServerErrorsGiveUpWithTheCode) {
   ASSERT_TRUE(store);
   auto got = store->GetBytes("k");
   ASSERT_FALSE(got);
-  EXPECT_EQ(got.error().kind, ErrorKind::kServer);
-  EXPECT_THAT(got.error().message,
+  EXPECT_EQ(got.status().reason(), ToString(ErrorKind::kServer));
+  EXPECT_THAT(got.status().message(),
               HasSubstr("HTTP 503 SlowDown: Please reduce your request rate."));
-  EXPECT_THAT(got.error().message, HasSubstr("after 3 attempts"));
+  EXPECT_THAT(got.status().message(), HasSubstr("after 3 attempts"));
   EXPECT_EQ(server.received().size(), 3u);
 }
 
@@ -502,8 +503,8 @@ TEST(S3StoreFailures, ClientErrorsAreNotRetried) {
   ASSERT_TRUE(store);
   auto got = store->GetBytes("k");
   ASSERT_FALSE(got);
-  EXPECT_EQ(got.error().kind, ErrorKind::kAccessDenied);
-  EXPECT_THAT(got.error().message, HasSubstr("s3:ListBucket"));
+  EXPECT_EQ(got.status().reason(), ToString(ErrorKind::kAccessDenied));
+  EXPECT_THAT(got.status().message(), HasSubstr("s3:ListBucket"));
   EXPECT_EQ(server.received().size(), 1u);
 }
 
@@ -526,7 +527,7 @@ TEST(S3StoreFailures, FailedMultipartUploadIsAborted) {
   ASSERT_TRUE(store);
   auto put = store->PutBytes("k", "0123456789abcdef!");
   ASSERT_FALSE(put);
-  EXPECT_THAT(put.error().message, HasSubstr("InvalidPart"));
+  EXPECT_THAT(put.status().message(), HasSubstr("InvalidPart"));
   const auto got = server.received();
   ASSERT_EQ(got.size(), 6u);
   EXPECT_EQ(got[0].request_line, "HEAD /forge-test/k HTTP/1.1");
@@ -554,7 +555,7 @@ TEST(S3StoreFailures, CompleteThatFailsWithStatus200IsRetried) {
   auto store = MustOpen(o);
   ASSERT_TRUE(store);
   auto put = store->PutBytes("k", "0123456789abcdef");
-  ASSERT_TRUE(put) << put.error().message;
+  ASSERT_TRUE(put) << put.status().message();
   const auto got = server.received();
   ASSERT_EQ(got.size(), 7u);
   EXPECT_EQ(got[6].body,
@@ -587,15 +588,15 @@ TEST(S3StoreOptions, BadSettingsAreRefusedWithoutEchoingThem) {
   S3Options o = BaseOptions("http://user:hunter2@127.0.0.1:9000");
   auto store = OpenS3(o);
   ASSERT_FALSE(store);
-  EXPECT_THAT(store.error().message, Not(HasSubstr("hunter2")));
+  EXPECT_THAT(store.status().message(), Not(HasSubstr("hunter2")));
   o = BaseOptions("ftp://127.0.0.1");
   EXPECT_FALSE(OpenS3(o));
   o = BaseOptions("http://127.0.0.1:9000");
   o.bucket = "";
-  EXPECT_THAT(OpenS3(o).error().message, HasSubstr("FORGE_S3_BUCKET"));
+  EXPECT_THAT(OpenS3(o).status().message(), HasSubstr("FORGE_S3_BUCKET"));
   o = BaseOptions("http://127.0.0.1:9000");
   o.credentials.secret_access_key = Secret();
-  EXPECT_THAT(OpenS3(o).error().message, HasSubstr("FORGE_S3_SECRET_KEY"));
+  EXPECT_THAT(OpenS3(o).status().message(), HasSubstr("FORGE_S3_SECRET_KEY"));
 }
 
 TEST(S3StoreOptions, PresignedUrlsCarryTheKeyIdButNeverTheSecret) {
@@ -616,7 +617,7 @@ TEST(S3StoreOptions, FactoryPicksS3WhenAnEndpointIsSet) {
   cfg.s3_access_key = Secret("AKIAFACTORYTEST");
   cfg.s3_secret_key = Secret("factory-secret");
   auto store = Open(cfg);
-  ASSERT_TRUE(store) << store.error().message;
+  ASSERT_TRUE(store) << store.status().message();
   EXPECT_EQ(store.value()->Describe(),
             "s3 bucket \"b\" at http://127.0.0.1:9000 (region us-east-1, path-style addressing)");
   cfg.s3_endpoint = "";

@@ -27,7 +27,7 @@ TEST(S3Xml, ExtractsFlatTagsAndDecodesEntities) {
   EXPECT_EQ(s3wire::XmlEscape("\"a\"&<b>'"), "&quot;a&quot;&amp;&lt;b&gt;&apos;");
 }
 
-Error Classify(long status, const std::string& code, const std::string& message = "") {
+Status Classify(long status, const std::string& code, const std::string& message = "") {
   const std::string body =
       code.empty() ? ""
                    : "<Error><Code>" + code + "</Code><Message>" + message + "</Message></Error>";
@@ -35,46 +35,71 @@ Error Classify(long status, const std::string& code, const std::string& message 
 }
 
 TEST(S3Errors, ClearMessagesPerCode) {
-  Error e = Classify(404, "NoSuchBucket");
-  EXPECT_EQ(e.kind, ErrorKind::kNoSuchBucket);
-  EXPECT_EQ(e.message, "bucket \"forge\" does not exist at http://s3.local:9000");
+  Status e = Classify(404, "NoSuchBucket");
+  EXPECT_EQ(e.reason(), ToString(ErrorKind::kNoSuchBucket));
+  EXPECT_EQ(e.message(), "bucket \"forge\" does not exist at http://s3.local:9000");
 
   e = Classify(403, "InvalidAccessKeyId", "The AWS Access Key Id you provided does not exist");
-  EXPECT_EQ(e.kind, ErrorKind::kBadCredentials);
-  EXPECT_EQ(e.message,
+  EXPECT_EQ(e.reason(), ToString(ErrorKind::kBadCredentials));
+  EXPECT_EQ(e.message(),
             "the S3 credentials were rejected (InvalidAccessKeyId) by http://s3.local:9000: check "
             "FORGE_S3_ACCESS_KEY/FORGE_S3_SECRET_KEY");
-  EXPECT_EQ(Classify(403, "SignatureDoesNotMatch").kind, ErrorKind::kBadCredentials);
+  EXPECT_EQ(Classify(403, "SignatureDoesNotMatch").reason(), ToString(ErrorKind::kBadCredentials));
 
   e = Classify(403, "AccessDenied", "Access Denied");
-  EXPECT_EQ(e.kind, ErrorKind::kAccessDenied);
-  EXPECT_THAT(e.message, HasSubstr("access denied to bucket \"forge\" at http://s3.local:9000 "
-                                   "(HTTP 403 AccessDenied: Access Denied)"));
-  EXPECT_EQ(Classify(403, "").kind, ErrorKind::kAccessDenied);  // a HEAD: no body
+  EXPECT_EQ(e.reason(), ToString(ErrorKind::kAccessDenied));
+  EXPECT_THAT(e.message(), HasSubstr("access denied to bucket \"forge\" at http://s3.local:9000 "
+                                     "(HTTP 403 AccessDenied: Access Denied)"));
+  EXPECT_EQ(Classify(403, "").reason(), ToString(ErrorKind::kAccessDenied));  // a HEAD: no body
 
   e = Classify(404, "NoSuchKey");
-  EXPECT_EQ(e.kind, ErrorKind::kNotFound);
-  EXPECT_EQ(e.message,
+  EXPECT_EQ(e.reason(), ToString(ErrorKind::kNotFound));
+  EXPECT_EQ(e.message(),
             "object \"capsules/a.zip\" does not exist in bucket \"forge\" at http://s3.local:9000");
-  EXPECT_EQ(Classify(404, "").kind, ErrorKind::kNotFound);
+  EXPECT_EQ(Classify(404, "").reason(), ToString(ErrorKind::kNotFound));
 
-  EXPECT_EQ(Classify(503, "SlowDown", "Reduce your rate").kind, ErrorKind::kServer);
-  EXPECT_THAT(Classify(503, "SlowDown", "Reduce your rate").message,
+  EXPECT_EQ(Classify(503, "SlowDown", "Reduce your rate").reason(), ToString(ErrorKind::kServer));
+  EXPECT_THAT(Classify(503, "SlowDown", "Reduce your rate").message(),
               HasSubstr("(HTTP 503 SlowDown: Reduce your rate)"));
-  EXPECT_EQ(Classify(500, "").kind, ErrorKind::kServer);
-  EXPECT_EQ(Classify(400, "RequestTimeout").kind, ErrorKind::kTimeout);
-  EXPECT_THAT(Classify(403, "RequestTimeTooSkewed").message, HasSubstr("clock"));
-  EXPECT_EQ(Classify(400, "InvalidArgument", "bad").kind, ErrorKind::kInvalid);
-  EXPECT_THAT(Classify(400, "InvalidArgument", "bad").message,
+  EXPECT_EQ(Classify(500, "").reason(), ToString(ErrorKind::kServer));
+  EXPECT_EQ(Classify(400, "RequestTimeout").reason(), ToString(ErrorKind::kTimeout));
+  EXPECT_THAT(Classify(403, "RequestTimeTooSkewed").message(), HasSubstr("clock"));
+  EXPECT_EQ(Classify(400, "InvalidArgument", "bad").reason(), ToString(ErrorKind::kInvalid));
+  EXPECT_THAT(Classify(400, "InvalidArgument", "bad").message(),
               HasSubstr("S3 refused the request for \"capsules/a.zip\" in bucket \"forge\""));
+}
+
+TEST(S3Errors, EachKindIsAStatusCode) {
+  const struct {
+    ErrorKind kind;
+    Code code;
+    bool retryable;
+    const char* reason;
+  } cases[] = {
+      {ErrorKind::kNotFound, Code::kNotFound, false, "NotFound"},
+      {ErrorKind::kNoSuchBucket, Code::kFailedPrecondition, false, "NoSuchBucket"},
+      {ErrorKind::kAccessDenied, Code::kPermissionDenied, false, "AccessDenied"},
+      {ErrorKind::kBadCredentials, Code::kUnauthenticated, false, "BadCredentials"},
+      {ErrorKind::kUnreachable, Code::kUnavailable, true, "Unreachable"},
+      {ErrorKind::kTimeout, Code::kDeadlineExceeded, true, "Timeout"},
+      {ErrorKind::kServer, Code::kUnavailable, true, "ServerError"},
+      {ErrorKind::kInvalid, Code::kInvalidArgument, false, "Invalid"},
+  };
+  for (const auto& c : cases) {
+    const Status s = Failure(c.kind, "why");
+    EXPECT_EQ(s.code(), c.code) << c.reason;
+    EXPECT_EQ(s.retryable(), c.retryable) << c.reason;
+    EXPECT_EQ(s.reason(), c.reason);
+    EXPECT_EQ(s.message(), "why");
+  }
 }
 
 TEST(S3Errors, ServerTextIsKeptToOneShortLine) {
   const std::string html = "<html>\n" + std::string(5000, 'x') + "</html>";
-  const Error e = s3wire::ClassifyHttpError(
+  const Status e = s3wire::ClassifyHttpError(
       kTarget, 502, "<Error><Code>Bad</Code><Message>" + html + "</Message></Error>");
-  EXPECT_LT(e.message.size(), 500u);
-  EXPECT_EQ(e.message.find('\n'), std::string::npos);
+  EXPECT_LT(e.message().size(), 500u);
+  EXPECT_EQ(e.message().find('\n'), std::string::npos);
 }
 
 TEST(S3Retry, OnlyTransientRepliesAreRetried) {

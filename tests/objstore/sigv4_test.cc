@@ -134,9 +134,9 @@ TEST(SigV4S3Examples, StorePresignReproducesTheAwsUrl) {
   o.credentials = kS3Creds;
   o.addressing = config::S3Addressing::kVirtual;
   auto store = OpenS3(o);
-  ASSERT_TRUE(store) << store.error().message;
+  ASSERT_TRUE(store) << store.status().message();
   auto url = store.value()->PresignGet("test.txt", 86400, *ParseAmzDate("20130524T000000Z"));
-  ASSERT_TRUE(url) << url.error().message;
+  ASSERT_TRUE(url) << url.status().message();
   EXPECT_EQ(*url, kPresignedTestTxt);
 }
 
@@ -350,8 +350,8 @@ TEST(SigV4Presign, StoreRejectsExpiryOverSevenDays) {
   for (int64_t bad : {int64_t{604801}, int64_t{0}, int64_t{-5}}) {
     auto url = store.value()->PresignGet("k", bad, 0);
     ASSERT_FALSE(url);
-    EXPECT_EQ(url.error().kind, ErrorKind::kInvalid);
-    EXPECT_NE(url.error().message.find("604800"), std::string::npos) << url.error().message;
+    EXPECT_EQ(url.status().reason(), ToString(ErrorKind::kInvalid));
+    EXPECT_NE(url.status().message().find("604800"), std::string::npos) << url.status().message();
   }
 }
 

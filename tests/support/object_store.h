@@ -13,30 +13,30 @@ namespace starforge::support {
 
 class RefusingObjectStore : public objstore::ObjectStore {
  public:
-  objstore::Result<objstore::PutOutcome> PutFile(const std::string&, const std::string&,
-                                                 const objstore::Progress&) override {
+  StatusOr<objstore::PutOutcome> PutFile(const std::string&, const std::string&,
+                                         const objstore::Progress&) override {
     return Refused();
   }
-  objstore::Result<objstore::PutOutcome> PutBytes(const std::string&, std::string_view,
-                                                  const objstore::Progress&) override {
+  StatusOr<objstore::PutOutcome> PutBytes(const std::string&, std::string_view,
+                                          const objstore::Progress&) override {
     return Refused();
   }
-  objstore::Result<std::optional<objstore::ObjectInfo>> Head(const std::string&) override {
+  StatusOr<std::optional<objstore::ObjectInfo>> Head(const std::string&) override {
     return Refused();
   }
-  objstore::Result<int64_t> GetFile(const std::string&, const std::string&,
-                                    const objstore::Progress&) override {
+  StatusOr<int64_t> GetFile(const std::string&, const std::string&,
+                            const objstore::Progress&) override {
     return Refused();
   }
-  objstore::Result<std::string> GetBytes(const std::string&) override { return Refused(); }
-  objstore::Result<std::string> PresignGet(const std::string&, int64_t, std::time_t) override {
+  StatusOr<std::string> GetBytes(const std::string&) override { return Refused(); }
+  StatusOr<std::string> PresignGet(const std::string&, int64_t, std::time_t) override {
     return Refused();
   }
   std::string Describe() const override { return "refusing object store"; }
 
  protected:
-  static objstore::Error Refused() {
-    return objstore::Error{objstore::ErrorKind::kInvalid, "not in this test"};
+  static Status Refused() {
+    return objstore::Failure(objstore::ErrorKind::kInvalid, "not in this test");
   }
 };
 

@@ -45,6 +45,6 @@ S3Options S3OptionsFromConfig(const config::Config& cfg);
 
 // Checks `options` (endpoint shape, bucket, credentials) and makes the store. Makes no request.
 // The store serialises its own requests; it is safe to share between threads.
-Result<std::unique_ptr<ObjectStore>> OpenS3(S3Options options);
+StatusOr<std::unique_ptr<ObjectStore>> OpenS3(S3Options options);
 
 }  // namespace starforge::objstore

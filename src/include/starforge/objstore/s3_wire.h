@@ -34,10 +34,10 @@ struct Target {
   std::string key;  // "" for bucket-level requests
 };
 
-// An Error for a non-2xx reply. `body` may be empty (HEAD replies carry none); S3 error codes
-// (NoSuchBucket, InvalidAccessKeyId, SignatureDoesNotMatch, AccessDenied, SlowDown, …) pick the
-// kind and message.
-Error ClassifyHttpError(const Target& target, long status, std::string_view body);
+// The failed Status for a non-2xx reply. `body` may be empty (HEAD replies carry none); S3 error
+// codes (NoSuchBucket, InvalidAccessKeyId, SignatureDoesNotMatch, AccessDenied, SlowDown, …) pick
+// the kind and message.
+Status ClassifyHttpError(const Target& target, long status, std::string_view body);
 
 // Whether a reply is worth retrying: 5xx, 429, and S3's RequestTimeout/SlowDown codes. Other
 // 4xx replies would fail the same way again.
