@@ -69,6 +69,49 @@ ApiError BadRequest(std::string message, std::string field) {
   return {400, api_errors::kBadRequest, std::move(message), std::move(field), {}};
 }
 
+ApiError ErrorFor(const Status& s) {
+  int status = 500;
+  const char* kind = api_errors::kInternal;
+  switch (s.code()) {
+    case Code::kInvalidArgument:
+      status = 422;
+      kind = api_errors::kInvalid;
+      break;
+    case Code::kNotFound:
+      status = 404;
+      kind = api_errors::kNotFound;
+      break;
+    case Code::kAlreadyExists:
+    case Code::kFailedPrecondition:
+    case Code::kAborted:
+      status = 409;
+      kind = api_errors::kConflict;
+      break;
+    case Code::kUnauthenticated:
+      status = 401;
+      kind = api_errors::kUnauthorized;
+      break;
+    case Code::kPermissionDenied:
+      status = 403;
+      kind = api_errors::kForbidden;
+      break;
+    case Code::kResourceExhausted:
+      status = 429;
+      kind = api_errors::kTooManyRequests;
+      break;
+    case Code::kUnavailable:
+    case Code::kDeadlineExceeded:
+      status = 503;
+      kind = api_errors::kUnavailable;
+      break;
+    case Code::kOk:
+    case Code::kInternal:
+    case Code::kUnknown:
+      break;
+  }
+  return {status, s.reason().empty() ? kind : s.reason(), s.message(), s.field(), s.errors()};
+}
+
 void SetJson(httplib::Response& res, int status, const nlohmann::json& body) {
   res.status = status;
   res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n",

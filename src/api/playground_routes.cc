@@ -1,6 +1,7 @@
 // The playground routes (docs/api.md "Playgrounds"): start, list, get, stop, extend, logs,
 // events, and the OpenAI-compatible paths forwarded to the model server through the Kubernetes
-// API proxy. The manager throws playground::Error for every refusal; the server answers it.
+// API proxy. The manager returns a Status for every refusal; ErrorFor (handler.h) makes it an
+// answer.
 #include "starforge/api/handlers.h"
 
 #include <algorithm>
@@ -20,7 +21,6 @@
 namespace starforge::api {
 
 using nlohmann::json;
-using playground::Error;
 
 namespace {
 
@@ -28,8 +28,7 @@ constexpr size_t kMaxBody = 1 << 20;  // a chat request with a long history
 
 std::string ReadBody(const httplib::Request& req, const httplib::ContentReader* reader) {
   std::optional<std::string> body = ReadSmallBody(req, reader, kMaxBody);
-  if (!body)
-    throw Error{413, api_errors::kPayloadTooLarge, "the request body is over 1 MiB", "", {}};
+  if (!body) throw ApiError{413, api_errors::kPayloadTooLarge, "the request body is over 1 MiB"};
   return std::move(*body);
 }
 
@@ -37,7 +36,7 @@ json ParseObject(const std::string& body) {
   if (body.empty()) return json::object();
   json j = json::parse(body, nullptr, false);
   if (!j.is_object())
-    throw Error{400, api_errors::kBadRequest, "the body must be a JSON object", "", {}};
+    throw ApiError{400, api_errors::kBadRequest, "the body must be a JSON object"};
   return j;
 }
 
@@ -85,19 +84,19 @@ void Proxy(playground::Manager& m, const store::User& user, const std::string& i
   const json body = call.body.empty() ? json() : json::parse(call.body, nullptr, false);
   const bool streamed = body.is_object() && body.value("stream", false) == true;
   if (!streamed) {
-    const playground::ProxyReply r = m.Proxy(user, id, call, nullptr, nullptr);
-    if (r.status == 0) throw Error{502, api_errors::kBadGateway, r.message, "", {}};
+    const playground::ProxyReply r = ValueOrThrow(m.Proxy(user, id, call, nullptr, nullptr));
+    if (r.status == 0) throw ApiError{502, api_errors::kBadGateway, r.message};
     res.status = r.status;
     res.set_content(r.body, r.content_type.empty() ? "application/json" : r.content_type);
     return;
   }
   // The playground's state and ownership are checked before anything is streamed.
-  m.Get(user, id);
+  ValueOrThrow(m.Get(user, id));
   auto s = std::make_shared<Stream>();
   s->worker = std::thread([s, &m, user, id, call] {
     playground::ProxyReply r;
     try {
-      r = m.Proxy(
+      StatusOr<playground::ProxyReply> got = m.Proxy(
           user, id, call,
           [s](std::string_view chunk) {
             std::lock_guard lock(s->mu);
@@ -107,10 +106,14 @@ void Proxy(playground::Manager& m, const store::User& user, const std::string& i
             return !s->stop.load();
           },
           &s->stop);
-    } catch (const Error& e) {
-      r.status = e.status;
-      r.body = ErrorJson(e.kind, e.message, e.field, e.errors).dump();
-      r.content_type = "application/json";
+      if (got.ok()) {
+        r = std::move(got).value();
+      } else {
+        const ApiError e = ErrorFor(got.status());
+        r.status = e.status;
+        r.body = ErrorJson(e.kind, e.message, e.field, e.errors).dump();
+        r.content_type = "application/json";
+      }
     } catch (const std::exception& e) {
       r.status = 0;
       r.message = e.what();
@@ -127,7 +130,7 @@ void Proxy(playground::Manager& m, const store::User& user, const std::string& i
   if (!s->started) {  // an error before any byte of a 2xx answer
     s->worker.join();
     const playground::ProxyReply& r = s->reply;
-    if (r.status == 0) throw Error{502, api_errors::kBadGateway, r.message, "", {}};
+    if (r.status == 0) throw ApiError{502, api_errors::kBadGateway, r.message};
     res.status = r.status;
     res.set_content(r.body, r.content_type.empty() ? "application/json" : r.content_type);
     return;
@@ -165,7 +168,7 @@ int64_t TailLines(const httplib::Request& req) {
   if (!req.has_param("tailLines")) return 0;
   const auto n = ParseCount(req.get_param_value("tailLines"));
   if (!n)
-    throw Error{400, api_errors::kBadRequest, "tailLines must be a whole number", "tailLines", {}};
+    throw ApiError{400, api_errors::kBadRequest, "tailLines must be a whole number", "tailLines"};
   return *n;
 }
 
@@ -186,7 +189,8 @@ void ProxyTo(Call& c, const std::string& method, const std::string& path) {
 
 void CreatePlayground(Call& c) {
   playground::Manager& m = Manager(c);
-  Send(c.res, 201, PlaygroundJson(m.Create(c.user, ParseObject(ReadBody(c.req, c.reader)))));
+  Send(c.res, 201,
+       PlaygroundJson(ValueOrThrow(m.Create(c.user, ParseObject(ReadBody(c.req, c.reader))))));
 }
 
 void ListPlaygrounds(Call& c) {
@@ -199,36 +203,35 @@ void ListPlaygrounds(Call& c) {
 
 void GetPlayground(Call& c) {
   playground::Manager& m = Manager(c);
-  Send(c.res, 200, PlaygroundJson(m.Get(c.user, c.Path())));
+  Send(c.res, 200, PlaygroundJson(ValueOrThrow(m.Get(c.user, c.Path()))));
 }
 
 void DeletePlayground(Call& c) {
   playground::Manager& m = Manager(c);
   ReadBody(c.req, c.reader);
-  Send(c.res, 200, PlaygroundJson(m.Stop(c.user, c.Path())));
+  Send(c.res, 200, PlaygroundJson(ValueOrThrow(m.Stop(c.user, c.Path()))));
 }
 
 void ExtendPlayground(Call& c) {
   playground::Manager& m = Manager(c);
   const json body = ParseObject(ReadBody(c.req, c.reader));
-  m.Get(c.user, c.Path());  // someone else's, or none: 404 before anything about the body
+  // Someone else's, or none: 404 before anything about the body.
+  ValueOrThrow(m.Get(c.user, c.Path()));
   if (!body.contains("seconds") || !body["seconds"].is_number_integer())
-    throw Error{400,
-                api_errors::kBadRequest,
-                "expected {\"seconds\": <whole seconds to add>}",
-                "seconds",
-                {}};
-  Send(c.res, 200, PlaygroundJson(m.Extend(c.user, c.Path(), body["seconds"].get<int64_t>())));
+    throw BadRequest("expected {\"seconds\": <whole seconds to add>}", "seconds");
+  Send(c.res, 200,
+       PlaygroundJson(ValueOrThrow(m.Extend(c.user, c.Path(), body["seconds"].get<int64_t>()))));
 }
 
 void PlaygroundLogs(Call& c) {
   playground::Manager& m = Manager(c);
-  c.res.set_content(m.Logs(c.user, c.Path(), TailLines(c.req)), "text/plain; charset=utf-8");
+  c.res.set_content(ValueOrThrow(m.Logs(c.user, c.Path(), TailLines(c.req))),
+                    "text/plain; charset=utf-8");
 }
 
 void PlaygroundEvents(Call& c) {
   playground::Manager& m = Manager(c);
-  Send(c.res, 200, {{"items", m.Events(c.user, c.Path())}});
+  Send(c.res, 200, {{"items", ValueOrThrow(m.Events(c.user, c.Path()))}});
 }
 
 void PlaygroundModels(Call& c) {

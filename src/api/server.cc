@@ -174,8 +174,6 @@ struct Server::Impl {
       return;
     } catch (const ApiError& e) {
       SetError(res, e);
-    } catch (const playground::Error& e) {
-      SetError(res, {e.status, e.kind, e.message, e.field, e.errors});
     } catch (const std::exception& e) {
       // The log gets the detail; the client only learns that it was our fault.
       spdlog::error("{} {}: {}", req.method, req.path, e.what());

@@ -6,7 +6,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include "starforge/common/api_errors.h"
 #include "starforge/common/format.h"
 #include "starforge/common/reasons.h"
 
@@ -22,8 +21,8 @@ namespace {
 constexpr const char* kTtlExpired = "TTLExpired";
 constexpr const char* kStoppedByUser = "StoppedByUser";
 
-Error NotFound(const std::string& id) {
-  return {404, api_errors::kNotFound, "playground " + id + " not found", "", {}};
+Status NotFound(const std::string& id) {
+  return Status::NotFound("playground " + id + " not found");
 }
 
 }  // namespace
@@ -224,47 +223,37 @@ bool Manager::Reconcile(const std::string& id) {
   return true;
 }
 
-Playground Manager::Create(const store::User& user, const json& body) {
+StatusOr<Playground> Manager::Create(const store::User& user, const json& body) {
   ParseResult parsed = Parse(body, options_.config);
   if (!parsed.ok()) {
-    throw Error{422, api_errors::kInvalid, JoinErrors(parsed.errors), parsed.errors.front().path,
-                parsed.errors};
+    return Status::Invalid(JoinErrors(parsed.errors), parsed.errors.front().path, parsed.errors);
   }
   Spec& spec = parsed.spec;
   // The model: a directory a job of this user wrote, which must exist now.
   std::string error;
   const ModelLocation loc = Locate(spec.model, options_.config.storage_root, &error);
-  if (!error.empty()) throw Error{422, api_errors::kInvalid, "model: " + error, "model", {}};
+  if (!error.empty()) return Status::Invalid("model: " + error, "model");
   if (loc.on_storage) {
     std::optional<store::Job> job = store_.GetJob(loc.job_id);
     if (!job || (job->owner != user.name && !user.admin)) {
-      throw Error{422,
-                  api_errors::kInvalid,
-                  "model: no job " + loc.job_id +
-                      " of yours wrote it (a playground serves "
-                      "directories of your own jobs: jobs/<job id>/…)",
-                  "model",
-                  {}};
+      return Status::Invalid("model: no job " + loc.job_id +
+                                 " of yours wrote it (a playground serves "
+                                 "directories of your own jobs: jobs/<job id>/…)",
+                             "model");
     }
     std::error_code ec;
     const fs::path dir = options_.storage_root / loc.relative;
     if (!fs::is_directory(dir, ec)) {
-      throw Error{422,
-                  api_errors::kInvalid,
-                  "model: " + loc.relative +
-                      " does not exist (or is not a directory) under the "
-                      "storage root; list the job's outputs with forge logs / the job's directory",
-                  "model",
-                  {}};
+      return Status::Invalid(
+          "model: " + loc.relative +
+              " does not exist (or is not a directory) under the "
+              "storage root; list the job's outputs with forge logs / the job's directory",
+          "model");
     }
   }
   Backend* backend = BackendFor(spec.fleet);
   if (backend == nullptr) {
-    throw Error{422,
-                api_errors::kInvalid,
-                "fleet: this server runs no " + spec.fleet + " playgrounds",
-                "fleet",
-                {}};
+    return Status::Invalid("fleet: this server runs no " + spec.fleet + " playgrounds", "fleet");
   }
   Playground row;
   row.id = store::NewPlaygroundId();
@@ -273,7 +262,7 @@ Playground Manager::Create(const store::User& user, const json& body) {
   row.spec_json = ToJson(spec).dump();
   row.handle = row.id;
   const fleet::Admission a = backend->Admit(row, spec);
-  if (!a.possible) throw Error{422, reasons::kRejected, a.message, a.field, {}};
+  if (!a.possible) return Status::Invalid(a.message, a.field).WithReason(reasons::kRejected);
   row.expires_at = Now() + spec.ttl_seconds * 1000;
   row = store_.CreatePlayground(row);
   spdlog::info("playground {}: started by {} ({} on {}, TTL {} s)", row.id, user.name, spec.model,
@@ -282,9 +271,9 @@ Playground Manager::Create(const store::User& user, const json& body) {
   return row;
 }
 
-Playground Manager::Get(const store::User& user, const std::string& id) {
+StatusOr<Playground> Manager::Get(const store::User& user, const std::string& id) {
   std::optional<Playground> row = store_.GetPlayground(id);
-  if (!row || (row->owner != user.name && !user.admin)) throw NotFound(id);
+  if (!row || (row->owner != user.name && !user.admin)) return NotFound(id);
   return *row;
 }
 
@@ -292,65 +281,62 @@ std::vector<Playground> Manager::List(const store::User& user) {
   return store_.ListPlaygrounds(user.admin ? "" : user.name, false);
 }
 
-Playground Manager::Extend(const store::User& user, const std::string& id, int64_t seconds) {
-  const Playground row = Get(user, id);
-  if (seconds <= 0)
-    throw Error{422, api_errors::kInvalid, "seconds: must be positive", "seconds", {}};
+StatusOr<Playground> Manager::Extend(const store::User& user, const std::string& id,
+                                     int64_t seconds) {
+  StatusOr<Playground> got = Get(user, id);
+  if (!got) return got;
+  const Playground& row = *got;
+  if (seconds <= 0) return Status::Invalid("seconds: must be positive", "seconds");
   if (store::IsTerminal(row.state)) {
-    throw Error{
-        409,
-        api_errors::kConflict,
-        "playground " + id + " is " + std::string(store::ToString(row.state)) + "; start a new one",
-        "",
-        {}};
+    return Status::FailedPrecondition("playground " + id + " is " +
+                                      std::string(store::ToString(row.state)) +
+                                      "; start a new one");
   }
   const int64_t limit = row.created_at + options_.config.playground_max_ttl_s * 1000;
   const int64_t next = std::max(row.expires_at, Now()) + seconds * 1000;
   if (next > limit) {
-    throw Error{422,
-                api_errors::kInvalid,
-                "a playground lives at most " +
-                    std::to_string(options_.config.playground_max_ttl_s) +
-                    " s (FORGE_PLAYGROUND_MAX_TTL_S); this one can be extended by at most " +
-                    std::to_string(std::max<int64_t>(0, (limit - row.expires_at) / 1000)) + " s",
-                "seconds",
-                {}};
+    return Status::Invalid(
+        "a playground lives at most " + std::to_string(options_.config.playground_max_ttl_s) +
+            " s (FORGE_PLAYGROUND_MAX_TTL_S); this one can be extended by at most " +
+            std::to_string(std::max<int64_t>(0, (limit - row.expires_at) / 1000)) + " s",
+        "seconds");
   }
   std::optional<Playground> updated =
       store_.UpdatePlayground(id, [&](Playground& p) { p.expires_at = next; });
-  if (!updated) throw NotFound(id);
+  if (!updated) return NotFound(id);
   Kick();
   return *updated;
 }
 
-Playground Manager::Stop(const store::User& user, const std::string& id) {
-  Get(user, id);
+StatusOr<Playground> Manager::Stop(const store::User& user, const std::string& id) {
+  if (StatusOr<Playground> got = Get(user, id); !got) return got;
   std::optional<Playground> updated =
       store_.UpdatePlayground(id, [](Playground& p) { p.stop_requested = true; });
-  if (!updated) throw NotFound(id);
+  if (!updated) return NotFound(id);
   Reconcile(id);  // stop at once, as the user asked; the loop retries what fails
   Kick();
   return store_.GetPlayground(id).value_or(*updated);
 }
 
-std::string Manager::Logs(const store::User& user, const std::string& id, int64_t tail_lines) {
-  const Playground row = Get(user, id);
+StatusOr<std::string> Manager::Logs(const store::User& user, const std::string& id,
+                                    int64_t tail_lines) {
+  StatusOr<Playground> got = Get(user, id);
+  if (!got) return got.status();
+  const Playground& row = *got;
   Backend* backend = BackendFor(row.fleet);
-  if (backend == nullptr)
-    throw Error{404, api_errors::kNotFound, "no " + row.fleet + " fleet", "", {}};
+  if (backend == nullptr) return Status::NotFound("no " + row.fleet + " fleet");
   std::string out;
   const Status s = backend->Logs(row, tail_lines, &out);
+  // The backend's own reason stays in its log: the caller learns whether to try again.
   if (!s.ok())
-    throw Error{s.retryable() ? 503 : 404,
-                s.retryable() ? api_errors::kUnavailable : api_errors::kNotFound,
-                s.message(),
-                "",
-                {}};
+    return s.retryable() ? Status::Unavailable(s.message()) : Status::NotFound(s.message());
   return out;
 }
 
-json Manager::Events(const store::User& user, const std::string& id) {
-  const Playground row = Get(user, id);
+StatusOr<json> Manager::Events(const store::User& user, const std::string& id) {
+  StatusOr<Playground> got = Get(user, id);
+  if (!got) return got.status();
+  const Playground& row = *got;
   Backend* backend = BackendFor(row.fleet);
   if (backend == nullptr || store::IsTerminal(row.state) || row.state == PlaygroundState::kStarting)
     return json::array();
@@ -358,21 +344,21 @@ json Manager::Events(const store::User& user, const std::string& id) {
   return o.events;
 }
 
-ProxyReply Manager::Proxy(const store::User& user, const std::string& id, const ProxyCall& call,
-                          const std::function<bool(std::string_view)>& on_data,
-                          const std::atomic<bool>* stop) {
-  const Playground row = Get(user, id);
+StatusOr<ProxyReply> Manager::Proxy(const store::User& user, const std::string& id,
+                                    const ProxyCall& call,
+                                    const std::function<bool(std::string_view)>& on_data,
+                                    const std::atomic<bool>* stop) {
+  StatusOr<Playground> got = Get(user, id);
+  if (!got) return got.status();
+  const Playground& row = *got;
   if (row.state != PlaygroundState::kReady) {
-    throw Error{409,
-                api_errors::kConflict,
-                "playground " + id + " is " + std::string(store::ToString(row.state)) +
-                    (row.message.empty() ? "" : " (" + row.message + ")") +
-                    "; it answers once Ready (forge playground describe " + id + ")",
-                "",
-                {}};
+    return Status::FailedPrecondition(
+        "playground " + id + " is " + std::string(store::ToString(row.state)) +
+        (row.message.empty() ? "" : " (" + row.message + ")") +
+        "; it answers once Ready (forge playground describe " + id + ")");
   }
   Backend* backend = BackendFor(row.fleet);
-  if (backend == nullptr) throw NotFound(id);
+  if (backend == nullptr) return NotFound(id);
   return backend->Proxy(row, call, on_data, stop);
 }
 

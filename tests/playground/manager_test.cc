@@ -83,14 +83,11 @@ class ManagerTest : public ::testing::Test {
     b.merge_patch(extra);
     return b;
   }
-  int ErrorStatus(const std::function<void()>& f, std::string* message = nullptr) {
-    try {
-      f();
-    } catch (const Error& e) {
-      if (message != nullptr) *message = e.message;
-      return e.status;
-    }
-    return 0;
+  // The code of `r`'s Status (kOk with a value); `*message` gets its message.
+  template <typename T>
+  static Code ErrorCode(const StatusOr<T>& r, std::string* message = nullptr) {
+    if (message != nullptr) *message = r.status().message();
+    return r.status().code();
   }
 
   support::TempDir dir_;
@@ -102,121 +99,108 @@ class ManagerTest : public ::testing::Test {
 };
 
 TEST_F(ManagerTest, StartsObservesAndServesOnlyItsOwner) {
-  const store::Playground p = manager_->Create(alice_, Body());
+  const store::Playground p = manager_->Create(alice_, Body()).value();
   EXPECT_EQ(p.state, PlaygroundState::kStarting);
   EXPECT_TRUE(manager_->Reconcile(p.id));  // create
   EXPECT_EQ(fake_.created.count(p.id), 1u);
-  EXPECT_EQ(manager_->Get(alice_, p.id).state, PlaygroundState::kPending);
+  EXPECT_EQ(manager_->Get(alice_, p.id).value().state, PlaygroundState::kPending);
   manager_->Reconcile(p.id);
-  EXPECT_EQ(manager_->Get(alice_, p.id).reason, "ImagePullFailed");
+  EXPECT_EQ(manager_->Get(alice_, p.id).value().reason, "ImagePullFailed");
   std::string message;
-  EXPECT_EQ(ErrorStatus(
-                [&] {
-                  manager_->Proxy(alice_, p.id, {"GET", "v1/models", "", ""}, nullptr, nullptr);
-                },
-                &message),
-            409);
+  EXPECT_EQ(ErrorCode(manager_->Proxy(alice_, p.id, {"GET", "v1/models", "", ""}, nullptr, nullptr),
+                      &message),
+            Code::kFailedPrecondition);
   EXPECT_THAT(message, HasSubstr("Pending"));
   fake_.ready.insert(p.id);
   manager_->Reconcile(p.id);
-  EXPECT_EQ(manager_->Get(alice_, p.id).state, PlaygroundState::kReady);
-  EXPECT_EQ(manager_->Proxy(alice_, p.id, {"GET", "v1/models", "", ""}, nullptr, nullptr).body,
-            "{\"path\":\"v1/models\"}");
+  EXPECT_EQ(manager_->Get(alice_, p.id).value().state, PlaygroundState::kReady);
+  EXPECT_EQ(
+      manager_->Proxy(alice_, p.id, {"GET", "v1/models", "", ""}, nullptr, nullptr).value().body,
+      "{\"path\":\"v1/models\"}");
   // Bob: as if it did not exist, on every route.
-  EXPECT_EQ(ErrorStatus([&] { manager_->Get(bob_, p.id); }), 404);
-  EXPECT_EQ(ErrorStatus([&] { manager_->Stop(bob_, p.id); }), 404);
-  EXPECT_EQ(ErrorStatus([&] { manager_->Extend(bob_, p.id, 60); }), 404);
-  EXPECT_EQ(ErrorStatus([&] { manager_->Logs(bob_, p.id, 0); }), 404);
-  EXPECT_EQ(ErrorStatus([&] {
-              manager_->Proxy(bob_, p.id, {"GET", "v1/models", "", ""}, nullptr, nullptr);
-            }),
-            404);
+  EXPECT_EQ(ErrorCode(manager_->Get(bob_, p.id)), Code::kNotFound);
+  EXPECT_EQ(ErrorCode(manager_->Stop(bob_, p.id)), Code::kNotFound);
+  EXPECT_EQ(ErrorCode(manager_->Extend(bob_, p.id, 60)), Code::kNotFound);
+  EXPECT_EQ(ErrorCode(manager_->Logs(bob_, p.id, 0)), Code::kNotFound);
+  EXPECT_EQ(ErrorCode(manager_->Proxy(bob_, p.id, {"GET", "v1/models", "", ""}, nullptr, nullptr)),
+            Code::kNotFound);
   EXPECT_TRUE(manager_->List(bob_).empty());
   EXPECT_EQ(manager_->List(alice_).size(), 1u);
 }
 
 TEST_F(ManagerTest, ACreateThatMustWaitSaysWhyAndIsTriedAgain) {
-  const store::Playground p = manager_->Create(alice_, Body());
+  const store::Playground p = manager_->Create(alice_, Body()).value();
   fake_.create_error = Status::Retryable(
       "WaitingForResources", "waiting for 1 CPU and 1 GPU: 2 of 2 CPUs and 1 of 1 GPUs in use");
   manager_->Reconcile(p.id);
-  store::Playground row = manager_->Get(alice_, p.id);
+  store::Playground row = manager_->Get(alice_, p.id).value();
   EXPECT_EQ(row.state, PlaygroundState::kStarting);
   EXPECT_EQ(row.reason, "WaitingForResources");
   EXPECT_THAT(row.message, HasSubstr("in use"));
   fake_.create_error = Status::Ok();
   manager_->Reconcile(p.id);
   EXPECT_EQ(fake_.creates, 2);
-  EXPECT_EQ(manager_->Get(alice_, p.id).state, PlaygroundState::kPending);
+  EXPECT_EQ(manager_->Get(alice_, p.id).value().state, PlaygroundState::kPending);
 }
 
 TEST_F(ManagerTest, TheModelMustBeAnExistingDirectoryOfTheUsersJob) {
   std::string message;
-  EXPECT_EQ(ErrorStatus([&] { manager_->Create(bob_, Body()); }, &message), 422);
+  EXPECT_EQ(ErrorCode(manager_->Create(bob_, Body()), &message), Code::kInvalidArgument);
   EXPECT_THAT(message, HasSubstr("no job j-0000000001 of yours"));
-  EXPECT_EQ(ErrorStatus(
-                [&] {
-                  manager_->Create(alice_, Body({{"model", "jobs/j-0000000001/x"}}));
-                },
-                &message),
-            422);
+  EXPECT_EQ(ErrorCode(manager_->Create(alice_, Body({{"model", "jobs/j-0000000001/x"}})), &message),
+            Code::kInvalidArgument);
   EXPECT_THAT(message, HasSubstr("does not exist"));
-  EXPECT_EQ(ErrorStatus(
-                [&] {
-                  manager_->Create(alice_, Body({{"model", "jobs/j-9/ckpt"}}));
-                },
-                &message),
-            422);
+  EXPECT_EQ(ErrorCode(manager_->Create(alice_, Body({{"model", "jobs/j-9/ckpt"}})), &message),
+            Code::kInvalidArgument);
   EXPECT_THAT(message, HasSubstr("no job j-9 of yours"));
   // A model name the image loads is not checked here.
-  EXPECT_EQ(ErrorStatus([&] {
-              manager_->Create(alice_, Body({{"model", "Qwen/Qwen2.5-0.5B"}}));
-            }),
-            0);
+  EXPECT_EQ(ErrorCode(manager_->Create(alice_, Body({{"model", "Qwen/Qwen2.5-0.5B"}}))), Code::kOk);
 }
 
 TEST_F(ManagerTest, WhatCanNeverFitIsRefusedWithWhatExists) {
   std::string message;
-  EXPECT_EQ(ErrorStatus([&] { manager_->Create(alice_, Body({{"gpus", 16}})); }, &message), 422);
+  EXPECT_EQ(ErrorCode(manager_->Create(alice_, Body({{"gpus", 16}})), &message),
+            Code::kInvalidArgument);
+  EXPECT_EQ(manager_->Create(alice_, Body({{"gpus", 16}})).status().reason(), "Rejected");
   EXPECT_THAT(message, HasSubstr("8 GPUs at most"));
   EXPECT_TRUE(db_->ListPlaygrounds("", false).empty());  // nothing recorded
 }
 
 TEST_F(ManagerTest, TheTtlEndsItAndItsObjectsAreDeleted) {
-  const store::Playground p = manager_->Create(alice_, Body());
+  const store::Playground p = manager_->Create(alice_, Body()).value();
   manager_->Reconcile(p.id);
   fake_.ready.insert(p.id);
   manager_->Reconcile(p.id);
   db_->UpdatePlayground(p.id, [](store::Playground& r) { r.expires_at = 1; });  // in the past
   EXPECT_FALSE(manager_->Reconcile(p.id));
-  const store::Playground ended = manager_->Get(alice_, p.id);
+  const store::Playground ended = manager_->Get(alice_, p.id).value();
   EXPECT_EQ(ended.state, PlaygroundState::kExpired);
   EXPECT_EQ(ended.reason, "TTLExpired");
   EXPECT_TRUE(ended.released);
   EXPECT_EQ(fake_.created.count(p.id), 0u);
-  EXPECT_EQ(ErrorStatus([&] { manager_->Extend(alice_, p.id, 60); }), 409);
+  EXPECT_EQ(ErrorCode(manager_->Extend(alice_, p.id, 60)), Code::kFailedPrecondition);
 }
 
 TEST_F(ManagerTest, ExtendMovesTheEndWithinTheLongestLife) {
-  const store::Playground p = manager_->Create(alice_, Body());
-  const store::Playground later = manager_->Extend(alice_, p.id, 3600);
+  const store::Playground p = manager_->Create(alice_, Body()).value();
+  const store::Playground later = manager_->Extend(alice_, p.id, 3600).value();
   EXPECT_EQ(later.expires_at, p.expires_at + 3600'000);
   std::string message;
-  EXPECT_EQ(ErrorStatus([&] { manager_->Extend(alice_, p.id, 8 * 3600); }, &message), 422);
+  EXPECT_EQ(ErrorCode(manager_->Extend(alice_, p.id, 8 * 3600), &message), Code::kInvalidArgument);
   EXPECT_THAT(message, HasSubstr("FORGE_PLAYGROUND_MAX_TTL_S"));
 }
 
 TEST_F(ManagerTest, StopDeletesAtOnce) {
-  const store::Playground p = manager_->Create(alice_, Body());
+  const store::Playground p = manager_->Create(alice_, Body()).value();
   manager_->Reconcile(p.id);
-  const store::Playground stopped = manager_->Stop(alice_, p.id);
+  const store::Playground stopped = manager_->Stop(alice_, p.id).value();
   EXPECT_EQ(stopped.state, PlaygroundState::kStopped);
   EXPECT_TRUE(stopped.released);
   EXPECT_TRUE(fake_.created.empty());
 }
 
 TEST_F(ManagerTest, ARestartedServerAdoptsAndStillEnforcesTheTtl) {
-  const store::Playground p = manager_->Create(alice_, Body());
+  const store::Playground p = manager_->Create(alice_, Body()).value();
   manager_->Reconcile(p.id);
   manager_.reset();  // the server goes away; the row stays
   db_->UpdatePlayground(p.id, [](store::Playground& r) { r.expires_at = 1; });

@@ -26,6 +26,8 @@
 #include "starforge/api/server.h"
 #include "starforge/common/disk_budget.h"
 #include "starforge/common/field_error.h"
+#include "starforge/common/status.h"
+#include "starforge/common/status_or.h"
 
 namespace starforge::api {
 
@@ -55,6 +57,20 @@ struct ApiError {
 
 // 400 bad_request about `field` (optional).
 ApiError BadRequest(std::string message, std::string field = {});
+
+// The answer to a failed Status: the only place a Status code becomes an HTTP status.
+// kInvalidArgument 422 Invalid, kNotFound 404 NotFound, kAlreadyExists/kFailedPrecondition/
+// kAborted 409 Conflict, kUnauthenticated 401 Unauthorized, kPermissionDenied 403 Forbidden,
+// kResourceExhausted 429 TooManyRequests, kUnavailable/kDeadlineExceeded 503 Unavailable, else
+// 500 Internal. The error name is the Status's reason when it has one (e.g. Rejected); its
+// field and field errors go along.
+ApiError ErrorFor(const Status& s);
+// The value of `r`, or throws ErrorFor(r.status()).
+template <typename T>
+T ValueOrThrow(StatusOr<T> r) {
+  if (!r.ok()) throw ErrorFor(r.status());
+  return std::move(r).value();
+}
 
 // Open streams per user, bounded: each holds a connection (and a thread) while it lasts.
 class StreamSlots {

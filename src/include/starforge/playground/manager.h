@@ -21,21 +21,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "starforge/common/field_error.h"
+#include "starforge/common/status.h"
+#include "starforge/common/status_or.h"
 #include "starforge/config/config.h"
 #include "starforge/playground/backend.h"
 #include "starforge/store/store.h"
 
 namespace starforge::playground {
-
-// A refused request: HTTP status, error name (docs/api.md), message, field.
-struct Error {
-  int status;
-  std::string kind;
-  std::string message;
-  std::string field;
-  FieldErrors errors;
-};
 
 struct ManagerOptions {
   config::Config config;
@@ -53,19 +45,24 @@ class Manager {
   void Start();  // the reconciler thread; adopts every unfinished playground
   void Stop();
 
-  // The API. Each throws Error when refused; a playground of another user is 404, as if missing.
-  store::Playground Create(const store::User& user, const nlohmann::json& body);
-  store::Playground Get(const store::User& user, const std::string& id);
+  // The API. A refusal is a Status: kInvalidArgument for a bad request (with its field; reason
+  // Rejected when no machine of the fleet could ever run it), kNotFound for a missing playground
+  // — one of another user is missing too —, kFailedPrecondition when its state does not allow it
+  // (a finished one extended, one not Ready proxied), kUnavailable when its logs cannot be read
+  // for now. The store's failures still throw (store.h).
+  StatusOr<store::Playground> Create(const store::User& user, const nlohmann::json& body);
+  StatusOr<store::Playground> Get(const store::User& user, const std::string& id);
   std::vector<store::Playground> List(const store::User& user);
-  store::Playground Extend(const store::User& user, const std::string& id, int64_t seconds);
-  store::Playground Stop(const store::User& user, const std::string& id);
-  std::string Logs(const store::User& user, const std::string& id, int64_t tail_lines);
+  StatusOr<store::Playground> Extend(const store::User& user, const std::string& id,
+                                     int64_t seconds);
+  StatusOr<store::Playground> Stop(const store::User& user, const std::string& id);
+  StatusOr<std::string> Logs(const store::User& user, const std::string& id, int64_t tail_lines);
   // The diagnosis events of a not-ready playground ([] otherwise).
-  nlohmann::json Events(const store::User& user, const std::string& id);
-  // Forwards to the model server; only Ready playgrounds answer (409 otherwise).
-  ProxyReply Proxy(const store::User& user, const std::string& id, const ProxyCall& call,
-                   const std::function<bool(std::string_view)>& on_data,
-                   const std::atomic<bool>* stop);
+  StatusOr<nlohmann::json> Events(const store::User& user, const std::string& id);
+  // Forwards to the model server; only Ready playgrounds answer.
+  StatusOr<ProxyReply> Proxy(const store::User& user, const std::string& id, const ProxyCall& call,
+                             const std::function<bool(std::string_view)>& on_data,
+                             const std::atomic<bool>* stop);
 
   // One reconcile step of one playground (the thread calls this; tests may). Returns whether it
   // still needs reconciling.
