@@ -23,6 +23,7 @@ namespace {
 
 constexpr int kDefaultListLimit = 50;
 constexpr int kMaxListLimit = 500;
+constexpr size_t kMaxNameContains = 256;
 
 std::string PhaseList() {
   std::string s;
@@ -36,6 +37,13 @@ template <typename Filter>
 void FleetNameOwner(const Call& c, Filter& filter) {
   if (auto f = Param(c, "fleet"); !f.empty()) filter.fleet = f;
   if (auto n = Param(c, "name"); !n.empty()) filter.name = n;
+  if (auto n = Param(c, "nameContains"); !n.empty()) {
+    if (n.size() > kMaxNameContains)
+      throw BadRequest("nameContains is longer than " + std::to_string(kMaxNameContains) +
+                           " characters: no job name is that long",
+                       "nameContains");
+    filter.name_contains = n;
+  }
   // Only an admin may look at others' jobs; everyone else always sees only their own.
   if (!c.user.admin) {
     filter.owner = c.user.name;
@@ -77,7 +85,8 @@ void WatchJobs(Call& c) {
 
 void ListJobs(Call& c) {
   ServerState& s = c.server;
-  OnlyParams(c, {"phase", "fleet", "name", "owner", "limit", "cursor", "watch", "resourceVersion"});
+  OnlyParams(c, {"phase", "fleet", "name", "nameContains", "owner", "limit", "cursor", "watch",
+                 "resourceVersion"});
   if (BoolParam(c, "watch")) return WatchJobs(c);
   if (c.req.has_param("resourceVersion"))
     throw BadRequest("resourceVersion needs watch=1", "resourceVersion");

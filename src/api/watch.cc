@@ -1,5 +1,6 @@
 #include "starforge/api/watch.h"
 
+#include <algorithm>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -15,6 +16,13 @@ namespace {
 std::string Dump(const nlohmann::json& j) {
   // Invalid UTF-8 from a job (a reason, a message) must not throw here.
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// What the store's name_contains matches: `part` in `name`, ignoring ASCII case.
+bool ContainsIgnoringCase(std::string_view name, std::string_view part) {
+  const auto lower = [](char ch) { return ch >= 'A' && ch <= 'Z' ? ch - 'A' + 'a' : ch; };
+  return std::search(name.begin(), name.end(), part.begin(), part.end(),
+                     [&](char a, char b) { return lower(a) == lower(b); }) != name.end();
 }
 
 }  // namespace
@@ -61,7 +69,8 @@ std::string JobsWatch::Poll() {
     if (!job) continue;
     if ((filter_.owner && job->owner != *filter_.owner) ||
         (filter_.fleet && job->fleet != *filter_.fleet) ||
-        (filter_.name && job->name != *filter_.name))
+        (filter_.name && job->name != *filter_.name) ||
+        (filter_.name_contains && !ContainsIgnoringCase(job->name, *filter_.name_contains)))
       continue;
     out += SseMessage("job", Dump(JobJson(*job)), rv);
   }

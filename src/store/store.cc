@@ -150,6 +150,26 @@ CREATE INDEX playgrounds_by_owner ON playgrounds (owner, seq);
     {4, R"sql(
 CREATE INDEX events_by_job ON events (job_id, seq);
 )sql"},
+    // Substring search on job names (JobFilter::name_contains): an FTS5 index of the names'
+    // trigrams over the jobs table itself (external content: the names are stored once), kept
+    // current by triggers and filled from the jobs already there.
+    {5, R"sql(
+CREATE VIRTUAL TABLE jobs_name_fts USING fts5 (name, content = 'jobs', content_rowid = 'seq',
+                                               tokenize = 'trigram');
+CREATE TRIGGER jobs_name_fts_insert AFTER INSERT ON jobs
+  BEGIN INSERT INTO jobs_name_fts (rowid, name) VALUES (new.seq, new.name); END;
+CREATE TRIGGER jobs_name_fts_delete AFTER DELETE ON jobs
+  BEGIN
+    INSERT INTO jobs_name_fts (jobs_name_fts, rowid, name) VALUES ('delete', old.seq, old.name);
+  END;
+-- UpdateJob writes every column: only a name that differs touches the index.
+CREATE TRIGGER jobs_name_fts_update AFTER UPDATE OF name ON jobs WHEN old.name IS NOT new.name
+  BEGIN
+    INSERT INTO jobs_name_fts (jobs_name_fts, rowid, name) VALUES ('delete', old.seq, old.name);
+    INSERT INTO jobs_name_fts (rowid, name) VALUES (new.seq, new.name);
+  END;
+INSERT INTO jobs_name_fts (jobs_name_fts) VALUES ('rebuild');
+)sql"},
 };
 
 constexpr int kSchemaVersion = std::size(kMigrations);
@@ -626,26 +646,61 @@ std::optional<Job> Store::GetJob(const std::string& id) {
 
 std::vector<Job> Store::ListJobs(const JobFilter& filter) {
   std::lock_guard lock(read_mu_);
-  std::string sql = fmt::format("SELECT {} FROM jobs WHERE 1", kJobColumns);
+  // A part of the name, ignoring case. From three characters: the trigram index, as a phrase
+  // (quoted: every character literal) and read newest first by rowid, joined to the rows, so a
+  // page of a common part stops after the page and a rare one reads only its matches. Fewer
+  // characters have no trigram: instr() on the rows, newest first, until the page is full.
+  std::string contains;
+  bool indexed = false;
+  if (filter.name_contains) {
+    for (char ch : *filter.name_contains)
+      contains += static_cast<char>(ch >= 'A' && ch <= 'Z' ? ch - 'A' + 'a' : ch);
+    indexed = contains.size() >= 3;
+    if (indexed) {
+      std::string phrase = "\"";
+      for (char ch : contains)
+        phrase += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+      contains = phrase + "\"";
+    }
+  }
+  std::string sql;
+  if (indexed) {
+    static const std::string kQualified = [] {  // jobs.seq, jobs.id, …: `name` is in both tables
+      std::string out = "jobs.";
+      for (char ch : std::string_view(kJobColumns))
+        out += ch == ' ' ? std::string(" jobs.") : std::string(1, ch);
+      return out;
+    }();
+    sql = fmt::format(
+        "SELECT {} FROM jobs_name_fts CROSS JOIN jobs ON jobs.seq = jobs_name_fts.rowid WHERE "
+        "jobs_name_fts MATCH :contains",
+        kQualified);
+  } else {
+    sql = fmt::format("SELECT {} FROM jobs WHERE 1", kJobColumns);
+  }
   if (filter.owner) sql += " AND owner = :owner";
   if (filter.phase) sql += " AND phase = :phase";
   if (filter.fleet) sql += " AND fleet = :fleet";
-  if (filter.name) sql += " AND name = :name";
+  if (filter.name) sql += " AND jobs.name = :name";
+  if (filter.name_contains && !indexed) sql += " AND instr(lower(name), :contains) > 0";
   if (filter.only_unfinished) {
     // Same expression as the partial index jobs_unfinished, so SQLite can use it.
     sql +=
         " AND (phase NOT IN ('Succeeded', 'Failed', 'Cancelled') OR logs_archived = 0 OR "
         "released = 0)";
   }
-  if (filter.before_seq > 0) sql += " AND seq < :before";
-  sql += " ORDER BY seq DESC";
+  const char* seq = indexed ? "jobs_name_fts.rowid" : "seq";
+  if (filter.before_seq > 0) sql += fmt::format(" AND {} < :before", seq);
+  sql += fmt::format(" ORDER BY {} DESC", seq);
   if (filter.limit > 0) sql += " LIMIT :limit";
   Stmt s(reader_, sql);
   int i = 0;
+  if (indexed) s.Bind(++i, contains);
   if (filter.owner) s.Bind(++i, *filter.owner);
   if (filter.phase) s.Bind(++i, ToString(*filter.phase));
   if (filter.fleet) s.Bind(++i, *filter.fleet);
   if (filter.name) s.Bind(++i, *filter.name);
+  if (filter.name_contains && !indexed) s.Bind(++i, contains);
   if (filter.before_seq > 0) s.Bind(++i, filter.before_seq);
   if (filter.limit > 0) s.Bind(++i, static_cast<int64_t>(filter.limit));
   std::vector<Job> jobs;

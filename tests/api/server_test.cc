@@ -837,6 +837,26 @@ TEST_F(Api, ListingFiltersAndPages) {
   ASSERT_TRUE(r);
   ASSERT_EQ(Body(r)["items"].size(), 1u);
   EXPECT_EQ(Body(r)["items"][0]["id"], ids[1]);
+  // A part of the name, in any case: the index from 3 characters, a scan below.
+  const auto found = [&](const std::string& query, const std::string& token) {
+    std::vector<std::string> got;
+    auto l = Get("/api/v1/jobs?" + query, token);
+    if (!l || l->status != 200) return std::vector<std::string>{"error"};
+    const json body = Body(l);
+    for (const auto& j : body["items"])
+      got.push_back(j["id"]);
+    return got;
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(found("nameContains=AGE-", admin_), (V{ids[2], ids[1], ids[0]}));
+  EXPECT_EQ(found("nameContains=ge-1", admin_), V{ids[1]});
+  EXPECT_EQ(found("nameContains=2", admin_), V{ids[2]});
+  EXPECT_EQ(found("nameContains=page-11", admin_), V{});
+  EXPECT_EQ(found("nameContains=%22%20OR%20", admin_), V{});  // not FTS5 syntax: a literal
+  EXPECT_EQ(found("nameContains=page&limit=1&name=page-0", admin_), V{ids[0]});
+  EXPECT_EQ(found("nameContains=page", NewToken("eve")), V{});  // others' jobs stay hidden
+  ExpectError(Get("/api/v1/jobs?nameContains=" + std::string(257, 'a'), admin_), 400, "BadRequest",
+              "nameContains is longer than 256", "nameContains");
   r = Get("/api/v1/jobs?fleet=kuberay", admin_);
   ASSERT_TRUE(r);
   EXPECT_EQ(Body(r)["items"], json::array());
@@ -1050,6 +1070,7 @@ TEST_F(Api, AJobsWatchSendsEveryChangeAfterItsListToItsOwnerOnly) {
   const std::string first = SubmitSteps(bob, "first", "[python3, main.py, '1']");
   Follow bobs(serve_->port(), "/api/v1/jobs?watch=1&resourceVersion=" + rv, Auth(bob));
   Follow named(serve_->port(), "/api/v1/jobs?watch=1&name=second", Auth(admin_));
+  Follow part(serve_->port(), "/api/v1/jobs?watch=1&nameContains=ECON", Auth(admin_));
   Follow eves(serve_->port(), "/api/v1/jobs?watch=1", Auth(eve));
   const std::string second = SubmitSteps(bob, "second", "[python3, main.py, '3']");
   WaitForEnd(bob, first);
@@ -1081,6 +1102,8 @@ TEST_F(Api, AJobsWatchSendsEveryChangeAfterItsListToItsOwnerOnly) {
   // The admin's watch filtered by name saw only that job; eve saw nothing of bob's.
   ASSERT_TRUE(Eventually([&] { return ended(WatchedPhases(named.events())[second]); }));
   EXPECT_EQ(WatchedPhases(named.events()).size(), 1u);
+  ASSERT_TRUE(Eventually([&] { return ended(WatchedPhases(part.events())[second]); }));
+  EXPECT_EQ(WatchedPhases(part.events()).size(), 1u);
   EXPECT_EQ(WatchedPhases(eves.events()).size(), 0u);
 
   // A watch resumed from an event's id (as EventSource sends it) gets what came after it.

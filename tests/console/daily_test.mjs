@@ -231,6 +231,11 @@ pools:
     // Longest run first.
     await page.getByRole("button", { name: "Ran", exact: true }).click();
     assert.equal((await names())[0], "tiny-train");
+    // A part of the name, in any case, finds every job that contains it.
+    await page.getByLabel("Name", { exact: true }).fill("METRICS");
+    await page.getByLabel("Name", { exact: true }).press("Enter");
+    await page.locator("#jobs-status").getByText("All 2 jobs.").waitFor();
+    assert.deepEqual((await names()).sort(), ["few-metrics", "no-metrics"]);
     // Filters that match nothing: said, with a way back.
     await page.getByLabel("Name", { exact: true }).fill("nothing-is-called-this");
     await page.getByLabel("Name", { exact: true }).press("Enter");

@@ -405,9 +405,17 @@ describe("console with 10,000 jobs", () => {
     // Page by page, never everything at once.
     assert.ok(listReads.length >= N / 200 - 1, `${listReads.length} list requests`);
     assert.ok(listReads.every((l) => l === 200), `limits ${listReads}`);
-    // Back at the top, the newest job is drawn again; a filter narrows the 10,000 to one.
+    // Back at the top, the newest job is drawn again; a part of a name narrows the 10,000 to the
+    // ten that contain it (the server's index: kept in the URL), newest first.
     await page.locator("#jobs-scroll").evaluate((box) => (box.scrollTop = 0));
     await page.locator("tbody tr[data-job] a", { hasText: "seed-09999" }).waitFor();
+    await page.getByLabel("Name").fill("D-0424");
+    await page.getByLabel("Name").press("Enter");
+    await page.locator("#jobs-status").getByText("All 10 jobs.").waitFor();
+    assert.equal(await rendered(), 10);
+    assert.equal(await page.locator("tbody tr[data-job] a").first().textContent(), "seed-04249");
+    assert.equal(await page.locator("tbody tr[data-job] a").last().textContent(), "seed-04240");
+    assert.match(page.url(), /[?&]nameContains=D-0424(&|$)/);
     await page.getByLabel("Name").fill("seed-04242");
     await page.getByLabel("Name").press("Enter");
     await page.locator("#jobs-status").getByText("All 1 job.").waitFor();

@@ -110,13 +110,13 @@ class StoreTest : public ::testing::Test {
 
 TEST_F(StoreTest, FreshFileIsMigratedAndReopens) {
   EXPECT_TRUE(fs::exists(file_));  // the parent directory was created too
-  EXPECT_EQ(store_->SchemaVersion(), 4);
+  EXPECT_EQ(store_->SchemaVersion(), 5);
   EXPECT_EQ(RawSql(file_, "PRAGMA journal_mode"), "wal");
   const Job job = store_->CreateJob(NewJob(), "api");
   store_.reset();
 
   store_ = Store::Open(file_);  // an already-migrated file: nothing to do, nothing lost
-  EXPECT_EQ(store_->SchemaVersion(), 4);
+  EXPECT_EQ(store_->SchemaVersion(), 5);
   auto again = store_->GetJob(job.id);
   ASSERT_TRUE(again);
   EXPECT_EQ(again->spec_json, job.spec_json);
@@ -232,6 +232,81 @@ TEST_F(StoreTest, ListFiltersNewestFirstAndPagesByCursor) {
     page.before_seq = got.back().seq;
   }
   EXPECT_EQ(paged, ids(all));
+}
+
+TEST_F(StoreTest, NameContainsFindsSubstringsIgnoringCaseAndPages) {
+  std::vector<Job> made;
+  for (const char* name : {"llm-eval-7b", "train-7b", "eval", "pretrain", "xeval2", "ev"})
+    made.push_back(store_->CreateJob(NewJob(made.size() % 2 ? "bob" : "alice", name), "api"));
+  auto names = [this](const JobFilter& f) {
+    std::vector<std::string> out;
+    for (const auto& j : store_->ListJobs(f))
+      out.push_back(j.name);
+    return out;
+  };
+  auto contains = [](std::string s) {
+    JobFilter f;
+    f.name_contains = std::move(s);
+    return f;
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(names(contains("eval")), (V{"xeval2", "eval", "llm-eval-7b"}));  // newest first
+  EXPECT_EQ(names(contains("EVal")), (V{"xeval2", "eval", "llm-eval-7b"}));
+  EXPECT_EQ(names(contains("rain")), (V{"pretrain", "train-7b"}));
+  EXPECT_EQ(names(contains("7b")), (V{"train-7b", "llm-eval-7b"}));  // 2 characters: no trigram
+  EXPECT_EQ(names(contains("ev")), (V{"ev", "xeval2", "eval", "llm-eval-7b"}));
+  EXPECT_EQ(names(contains("e")).size(), 5u);
+  EXPECT_EQ(names(contains("llm-eval-7b")), V{"llm-eval-7b"});
+  EXPECT_TRUE(names(contains("evals")).empty());
+  EXPECT_TRUE(names(contains("tra1n")).empty());
+  // What FTS5 would read as query syntax is taken literally.
+  for (const char* odd : {"\"", "e\"v", "ev*", "a OR b", "NEAR(a b)", "%", "_", "eval\"\""})
+    EXPECT_TRUE(names(contains(odd)).empty()) << odd;
+
+  JobFilter alice_eval = contains("eval");
+  alice_eval.owner = "bob";
+  EXPECT_TRUE(names(alice_eval).empty());  // every eval is alice's
+  alice_eval.owner = "alice";
+  alice_eval.name = "eval";
+  EXPECT_EQ(names(alice_eval), V{"eval"});
+  JobFilter page = contains("eval");
+  page.limit = 2;
+  auto first = store_->ListJobs(page);
+  ASSERT_EQ(first.size(), 2u);
+  page.before_seq = first.back().seq;
+  EXPECT_EQ(names(page), V{"llm-eval-7b"});
+
+  // A name that changes is found by its new name only (UpdateJob writes whatever mutate set).
+  ASSERT_TRUE(store_->UpdateJob(made[1].id, [](Job& j) { j.name = "finetune"; }));
+  EXPECT_EQ(names(contains("train")), V{"pretrain"});
+  EXPECT_EQ(names(contains("tune")), V{"finetune"});
+  ASSERT_TRUE(store_->UpdateJob(made[3].id, [](Job& j) { j.message = "same name"; }));
+  EXPECT_EQ(names(contains("train")), V{"pretrain"});
+}
+
+// A database made by the previous schema (version 4, without the name index) is indexed when
+// opened: its jobs are found by substring at once.
+TEST_F(StoreTest, TheNameIndexIsBuiltForJobsOfAnOlderDatabase) {
+  const Job old = store_->CreateJob(NewJob("alice", "old-eval-run"), "api");
+  store_.reset();
+  std::string error;
+  RawSql(file_,
+         "DROP TRIGGER jobs_name_fts_insert; DROP TRIGGER jobs_name_fts_delete; "
+         "DROP TRIGGER jobs_name_fts_update; DROP TABLE jobs_name_fts; PRAGMA user_version = 4",
+         &error);
+  ASSERT_EQ(error, "");
+  ASSERT_EQ(RawSql(file_, "SELECT count(*) FROM sqlite_master WHERE name LIKE 'jobs_name_fts%'"),
+            "0");
+
+  store_ = Store::Open(file_);
+  EXPECT_EQ(store_->SchemaVersion(), 5);
+  JobFilter f;
+  f.name_contains = "eval";
+  auto found = store_->ListJobs(f);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].id, old.id);
+  store_->CreateJob(NewJob("alice", "new-eval"), "api");
+  EXPECT_EQ(store_->ListJobs(f).size(), 2u);
 }
 
 TEST_F(StoreTest, OnlyUnfinishedIncludesTerminalJobsWithCleanupLeft) {

@@ -71,6 +71,12 @@ describe("applyChange", () => {
     expect(ids(applyChange(rows, job(10, "Queued"), { phase: "Running" }).jobs)).toEqual(["09", "07", "05"]);
     expect(ids(applyChange(rows, job(10, "Running", "other"), { name: "job-10" }).jobs)).toEqual(["09", "07", "05"]);
   });
+  test("nameContains matches a part of the name, ignoring case, as the API does", () => {
+    expect(ids(applyChange(rows, job(10, "Running", "llm-eval-7b"), { nameContains: "EVAL" }).jobs)).toEqual(["10", "09", "07", "05"]);
+    expect(ids(applyChange(rows, job(10, "Running", "llm-eval-7b"), { nameContains: "evals" }).jobs)).toEqual(["09", "07", "05"]);
+    // A watched job renamed out of the filter leaves the table.
+    expect(ids(applyChange(rows, job(7, "Running", "other"), { nameContains: "job-" }).jobs)).toEqual(["09", "05"]);
+  });
 });
 
 describe("visibleRange", () => {

@@ -27,7 +27,8 @@ export function mergeFirstPage(old: Rows, fresh: Job[], freshCursor: string | nu
 export interface JobFilters {
   phase?: string;
   fleet?: string;
-  name?: string;
+  name?: string; // the exact name
+  nameContains?: string; // a part of the name, ignoring case (as the API's nameContains)
   owner?: string;
 }
 
@@ -36,6 +37,7 @@ export function matches(job: Job, f: JobFilters): boolean {
     (!f.phase || job.phase === f.phase) &&
     (!f.fleet || job.fleet === f.fleet) &&
     (!f.name || job.name === f.name) &&
+    (!f.nameContains || job.name.toLowerCase().includes(f.nameContains.toLowerCase())) &&
     (!f.owner || job.owner === f.owner)
   );
 }

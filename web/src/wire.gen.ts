@@ -965,6 +965,8 @@ export interface operations {
                 fleet?: string;
                 /** @description JobSpec name */
                 name?: string;
+                /** @description Jobs whose name contains this, ignoring case (indexed) */
+                nameContains?: string;
                 /** @description Admins only; others always see only their own jobs */
                 owner?: string;
                 limit?: number;

@@ -1,7 +1,8 @@
 // Jobs: the user's jobs (an admin's: everyone's, with an owner filter), newest first, filtered
-// by phase / fleet / name. One virtualised table: pages of the API's cursor are loaded as it is
-// scrolled, and only the rows in view are in the DOM, so 10,000 jobs scroll like 50. Kept live
-// by the API's jobs watch (live.ts), or by re-reading the first page when there is none.
+// by phase / fleet / a part of the name. One virtualised table: pages of the API's cursor are
+// loaded as it is scrolled, and only the rows in view are in the DOM, so 10,000 jobs scroll like
+// 50. Kept live by the API's jobs watch (live.ts), or by re-reading the first page when there is
+// none.
 import { getJson, PHASES, type Job, type JobList } from "../api";
 import { clear, h, link } from "../dom";
 import { age, duration } from "../format";
@@ -30,7 +31,14 @@ export function jobsPage(ctx: Ctx): Cleanup {
     h("option", { value: "kuberay" }, "kuberay"),
   );
   fleet.value = params.get("fleet") ?? "";
-  const name = h("input", { id: "f-name", name: "name", type: "search", placeholder: "exact name", value: params.get("name") ?? "" });
+  // A part of the name (the API's nameContains); `name=` links from before still fill it.
+  const name = h("input", {
+    id: "f-name",
+    name: "nameContains",
+    type: "search",
+    placeholder: "part of the name",
+    value: params.get("nameContains") ?? params.get("name") ?? "",
+  });
   const owner = ctx.me.admin
     ? h("input", { id: "f-owner", name: "owner", type: "search", placeholder: "everyone", value: params.get("owner") ?? "" })
     : null;
@@ -81,7 +89,7 @@ export function jobsPage(ctx: Ctx): Cleanup {
   const filters = (): JobFilters => ({
     phase: phase.value || undefined,
     fleet: fleet.value || undefined,
-    name: name.value.trim() || undefined,
+    nameContains: name.value.trim() || undefined,
     owner: owner?.value.trim() || undefined,
   });
   const query = (withPhase = true) => {
@@ -89,7 +97,7 @@ export function jobsPage(ctx: Ctx): Cleanup {
     const q = new URLSearchParams();
     if (withPhase && f.phase) q.set("phase", f.phase);
     if (f.fleet) q.set("fleet", f.fleet);
-    if (f.name) q.set("name", f.name);
+    if (f.nameContains) q.set("nameContains", f.nameContains);
     if (f.owner) q.set("owner", f.owner);
     return q;
   };
@@ -122,7 +130,7 @@ export function jobsPage(ctx: Ctx): Cleanup {
       clear(
         empty,
         filtered()
-          ? [h("p", null, "No jobs match these filters (the name must match exactly)."), clearFilters]
+          ? [h("p", null, "No jobs match these filters."), clearFilters]
           : [
               h("p", null, h("strong", null, "You have no jobs yet.")),
               h(

@@ -29,6 +29,7 @@ struct JobsWatchFilter {
   std::optional<std::string> owner;
   std::optional<std::string> fleet;
   std::optional<std::string> name;
+  std::optional<std::string> name_contains;  // ignoring ASCII case, as store::JobFilter
 };
 
 // GET /api/v1/jobs?watch=1: every job matching `filter` that was created or changed after

@@ -44,6 +44,8 @@ struct JobFilter {
   std::optional<Phase> phase;
   std::optional<std::string> fleet;
   std::optional<std::string> name;
+  // Names containing this, ignoring ASCII case (indexed: fast on 100k jobs from 3 characters).
+  std::optional<std::string> name_contains;
   bool only_unfinished = false;  // not terminal, or terminal with cleanup left to do
   int64_t before_seq = 0;        // > 0: only seq < before_seq (cursor paging)
   int limit = 0;                 // 0 = no limit
