@@ -37,40 +37,38 @@ std::optional<std::string> ReadText(const fs::path& p) {
 
 }  // namespace
 
-std::optional<capsule::Manifest> ReadCapsuleManifest(const fs::path& file, std::string* error) {
+StatusOr<capsule::Manifest> ReadCapsuleManifest(const fs::path& file) {
   int err = 0;
   std::unique_ptr<zip_t, ZipClose> za(zip_open(file.c_str(), ZIP_RDONLY, &err));
   if (!za) {
     zip_error_t ze;
     zip_error_init_with_code(&ze, err);
-    *error = "cannot open " + file.string() + " as a zip: " + zip_error_strerror(&ze);
+    std::string why = "cannot open " + file.string() + " as a zip: " + zip_error_strerror(&ze);
     zip_error_fini(&ze);
-    return std::nullopt;
+    return Status::Invalid(std::move(why));
   }
   const zip_int64_t index = zip_name_locate(za.get(), capsule::kManifestPath, ZIP_FL_ENC_RAW);
   zip_stat_t st;
   if (index < 0 || zip_stat_index(za.get(), static_cast<zip_uint64_t>(index), 0, &st) != 0) {
-    *error = file.string() + " has no " + capsule::kManifestPath;
-    return std::nullopt;
+    return Status::Invalid(file.string() + " has no " + capsule::kManifestPath);
   }
   if (!(st.valid & ZIP_STAT_SIZE) || st.size > capsule::kMaxManifestBytes) {
-    *error = std::string(capsule::kManifestPath) + " in " + file.string() + " is too large";
-    return std::nullopt;
+    return Status::Invalid(std::string(capsule::kManifestPath) + " in " + file.string() +
+                           " is too large");
   }
   std::unique_ptr<zip_file_t, ZipFileClose> f(
       zip_fopen_index(za.get(), static_cast<zip_uint64_t>(index), 0));
   if (!f) {
-    *error = std::string("cannot read ") + capsule::kManifestPath + ": " +
-             zip_error_strerror(zip_get_error(za.get()));
-    return std::nullopt;
+    return Status::Invalid(std::string("cannot read ") + capsule::kManifestPath + ": " +
+                           zip_error_strerror(zip_get_error(za.get())));
   }
   std::string text(static_cast<size_t>(st.size), '\0');
   const zip_int64_t n = zip_fread(f.get(), text.data(), st.size);
   if (n < 0 || static_cast<zip_uint64_t>(n) != st.size) {
-    *error = std::string("cannot read ") + capsule::kManifestPath + " (a short or corrupt entry)";
-    return std::nullopt;
+    return Status::Invalid(std::string("cannot read ") + capsule::kManifestPath +
+                           " (a short or corrupt entry)");
   }
-  return capsule::ParseManifest(text, error);
+  return capsule::ParseManifest(text);
 }
 
 std::optional<CapsuleInfo> LoadCapsuleInfo(objstore::ObjectStore& objects,
@@ -79,11 +77,10 @@ std::optional<CapsuleInfo> LoadCapsuleInfo(objstore::ObjectStore& objects,
   const fs::path cached = cache_dir / ("sha256-" + sha256 + ".json");
   if (std::optional<std::string> text = ReadText(cached)) {
     const nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
-    std::string ignored;
     if (j.is_object() && j.contains("size") && j["size"].is_number_unsigned() &&
         j.contains("manifest") && j["manifest"].is_string()) {
-      if (auto m = capsule::ParseManifest(j["manifest"].get<std::string>(), &ignored))
-        return CapsuleInfo{j["size"].get<uint64_t>(), std::move(*m)};
+      if (auto m = capsule::ParseManifest(j["manifest"].get<std::string>()); m.ok())
+        return CapsuleInfo{j["size"].get<uint64_t>(), std::move(m).value()};
     }
   }
   const std::string key = capsule::ObjectKey(sha256);
@@ -117,12 +114,15 @@ std::optional<CapsuleInfo> LoadCapsuleInfo(objstore::ObjectStore& objects,
     }
     downloaded = true;
   }
-  std::optional<capsule::Manifest> m = ReadCapsuleManifest(file, error);
+  StatusOr<capsule::Manifest> m = ReadCapsuleManifest(file);
   if (downloaded) {
     std::error_code ec;
     fs::remove(file, ec);
   }
-  if (!m) return std::nullopt;
+  if (!m) {
+    *error = m.status().message();
+    return std::nullopt;
+  }
   info.manifest = std::move(*m);
   std::error_code ec;
   fs::create_directories(cache_dir, ec);

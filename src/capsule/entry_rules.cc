@@ -44,12 +44,13 @@ bool CheckManifestText(const std::string& text, uint64_t size, const InspectOpti
                           FormatBytes(kMaxManifestBytes));
     return false;
   }
-  std::string error;
-  r->manifest = ParseManifest(text, &error);
-  if (!r->manifest) {
-    r->problems.push_back(std::string(kManifestPath) + ": " + error);
+  StatusOr<Manifest> parsed = ParseManifest(text);
+  if (!parsed.ok()) {
+    r->manifest.reset();
+    r->problems.push_back(std::string(kManifestPath) + ": " + parsed.status().message());
     return false;
   }
+  r->manifest = std::move(parsed).value();
   uint64_t total = 0;
   for (const auto& m : r->manifest->files)
     total += std::min<uint64_t>(m.size, UINT64_MAX / 2);

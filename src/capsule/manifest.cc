@@ -67,12 +67,9 @@ bool IsLowerHex64(const std::string& s) {
 
 }  // namespace
 
-std::optional<Manifest> ParseManifest(std::string_view text, std::string* error) {
+StatusOr<Manifest> ParseManifest(std::string_view text) {
   nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  auto fail = [&](std::string why) {
-    *error = std::move(why);
-    return std::nullopt;
-  };
+  auto fail = [](std::string why) { return Status::Invalid(std::move(why)); };
   if (doc.is_discarded()) return fail("not valid JSON");
   if (!doc.is_object()) return fail("not a JSON object");
   if (!doc.contains("version") || !doc["version"].is_number_integer())

@@ -236,9 +236,12 @@ class SpecReader {
     }
     std::optional<std::vector<std::string>> words;
     if (v->is_string()) {
-      std::string problem;
-      words = SplitShellWords(v->get_ref<const std::string&>(), &problem);
-      if (!words) Error("entrypoint", problem);
+      StatusOr<std::vector<std::string>> split = SplitShellWords(v->get_ref<const std::string&>());
+      if (split.ok()) {
+        words = std::move(split).value();
+      } else {
+        Error("entrypoint", split.status().message());
+      }
     } else if (v->is_array()) {
       words = EntrypointList(*v);
     } else {

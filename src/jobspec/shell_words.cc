@@ -97,13 +97,10 @@ class ShellWordSplitter {
 
 }  // namespace
 
-std::optional<std::vector<std::string>> SplitShellWords(std::string_view line, std::string* error) {
+StatusOr<std::vector<std::string>> SplitShellWords(std::string_view line) {
   ShellWordSplitter splitter(line);
-  const std::string problem = splitter.Run();
-  if (!problem.empty()) {
-    if (error != nullptr) *error = problem;
-    return std::nullopt;
-  }
+  std::string problem = splitter.Run();
+  if (!problem.empty()) return Status::Invalid(std::move(problem));
   return splitter.TakeWords();
 }
 

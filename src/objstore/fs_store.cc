@@ -92,7 +92,7 @@ class FilesystemStore : public ObjectStore {
 
   StatusOr<PutOutcome> PutFile(const std::string& key, const std::string& path,
                                const Progress& progress) override {
-    if (std::string why = CheckKey(key); !why.empty()) return Failure(ErrorKind::kInvalid, why);
+    if (Status bad = CheckKey(key); !bad.ok()) return bad;
     Fd in(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     if (in.get() < 0) return IoError("read", path, errno);
     struct stat st {};
@@ -106,7 +106,7 @@ class FilesystemStore : public ObjectStore {
   // A hard link renamed into place: no byte copied, nothing to sync but the directory (the
   // caller made the file durable). Another filesystem (EXDEV), or no links: a copy.
   StatusOr<PutOutcome> PutFinishedFile(const std::string& key, const std::string& path) override {
-    if (std::string why = CheckKey(key); !why.empty()) return Failure(ErrorKind::kInvalid, why);
+    if (Status bad = CheckKey(key); !bad.ok()) return bad;
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) return IoError("read", path, errno);
     if (!S_ISREG(st.st_mode)) {
@@ -142,12 +142,12 @@ class FilesystemStore : public ObjectStore {
 
   StatusOr<PutOutcome> PutBytes(const std::string& key, std::string_view bytes,
                                 const Progress& progress) override {
-    if (std::string why = CheckKey(key); !why.empty()) return Failure(ErrorKind::kInvalid, why);
+    if (Status bad = CheckKey(key); !bad.ok()) return bad;
     return Put(key, -1, bytes, static_cast<int64_t>(bytes.size()), progress);
   }
 
   StatusOr<std::optional<ObjectInfo>> Head(const std::string& key) override {
-    if (std::string why = CheckKey(key); !why.empty()) return Failure(ErrorKind::kInvalid, why);
+    if (Status bad = CheckKey(key); !bad.ok()) return bad;
     const std::string path = PathOf(key);
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) {
@@ -164,7 +164,7 @@ class FilesystemStore : public ObjectStore {
 
   StatusOr<int64_t> GetFile(const std::string& key, const std::string& path,
                             const Progress& progress) override {
-    if (std::string why = CheckKey(key); !why.empty()) return Failure(ErrorKind::kInvalid, why);
+    if (Status bad = CheckKey(key); !bad.ok()) return bad;
     const std::string src = PathOf(key);
     Fd in(::open(src.c_str(), O_RDONLY | O_CLOEXEC));
     if (in.get() < 0) return OpenError(key, src, errno);
@@ -174,7 +174,7 @@ class FilesystemStore : public ObjectStore {
   }
 
   StatusOr<std::string> GetBytes(const std::string& key) override {
-    if (std::string why = CheckKey(key); !why.empty()) return Failure(ErrorKind::kInvalid, why);
+    if (Status bad = CheckKey(key); !bad.ok()) return bad;
     const std::string src = PathOf(key);
     Fd in(::open(src.c_str(), O_RDONLY | O_CLOEXEC));
     if (in.get() < 0) return OpenError(key, src, errno);
@@ -194,10 +194,8 @@ class FilesystemStore : public ObjectStore {
 
   StatusOr<std::string> PresignGet(const std::string& key, int64_t expires_seconds,
                                    std::time_t /*now*/) override {
-    if (std::string why = CheckKey(key); !why.empty()) return Failure(ErrorKind::kInvalid, why);
-    if (std::string why = CheckPresignExpiry(expires_seconds); !why.empty()) {
-      return Failure(ErrorKind::kInvalid, why);
-    }
+    if (Status bad = CheckKey(key); !bad.ok()) return bad;
+    if (Status bad = CheckPresignExpiry(expires_seconds); !bad.ok()) return bad;
     // Not percent-encoded: Ray strips "file://" and opens the rest as a path.
     return "file://" + PathOf(key);
   }

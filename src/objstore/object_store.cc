@@ -57,15 +57,17 @@ Status Failure(ErrorKind kind, std::string message) {
   return Status(code, std::move(message)).WithReason(ToString(kind));
 }
 
-std::string CheckKey(std::string_view key) {
-  if (key.empty()) return "an object key must not be empty";
+Status CheckKey(std::string_view key) {
+  if (key.empty()) return Failure(ErrorKind::kInvalid, "an object key must not be empty");
   if (key.size() > 1024)
-    return fmt::format("an object key is at most 1024 bytes, got {}", key.size());
+    return Failure(ErrorKind::kInvalid,
+                   fmt::format("an object key is at most 1024 bytes, got {}", key.size()));
   for (unsigned char c : key) {
     // Control characters break log lines and HTTP; '\\' means a path separator to some tools.
     if (c < 0x20 || c == 0x7f || c == '\\') {
-      return fmt::format("object key {:?} contains a control character or backslash",
-                         std::string(key));
+      return Failure(ErrorKind::kInvalid,
+                     fmt::format("object key {:?} contains a control character or backslash",
+                                 std::string(key)));
     }
   }
   size_t start = 0;
@@ -75,22 +77,25 @@ std::string CheckKey(std::string_view key) {
     // Empty, "." and ".." segments would be normalised away by HTTP clients and by the
     // filesystem store's paths, so the object would land somewhere other than its key says.
     if (segment.empty() || segment == "." || segment == "..") {
-      return fmt::format(
-          "object key {:?} has an empty, \".\" or \"..\" path segment (keys look like "
-          "capsules/sha256-<hex>.zip)",
-          std::string(key));
+      return Failure(
+          ErrorKind::kInvalid,
+          fmt::format("object key {:?} has an empty, \".\" or \"..\" path segment (keys look like "
+                      "capsules/sha256-<hex>.zip)",
+                      std::string(key)));
     }
     start = slash + 1;
   }
-  return "";
+  return Status::Ok();
 }
 
-std::string CheckPresignExpiry(int64_t seconds) {
-  if (seconds >= 1 && seconds <= kMaxPresignSeconds) return "";
-  return fmt::format(
-      "a presigned URL's expiry must be between 1 and {} seconds (7 days, the SigV4 maximum), "
-      "got {}",
-      kMaxPresignSeconds, seconds);
+Status CheckPresignExpiry(int64_t seconds) {
+  if (seconds >= 1 && seconds <= kMaxPresignSeconds) return Status::Ok();
+  return Failure(
+      ErrorKind::kInvalid,
+      fmt::format(
+          "a presigned URL's expiry must be between 1 and {} seconds (7 days, the SigV4 maximum), "
+          "got {}",
+          kMaxPresignSeconds, seconds));
 }
 
 StatusOr<std::unique_ptr<ObjectStore>> Open(const config::Config& cfg) {

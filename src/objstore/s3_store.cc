@@ -98,7 +98,7 @@ struct Endpoint {
   std::string base_path;  // "" or "/prefix"
 };
 
-std::optional<Endpoint> ParseEndpoint(std::string url, std::string* why) {
+StatusOr<Endpoint> ParseEndpoint(std::string url) {
   while (!url.empty() && url.back() == '/') {
     url.pop_back();
   }
@@ -106,27 +106,25 @@ std::optional<Endpoint> ParseEndpoint(std::string url, std::string* why) {
   const size_t sep = url.find("://");
   if (sep != std::string::npos) e.scheme = url.substr(0, sep);
   if (e.scheme != "http" && e.scheme != "https") {
-    *why = "FORGE_S3_ENDPOINT must be an http:// or https:// URL";
-    return std::nullopt;
+    return Failure(ErrorKind::kInvalid, "FORGE_S3_ENDPOINT must be an http:// or https:// URL");
   }
   const std::string rest = url.substr(sep + 3);
   // The value is never echoed: it might hold credentials or a signed query.
   if (rest.find_first_of("?#") != std::string::npos) {
-    *why = "FORGE_S3_ENDPOINT must not have a query or fragment (the value is not shown)";
-    return std::nullopt;
+    return Failure(ErrorKind::kInvalid,
+                   "FORGE_S3_ENDPOINT must not have a query or fragment (the value is not shown)");
   }
   const size_t slash = rest.find('/');
   e.authority = rest.substr(0, slash);
   if (slash != std::string::npos) e.base_path = rest.substr(slash);
   if (e.authority.find('@') != std::string::npos) {
-    *why =
+    return Failure(
+        ErrorKind::kInvalid,
         "FORGE_S3_ENDPOINT must not contain credentials (the value is not shown); put the keys "
-        "in FORGE_S3_ACCESS_KEY and FORGE_S3_SECRET_KEY";
-    return std::nullopt;
+        "in FORGE_S3_ACCESS_KEY and FORGE_S3_SECRET_KEY");
   }
   if (e.authority.empty() || e.authority.front() == ':') {
-    *why = "FORGE_S3_ENDPOINT has no host name";
-    return std::nullopt;
+    return Failure(ErrorKind::kInvalid, "FORGE_S3_ENDPOINT has no host name");
   }
   return e;
 }
@@ -142,7 +140,7 @@ class S3Store : public ObjectStore {
 
   StatusOr<PutOutcome> PutFile(const std::string& key, const std::string& path,
                                const Progress& progress) override {
-    if (std::string why = CheckKey(key); !why.empty()) return Failure(ErrorKind::kInvalid, why);
+    if (Status bad = CheckKey(key); !bad.ok()) return bad;
     std::error_code ec;
     const auto status = fs::status(path, ec);
     if (ec || !fs::is_regular_file(status)) {
@@ -162,7 +160,7 @@ class S3Store : public ObjectStore {
 
   StatusOr<PutOutcome> PutBytes(const std::string& key, std::string_view bytes,
                                 const Progress& progress) override {
-    if (std::string why = CheckKey(key); !why.empty()) return Failure(ErrorKind::kInvalid, why);
+    if (Status bad = CheckKey(key); !bad.ok()) return bad;
     Body body;
     body.present = true;
     body.memory = bytes;
@@ -171,7 +169,7 @@ class S3Store : public ObjectStore {
   }
 
   StatusOr<std::optional<ObjectInfo>> Head(const std::string& key) override {
-    if (std::string why = CheckKey(key); !why.empty()) return Failure(ErrorKind::kInvalid, why);
+    if (Status bad = CheckKey(key); !bad.ok()) return bad;
     Call head("HEAD", key);
     StatusOr<Response> r = Execute(head);
     if (!r) return r.status();
@@ -192,7 +190,7 @@ class S3Store : public ObjectStore {
 
   StatusOr<int64_t> GetFile(const std::string& key, const std::string& path,
                             const Progress& progress) override {
-    if (std::string why = CheckKey(key); !why.empty()) return Failure(ErrorKind::kInvalid, why);
+    if (Status bad = CheckKey(key); !bad.ok()) return bad;
     static std::atomic<uint64_t> counter{0};
     const fs::path dest = fs::absolute(path);
     const fs::path tmp = dest.parent_path() / fmt::format(".{}.tmp-{}-{}", dest.filename().string(),
@@ -228,7 +226,7 @@ class S3Store : public ObjectStore {
   }
 
   StatusOr<std::string> GetBytes(const std::string& key) override {
-    if (std::string why = CheckKey(key); !why.empty()) return Failure(ErrorKind::kInvalid, why);
+    if (Status bad = CheckKey(key); !bad.ok()) return bad;
     StatusOr<Response> r = Run(Call("GET", key));
     if (!r) return r.status();
     return std::move(r.value().body);
@@ -236,10 +234,8 @@ class S3Store : public ObjectStore {
 
   StatusOr<std::string> PresignGet(const std::string& key, int64_t expires_seconds,
                                    std::time_t now) override {
-    if (std::string why = CheckKey(key); !why.empty()) return Failure(ErrorKind::kInvalid, why);
-    if (std::string why = CheckPresignExpiry(expires_seconds); !why.empty()) {
-      return Failure(ErrorKind::kInvalid, why);
-    }
+    if (Status bad = CheckKey(key); !bad.ok()) return bad;
+    if (Status bad = CheckPresignExpiry(expires_seconds); !bad.ok()) return bad;
     sigv4::Request req;
     req.method = "GET";
     req.path = ObjectPath(key);
@@ -609,9 +605,8 @@ S3Options S3OptionsFromConfig(const config::Config& cfg) {
 }
 
 StatusOr<std::unique_ptr<ObjectStore>> OpenS3(S3Options options) {
-  std::string why;
-  std::optional<Endpoint> endpoint = ParseEndpoint(options.endpoint, &why);
-  if (!endpoint) return Failure(ErrorKind::kInvalid, why);
+  StatusOr<Endpoint> endpoint = ParseEndpoint(options.endpoint);
+  if (!endpoint) return endpoint.status();
   while (!options.endpoint.empty() && options.endpoint.back() == '/') {
     options.endpoint.pop_back();
   }

@@ -55,8 +55,9 @@ kuberay::PlaygroundRender KubeBackend::RenderInput(const store::Playground& row,
   in.image = spec.image;
   in.served_name = spec.served_name;
   in.extra_args = spec.args;
-  std::string error;
-  const ModelLocation loc = Locate(spec.model, cfg.storage_root, &error);
+  // A path Admit refused is taken as a model name here: nothing is mounted for it.
+  const StatusOr<ModelLocation> located = Locate(spec.model, cfg.storage_root);
+  const ModelLocation loc = located.ok() ? *located : ModelLocation{};
   if (loc.on_storage) {
     in.model = cfg.PodStorageMount() + "/" + loc.relative;
     in.storage_subpath = "jobs/" + loc.job_id;

@@ -45,26 +45,22 @@ int64_t NowMs() {
 
 // A loopback port nobody listens on now (the kernel's pick). Another process could take it
 // before the server binds it: the server then exits and the playground is Failed with its log.
-int FreeLoopbackPort(std::string* error) {
+StatusOr<int> FreeLoopbackPort() {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    *error = "socket: " + local::ErrnoText(errno);
-    return 0;
-  }
+  if (fd < 0) return Status::Unavailable("socket: " + local::ErrnoText(errno));
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   a.sin_port = 0;
   socklen_t len = sizeof a;
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-    port = ntohs(a.sin_port);
-  } else {
-    *error = "cannot find a free loopback port: " + local::ErrnoText(errno);
-  }
+  const bool found = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+                     ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
+  const int err = errno;
   ::close(fd);
-  return port;
+  if (!found) {
+    return Status::Unavailable("cannot find a free loopback port: " + local::ErrnoText(err));
+  }
+  return static_cast<int>(ntohs(a.sin_port));
 }
 
 // The environment the server starts with: the sandbox's (a standard PATH, HOME and TMPDIR =
@@ -220,14 +216,16 @@ Status LocalBackend::Create(const store::Playground& row, const Spec& spec) {
       options_.machine->Unhold(Holder(row.id));
     }
   }};
-  std::string error;
-  const int port = FreeLoopbackPort(&error);
-  if (port == 0) return Status::Retryable(kCreateFailed, error);
+  const StatusOr<int> free_port = FreeLoopbackPort();
+  if (!free_port.ok()) return Status::Retryable(kCreateFailed, free_port.status().message());
+  const int port = *free_port;
 
   std::string model = spec.model;
   std::vector<fs::path> read_only = Installation(command);
-  const ModelLocation loc = Locate(spec.model, options_.config.storage_root, &error);
-  if (!error.empty()) return Status::Permanent(kCreateFailed, "model: " + error);
+  const StatusOr<ModelLocation> located = Locate(spec.model, options_.config.storage_root);
+  if (!located.ok())
+    return Status::Permanent(kCreateFailed, "model: " + located.status().message());
+  const ModelLocation& loc = *located;
   if (loc.on_storage) {
     // Only the model's directory of the storage root, read-only, at its own path.
     const fs::path m = fs::path(options_.config.storage_root) / loc.relative;

@@ -230,9 +230,9 @@ StatusOr<Playground> Manager::Create(const store::User& user, const json& body) 
   }
   Spec& spec = parsed.spec;
   // The model: a directory a job of this user wrote, which must exist now.
-  std::string error;
-  const ModelLocation loc = Locate(spec.model, options_.config.storage_root, &error);
-  if (!error.empty()) return Status::Invalid("model: " + error, "model");
+  const StatusOr<ModelLocation> located = Locate(spec.model, options_.config.storage_root);
+  if (!located.ok()) return Status::Invalid("model: " + located.status().message(), "model");
+  const ModelLocation& loc = *located;
   if (loc.on_storage) {
     std::optional<store::Job> job = store_.GetJob(loc.job_id);
     if (!job || (job->owner != user.name && !user.admin)) {

@@ -46,8 +46,7 @@ std::optional<int64_t> ParseDuration(const std::string& text) {
   return n;
 }
 
-ModelLocation Locate(const std::string& model, const std::string& storage_root,
-                     std::string* error) {
+StatusOr<ModelLocation> Locate(const std::string& model, const std::string& storage_root) {
   ModelLocation loc;
   std::string rel = model;
   const std::string root =
@@ -55,26 +54,24 @@ ModelLocation Locate(const std::string& model, const std::string& storage_root,
   if (!root.empty() && rel.rfind(root, 0) == 0) {
     rel = rel.substr(root.size());
   } else if (!rel.empty() && rel.front() == '/') {
-    *error = "an absolute model path must be under the storage root " + storage_root + " (e.g. " +
-             root +
-             "jobs/<job id>/checkpoints/final), or name the path relative to "
-             "it: jobs/<job id>/…";
-    return loc;
+    return Status::Invalid("an absolute model path must be under the storage root " + storage_root +
+                           " (e.g. " + root +
+                           "jobs/<job id>/checkpoints/final), or name the path relative to "
+                           "it: jobs/<job id>/…");
   }
   if (rel.rfind("jobs/", 0) != 0) return loc;  // a model name the image loads
   // ".." anywhere is refused, not resolved: the path must say plainly which job wrote it.
   for (const auto& part : std::filesystem::path(rel)) {
     if (part == "..") {
-      *error = "the path leaves its job's directory (\"..\"); name a directory inside it";
-      return loc;
+      return Status::Invalid(
+          "the path leaves its job's directory (\"..\"); name a directory inside it");
     }
   }
   const std::filesystem::path p = std::filesystem::path(rel).lexically_normal();
   auto it = p.begin();
   ++it;  // "jobs"
   if (it == p.end() || it->string().empty() || it->string() == "..") {
-    *error = "the path names no job: expected jobs/<job id>/<directory>";
-    return loc;
+    return Status::Invalid("the path names no job: expected jobs/<job id>/<directory>");
   }
   loc.on_storage = true;
   loc.job_id = it->string();

@@ -134,9 +134,8 @@ TEST(Build, ManifestListsEveryFileButItself) {
             "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
   EXPECT_EQ(r.manifest.files[1].size, kRunner.size());
   // Round trip through the exact text stored in the capsule.
-  std::string error;
-  std::optional<Manifest> parsed = ParseManifest(ToText(r.manifest), &error);
-  ASSERT_TRUE(parsed) << error;
+  StatusOr<Manifest> parsed = ParseManifest(ToText(r.manifest));
+  ASSERT_TRUE(parsed) << parsed.status().message();
   EXPECT_EQ(*parsed, r.manifest);
 }
 

@@ -57,23 +57,23 @@ TEST(Spec, RefusesWhatWouldBreakTheServerOrTheCluster) {
 }
 
 TEST(Spec, ModelPathsNameTheirJobAndStayInIt) {
-  std::string error;
-  ModelLocation l = Locate("jobs/j-abc/ckpt/./final/", "/starforge", &error);
-  EXPECT_TRUE(error.empty());
-  EXPECT_TRUE(l.on_storage);
-  EXPECT_EQ(l.job_id, "j-abc");
-  EXPECT_EQ(l.relative, "jobs/j-abc/ckpt/final");
-  l = Locate("/starforge/jobs/j-abc/ckpt", "/starforge", &error);
-  EXPECT_EQ(l.relative, "jobs/j-abc/ckpt");
-  Locate("jobs/j-abc/../j-other/ckpt", "/starforge", &error);
-  EXPECT_THAT(error, HasSubstr("leaves its job's directory"));
-  error.clear();
-  Locate("/etc/passwd", "/starforge", &error);
-  EXPECT_THAT(error, HasSubstr("under the storage root"));
-  error.clear();
-  l = Locate("Qwen/Qwen2.5-0.5B-Instruct", "/starforge", &error);
-  EXPECT_TRUE(error.empty());
-  EXPECT_FALSE(l.on_storage);
+  StatusOr<ModelLocation> l = Locate("jobs/j-abc/ckpt/./final/", "/starforge");
+  ASSERT_TRUE(l.ok()) << l.status().message();
+  EXPECT_TRUE(l->on_storage);
+  EXPECT_EQ(l->job_id, "j-abc");
+  EXPECT_EQ(l->relative, "jobs/j-abc/ckpt/final");
+  l = Locate("/starforge/jobs/j-abc/ckpt", "/starforge");
+  EXPECT_EQ(l.value().relative, "jobs/j-abc/ckpt");
+  l = Locate("jobs/j-abc/../j-other/ckpt", "/starforge");
+  EXPECT_EQ(l.status().code(), Code::kInvalidArgument);
+  EXPECT_THAT(l.status().message(), HasSubstr("leaves its job's directory"));
+  l = Locate("/etc/passwd", "/starforge");
+  EXPECT_THAT(l.status().message(), HasSubstr("under the storage root"));
+  l = Locate("jobs/", "/starforge");
+  EXPECT_THAT(l.status().message(), HasSubstr("names no job"));
+  l = Locate("Qwen/Qwen2.5-0.5B-Instruct", "/starforge");
+  ASSERT_TRUE(l.ok());
+  EXPECT_FALSE(l->on_storage);
 }
 
 TEST(Spec, Durations) {

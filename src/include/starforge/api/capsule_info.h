@@ -21,9 +21,8 @@ struct CapsuleInfo {
 };
 
 // The manifest inside the capsule zip at `file` (the one entry, inflated, at most 64 MiB), or
-// nullopt with *error saying why.
-std::optional<capsule::Manifest> ReadCapsuleManifest(const std::filesystem::path& file,
-                                                     std::string* error);
+// why not (kInvalidArgument).
+StatusOr<capsule::Manifest> ReadCapsuleManifest(const std::filesystem::path& file);
 
 // Reads capsule `sha256` (its key: capsule::ObjectKey) through `objects`: a filesystem store's
 // object is opened where it lies; another store's is downloaded into `cache_dir` for the

@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "starforge/common/status_or.h"
+
 namespace starforge::capsule {
 
 // StarForge's own files live under this top-level directory; users' files may not.
@@ -36,8 +38,9 @@ struct Manifest {
 // `{"files":[{"executable":…,"path":…,"sha256":…,"size":…},…],"version":1}` and a newline.
 std::string ToText(const Manifest& manifest);
 
-// Parses and checks a manifest (version, field types, safe unique sorted paths, hex digests).
-std::optional<Manifest> ParseManifest(std::string_view text, std::string* error);
+// Parses and checks a manifest (version, field types, safe unique sorted paths, hex digests);
+// kInvalidArgument saying what is wrong.
+StatusOr<Manifest> ParseManifest(std::string_view text);
 
 // Empty when `path` is a safe relative archive path: non-empty UTF-8 components separated by
 // single '/', none of them "." or "..", no leading '/', no backslash or control characters.

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "starforge/common/field_error.h"
+#include "starforge/common/status_or.h"
 #include "starforge/common/yaml_json.h"
 #include "starforge/jobspec/jobspec.h"
 
@@ -55,8 +56,8 @@ std::string ToCanonicalText(const JobSpec& spec);
 
 // Splits a command line into words the way a POSIX shell does for quoting (single quotes, double
 // quotes with \" \\ \$ \` escapes, backslash escapes, whitespace separation) without any
-// expansion or operators: `;`, `|`, `$(…)` stay literal characters of words. Returns nullopt
-// and sets *error on an unterminated quote or trailing backslash.
-std::optional<std::vector<std::string>> SplitShellWords(std::string_view line, std::string* error);
+// expansion or operators: `;`, `|`, `$(…)` stay literal characters of words. kInvalidArgument
+// on an unterminated quote or trailing backslash.
+StatusOr<std::vector<std::string>> SplitShellWords(std::string_view line);
 
 }  // namespace starforge::jobspec

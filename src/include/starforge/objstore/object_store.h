@@ -88,11 +88,11 @@ class ObjectStore {
   virtual std::string Describe() const = 0;
 };
 
-// "" when `key` is usable by every store, else why not. Keys are '/'-separated segments of
-// printable characters, at most 1024 bytes, with no empty, "." or ".." segment.
-std::string CheckKey(std::string_view key);
-// "" when 1 <= seconds <= kMaxPresignSeconds, else why not.
-std::string CheckPresignExpiry(int64_t seconds);
+// Ok when `key` is usable by every store, else Failure(kInvalid, why not). Keys are '/'-separated
+// segments of printable characters, at most 1024 bytes, with no empty, "." or ".." segment.
+Status CheckKey(std::string_view key);
+// Ok when 1 <= seconds <= kMaxPresignSeconds, else Failure(kInvalid, why not).
+Status CheckPresignExpiry(int64_t seconds);
 
 // The store `cfg` selects: S3 when FORGE_S3_ENDPOINT is set, else the filesystem store under
 // `<FORGE_STORAGE_ROOT>/objects`.

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "starforge/common/field_error.h"
+#include "starforge/common/status_or.h"
 #include "starforge/config/config.h"
 
 namespace starforge::playground {
@@ -52,8 +53,8 @@ struct ModelLocation {
   std::string relative;  // when on_storage: "jobs/<job id>/<rest>", normalised
 };
 // "jobs/<id>/…" (or the same under an absolute FORGE_STORAGE_ROOT) is a path; anything else is a
-// model name. `error` is set for a path that leaves its job's directory ("..") or names none.
-ModelLocation Locate(const std::string& model, const std::string& storage_root, std::string* error);
+// model name. kInvalidArgument for a path that leaves its job's directory ("..") or names none.
+StatusOr<ModelLocation> Locate(const std::string& model, const std::string& storage_root);
 
 // "90", "90s", "15m", "2h", "1d" → seconds; nullopt when not such a duration.
 std::optional<int64_t> ParseDuration(const std::string& text);
