@@ -65,8 +65,8 @@ Check ObjectStorage(const RunOptions& o) {
   }
   auto url = o.objects->PresignGet(key, 300, static_cast<std::time_t>(now));
   if (!url) {
-    return {"object-storage", title, Verdict::kFail, "cannot presign a URL: " + url.status().message(),
-            "check FORGE_S3_* settings"};
+    return {"object-storage", title, Verdict::kFail,
+            "cannot presign a URL: " + url.status().message(), "check FORGE_S3_* settings"};
   }
   try {
     const std::string body = o.fetch ? o.fetch(url.value()) : HttpGet(url.value());
