@@ -494,6 +494,23 @@ class Reconciler {
       return After(std::min(options_.resync, milliseconds(500)));
     }
 
+    // A short entrypoint can start and end between two observations (a loaded machine, a long
+    // resync): the job still ran, so it passes through Running, and its start, duration and
+    // phases say so as they would had it been seen running. Its started_at is then the moment
+    // its end was seen, the first moment it is known to have started.
+    const bool ran = obs.state == fleet::State::kSucceeded ||
+                     (obs.state == fleet::State::kFailed && obs.exit_code.has_value());
+    if (ran && job.phase == Phase::kPending) {
+      const std::optional<Job> running = Move(job, Phase::kRunning, "", "");
+      if (!running || running->phase != Phase::kRunning) return Now();  // moved on: look again
+      return Follow(*running, obs, spec, spec_error, now);
+    }
+    return Follow(job, obs, spec, spec_error, now);
+  }
+
+  // What the fleet's observation of a job not being cancelled leads to.
+  Outcome Follow(const Job& job, const fleet::Observation& obs, const SpecPtr& spec,
+                 const std::string& spec_error, int64_t now) {
     switch (obs.state) {
       case fleet::State::kSucceeded: {
         const int code = obs.exit_code.value_or(0);

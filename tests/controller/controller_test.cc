@@ -35,8 +35,10 @@ using store::Job;
 using store::Phase;
 using support::ReadFile;
 using support::TempDir;
+using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 int64_t WallMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -458,6 +460,23 @@ TEST_F(ControllerTest, ANonZeroExitIsAppFailedWithItsExitCode) {
   EXPECT_TRUE(job.logs_archived && job.released);
   EXPECT_THAT(Path(job.id).back(), Phase::kFailed);
   EXPECT_EQ(store_->ListEvents(job.id).back().type, "Warning");
+  // It started and ended between two observations, yet it ran: Running is on its path, and it
+  // has a start (the console's "Took", the CLI's Started).
+  EXPECT_THAT(Path(job.id), ElementsAre(Phase::kQueued, Phase::kPackaging, Phase::kSubmitting,
+                                        Phase::kPending, Phase::kRunning, Phase::kFailed));
+  EXPECT_GT(job.started_at, 0);
+  EXPECT_GE(job.finished_at, job.started_at);
+}
+
+TEST_F(ControllerTest, AJobThatSucceededBetweenTwoObservationsStillRan) {
+  const Job created = Submit();
+  DriveTo(created.id, Phase::kPending);
+  fleet_.Set(created.id, fleet::State::kSucceeded, 0);
+  const Job job = Drive(created.id);
+  EXPECT_EQ(job.phase, Phase::kSucceeded);
+  EXPECT_GT(job.started_at, 0);
+  EXPECT_THAT(Path(job.id), ElementsAre(Phase::kQueued, Phase::kPackaging, Phase::kSubmitting,
+                                        Phase::kPending, Phase::kRunning, Phase::kSucceeded));
 }
 
 TEST_F(ControllerTest, TheFleetsFailureReasonIsKept) {
@@ -471,6 +490,9 @@ TEST_F(ControllerTest, TheFleetsFailureReasonIsKept) {
   EXPECT_EQ(job.reason, "ImagePullFailed");
   EXPECT_EQ(job.message, "image python:3.11 cannot be pulled");
   EXPECT_FALSE(job.exit_code);
+  // Its code never ran: no start, and Running is not on its path.
+  EXPECT_EQ(job.started_at, 0);
+  EXPECT_THAT(Path(job.id), Not(Contains(Phase::kRunning)));
 }
 
 // Cancel before the fleet has the job: Cancelled at once, the fleet is never asked to cancel.
