@@ -71,9 +71,8 @@ StatusOr<capsule::Manifest> ReadCapsuleManifest(const fs::path& file) {
   return capsule::ParseManifest(text);
 }
 
-std::optional<CapsuleInfo> LoadCapsuleInfo(objstore::ObjectStore& objects,
-                                           const fs::path& cache_dir, const std::string& sha256,
-                                           std::string* error) {
+StatusOr<CapsuleInfo> LoadCapsuleInfo(objstore::ObjectStore& objects, const fs::path& cache_dir,
+                                      const std::string& sha256) {
   const fs::path cached = cache_dir / ("sha256-" + sha256 + ".json");
   if (std::optional<std::string> text = ReadText(cached)) {
     const nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
@@ -86,13 +85,9 @@ std::optional<CapsuleInfo> LoadCapsuleInfo(objstore::ObjectStore& objects,
   const std::string key = capsule::ObjectKey(sha256);
   auto head = objects.Head(key);
   if (!head.ok()) {
-    *error = "looking up " + key + ": " + head.status().message();
-    return std::nullopt;
+    return Status(head.status().code(), "looking up " + key + ": " + head.status().message());
   }
-  if (!head.value()) {
-    *error = key + " is not in the object store";
-    return std::nullopt;
-  }
+  if (!head.value()) return Status::NotFound(key + " is not in the object store");
   CapsuleInfo info;
   info.size = static_cast<uint64_t>(head.value()->size);
   // A filesystem store's "presigned" URL is the object's own path: read it there.
@@ -109,8 +104,7 @@ std::optional<CapsuleInfo> LoadCapsuleInfo(objstore::ObjectStore& objects,
                         std::to_string(++downloads) + ".zip");
     auto got = objects.GetFile(key, file.string());
     if (!got.ok()) {
-      *error = "downloading " + key + ": " + got.status().message();
-      return std::nullopt;
+      return Status(got.status().code(), "downloading " + key + ": " + got.status().message());
     }
     downloaded = true;
   }
@@ -119,10 +113,7 @@ std::optional<CapsuleInfo> LoadCapsuleInfo(objstore::ObjectStore& objects,
     std::error_code ec;
     fs::remove(file, ec);
   }
-  if (!m) {
-    *error = m.status().message();
-    return std::nullopt;
-  }
+  if (!m) return m.status();
   info.manifest = std::move(*m);
   std::error_code ec;
   fs::create_directories(cache_dir, ec);

@@ -190,14 +190,12 @@ void JobCapsule(Call& c) {
     throw ApiError{404, api_errors::kNotFound,
                    "job " + job.id + " has no capsule yet: it is built while the job is Packaging",
                    "capsule"};
-  std::string error;
-  std::optional<CapsuleInfo> info;
+  StatusOr<CapsuleInfo> info = Status::FailedPrecondition("this server has no object store");
   if (s.options.objects)
     info = LoadCapsuleInfo(*s.options.objects, s.options.state_dir / "capsule-manifests",
-                           job.capsule_sha256, &error);
+                           job.capsule_sha256);
   if (!info) {
-    spdlog::warn("job {}: reading its capsule's manifest: {}", job.id,
-                 s.options.objects ? error : "this server has no object store");
+    spdlog::warn("job {}: reading its capsule's manifest: {}", job.id, info.status().message());
     throw ApiError{404, api_errors::kNotFound,
                    "the capsule of job " + job.id +
                        " is not stored (yet), or cannot be read; the server's log says why",

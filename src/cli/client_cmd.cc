@@ -81,11 +81,10 @@ std::optional<ApiClient> Connect(Context& c, const std::string& server_flag, int
     *exit = kExitUsage;
     return std::nullopt;
   }
-  std::string error;
-  const std::optional<Endpoint> ep = ResolveEndpoint(
-      server_flag, Env(c, "FORGE_SERVER"), Env(c, "FORGE_TOKEN"), loaded.settings, &error);
+  const StatusOr<Endpoint> ep =
+      ResolveEndpoint(server_flag, Env(c, "FORGE_SERVER"), Env(c, "FORGE_TOKEN"), loaded.settings);
   if (!ep) {
-    c.err << "forge: " << error << "\n";
+    c.err << "forge: " << ep.status().message() << "\n";
     *exit = kExitUsage;
     return std::nullopt;
   }
@@ -157,14 +156,13 @@ int Login(Context& c, const std::string& server_flag, bool token_stdin) {
   const fs::path path = ConfigPath(c);
   LoadedSettings loaded = LoadClientSettings(path);
   if (!loaded.error.empty()) c.err << "forge: warning: " << loaded.error << " (replacing it)\n";
-  std::string error;
   // Logging in never reuses a saved token: only the server comes from the flag, env or file.
   ClientSettings for_server = loaded.settings;
   for_server.token.clear();
-  const std::optional<Endpoint> ep =
-      ResolveEndpoint(server_flag, Env(c, "FORGE_SERVER"), "", for_server, &error);
+  const StatusOr<Endpoint> ep =
+      ResolveEndpoint(server_flag, Env(c, "FORGE_SERVER"), "", for_server);
   if (!ep) {
-    c.err << "forge: " << error << "\n";
+    c.err << "forge: " << ep.status().message() << "\n";
     return kExitUsage;
   }
   const std::string token = ReadToken(c, token_stdin, ep->server);
@@ -183,7 +181,7 @@ int Login(Context& c, const std::string& server_flag, bool token_stdin) {
                 "`forge serve`; `forge token create --user NAME` makes more)";
   }
   if (!e.ok()) return Report(c, e);
-  error = SaveClientSettings(path, {ep->server, token});
+  const std::string error = SaveClientSettings(path, {ep->server, token});
   if (!error.empty()) {
     c.err << "forge: " << error << "\n";
     return kExitInvalid;
@@ -620,10 +618,9 @@ int Submit(Context& c, const std::string& server, const SubmitOptions& o) {
     PrintErrors(c, source, parsed.errors);
     return kExitInvalid;
   }
-  std::string error;
-  const std::optional<fs::path> dir = ResolveCodeDir(o.code, parsed.spec->code, o.job_file, &error);
+  const StatusOr<fs::path> dir = ResolveCodeDir(o.code, parsed.spec->code, o.job_file);
   if (!dir) {
-    c.err << "forge: " << error << "\n";
+    c.err << "forge: " << dir.status().message() << "\n";
     return kExitInvalid;
   }
 
@@ -950,11 +947,10 @@ int Console(Context& c, const std::string& server_flag, bool login) {
     return kExitOk;
   }
   LoadedSettings loaded = LoadClientSettings(ConfigPath(c));
-  std::string error;
-  const std::optional<Endpoint> ep =
-      ResolveEndpoint(server_flag, Env(c, "FORGE_SERVER"), "", loaded.settings, &error);
+  const StatusOr<Endpoint> ep =
+      ResolveEndpoint(server_flag, Env(c, "FORGE_SERVER"), "", loaded.settings);
   if (!ep) {
-    c.err << "forge: " << error << "\n";
+    c.err << "forge: " << ep.status().message() << "\n";
     return kExitUsage;
   }
   c.out << ep->server << "/\n";

@@ -104,7 +104,7 @@ std::string SaveClientSettings(const fs::path& path, const ClientSettings& setti
   return WriteFileAtomic(path, text, 0600);
 }
 
-std::optional<std::string> NormalizeServer(const std::string& url, std::string* error) {
+StatusOr<std::string> NormalizeServer(const std::string& url) {
   std::string u = url;
   while (!u.empty() && (u.back() == ' ' || u.back() == '\n' || u.back() == '\r'))
     u.pop_back();
@@ -118,8 +118,7 @@ std::optional<std::string> NormalizeServer(const std::string& url, std::string* 
     for (char& ch : scheme)
       ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
     if (scheme != "http" && scheme != "https") {
-      *error = "server URL " + url + ": use http:// or https://";
-      return std::nullopt;
+      return Status::Invalid("server URL " + url + ": use http:// or https://");
     }
     u = scheme + u.substr(scheme_end);
   }
@@ -127,24 +126,22 @@ std::optional<std::string> NormalizeServer(const std::string& url, std::string* 
     u.pop_back();
   const size_t host_start = u.find("://") + 3;
   if (host_start >= u.size() || u[host_start] == '/' || u[host_start] == ':') {
-    *error = "server URL \"" + url + "\" has no host (e.g. http://127.0.0.1:8080)";
-    return std::nullopt;
+    return Status::Invalid("server URL \"" + url + "\" has no host (e.g. http://127.0.0.1:8080)");
   }
   if (u.find_first_of("?# ") != std::string::npos) {
-    *error = "server URL \"" + url + "\" must be scheme://host[:port][/path] (no query or spaces)";
-    return std::nullopt;
+    return Status::Invalid("server URL \"" + url +
+                           "\" must be scheme://host[:port][/path] (no query or spaces)");
   }
   if (u.find('@', host_start) != std::string::npos) {
     // A user:password@ part would be sent as Basic auth and printed in messages.
-    *error = "server URL must not contain credentials (user@): use `forge login` for the token";
-    return std::nullopt;
+    return Status::Invalid(
+        "server URL must not contain credentials (user@): use `forge login` for the token");
   }
   return u;
 }
 
-std::optional<Endpoint> ResolveEndpoint(const std::string& flag, const std::string& env_server,
-                                        const std::string& env_token, const ClientSettings& file,
-                                        std::string* error) {
+StatusOr<Endpoint> ResolveEndpoint(const std::string& flag, const std::string& env_server,
+                                   const std::string& env_token, const ClientSettings& file) {
   Endpoint ep;
   std::string raw;
   if (!flag.empty()) {
@@ -160,19 +157,15 @@ std::optional<Endpoint> ResolveEndpoint(const std::string& flag, const std::stri
     raw = kDefaultServer;
     ep.server_from = "default";
   }
-  std::optional<std::string> server = NormalizeServer(raw, error);
-  if (!server) {
-    *error = ep.server_from + ": " + *error;
-    return std::nullopt;
-  }
+  StatusOr<std::string> server = NormalizeServer(raw);
+  if (!server) return Status::Invalid(ep.server_from + ": " + server.status().message());
   ep.server = *server;
   if (!env_token.empty()) {
     ep.token = env_token;
     ep.token_from = "FORGE_TOKEN";
   } else if (!file.token.empty()) {
-    std::string ignored;
-    const std::optional<std::string> saved =
-        NormalizeServer(file.server.empty() ? std::string(kDefaultServer) : file.server, &ignored);
+    const StatusOr<std::string> saved =
+        NormalizeServer(file.server.empty() ? std::string(kDefaultServer) : file.server);
     if (saved && *saved == ep.server) {
       ep.token = file.token;
       ep.token_from = "config file";
@@ -181,9 +174,9 @@ std::optional<Endpoint> ResolveEndpoint(const std::string& flag, const std::stri
   return ep;
 }
 
-std::optional<fs::path> ResolveCodeDir(const std::string& flag,
-                                       const std::optional<std::string>& spec_code,
-                                       const std::string& job_file, std::string* error) {
+StatusOr<fs::path> ResolveCodeDir(const std::string& flag,
+                                  const std::optional<std::string>& spec_code,
+                                  const std::string& job_file) {
   fs::path dir;
   std::string from;
   if (!flag.empty()) {
@@ -194,15 +187,13 @@ std::optional<fs::path> ResolveCodeDir(const std::string& flag,
     dir = fs::path(*spec_code).is_absolute() ? fs::path(*spec_code) : base / *spec_code;
     from = "code: in " + (job_file == "-" ? std::string("the JobSpec") : job_file);
   } else {
-    *error = "no code directory: pass --code DIR or set code: in the JobSpec";
-    return std::nullopt;
+    return Status::Invalid("no code directory: pass --code DIR or set code: in the JobSpec");
   }
   if (dir.empty()) dir = ".";
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
-    *error = "code directory " + dir.string() + " (from " + from + ") " +
-             (fs::exists(dir, ec) ? "is not a directory" : "does not exist");
-    return std::nullopt;
+    return Status::Invalid("code directory " + dir.string() + " (from " + from + ") " +
+                           (fs::exists(dir, ec) ? "is not a directory" : "does not exist"));
   }
   return dir.lexically_normal();
 }

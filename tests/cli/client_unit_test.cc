@@ -342,42 +342,46 @@ TEST(ClientConfig, ReadableByOthersIsWarnedAboutAndGarbageIsAnError) {
 }
 
 TEST(Endpoint, FlagThenEnvThenFileThenDefault) {
-  std::string error;
   const ClientSettings file{"http://saved:8080/", "sf_saved"};
-  auto ep = ResolveEndpoint("", "", "", file, &error);
-  ASSERT_TRUE(ep) << error;
+  auto ep = ResolveEndpoint("", "", "", file);
+  ASSERT_TRUE(ep) << ep.status().message();
   EXPECT_EQ(ep->server, "http://saved:8080");
   EXPECT_EQ(ep->token, "sf_saved");
-  ep = ResolveEndpoint("", "env:9", "", file, &error);
+  ep = ResolveEndpoint("", "env:9", "", file);
   EXPECT_EQ(ep->server, "http://env:9");
   EXPECT_EQ(ep->token, "") << "the saved token belongs to the saved server only";
-  ep = ResolveEndpoint("https://flag", "env:9", "sf_env", file, &error);
+  ep = ResolveEndpoint("https://flag", "env:9", "sf_env", file);
   EXPECT_EQ(ep->server, "https://flag");
   EXPECT_EQ(ep->token, "sf_env");
   EXPECT_EQ(ep->server_from, "--server");
-  ep = ResolveEndpoint("", "", "", {}, &error);
+  ep = ResolveEndpoint("", "", "", {});
   EXPECT_EQ(ep->server, "http://127.0.0.1:8080");
-  EXPECT_FALSE(ResolveEndpoint("ftp://x", "", "", {}, &error));
-  EXPECT_EQ(error, "--server: server URL ftp://x: use http:// or https://");
-  EXPECT_FALSE(ResolveEndpoint("http://u:pw@h", "", "", {}, &error));
-  EXPECT_THAT(error, HasSubstr("must not contain credentials"));
-  EXPECT_THAT(error, Not(HasSubstr("pw")));
+  ep = ResolveEndpoint("ftp://x", "", "", {});
+  EXPECT_FALSE(ep);
+  EXPECT_EQ(ep.status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(ep.status().message(), "--server: server URL ftp://x: use http:// or https://");
+  ep = ResolveEndpoint("http://u:pw@h", "", "", {});
+  EXPECT_FALSE(ep);
+  EXPECT_THAT(ep.status().message(), HasSubstr("must not contain credentials"));
+  EXPECT_THAT(ep.status().message(), Not(HasSubstr("pw")));
 }
 
 TEST(CodeDir, FlagThenSpecRelativeToTheJobFileThenAnError) {
   TempDir tmp;
   fs::create_directories(tmp.path() / "proj/src");
   const std::string job = (tmp.path() / "proj/job.yaml").string();
-  std::string error;
-  EXPECT_EQ(ResolveCodeDir("", std::string("src"), job, &error), tmp.path() / "proj/src");
-  EXPECT_EQ(ResolveCodeDir("", std::string("."), job, &error), tmp.path() / "proj/");
-  EXPECT_EQ(ResolveCodeDir((tmp.path() / "proj").string(), std::string("src"), job, &error),
+  EXPECT_EQ(ResolveCodeDir("", std::string("src"), job).value(), tmp.path() / "proj/src");
+  EXPECT_EQ(ResolveCodeDir("", std::string("."), job).value(), tmp.path() / "proj/");
+  EXPECT_EQ(ResolveCodeDir((tmp.path() / "proj").string(), std::string("src"), job).value(),
             tmp.path() / "proj");
-  EXPECT_FALSE(ResolveCodeDir("", std::nullopt, job, &error));
-  EXPECT_EQ(error, "no code directory: pass --code DIR or set code: in the JobSpec");
-  EXPECT_FALSE(ResolveCodeDir("", std::string("missing"), job, &error));
-  EXPECT_EQ(error, "code directory " + (tmp.path() / "proj/missing").string() + " (from code: in " +
-                       job + ") does not exist");
+  StatusOr<fs::path> dir = ResolveCodeDir("", std::nullopt, job);
+  EXPECT_FALSE(dir);
+  EXPECT_EQ(dir.status().message(),
+            "no code directory: pass --code DIR or set code: in the JobSpec");
+  dir = ResolveCodeDir("", std::string("missing"), job);
+  EXPECT_FALSE(dir);
+  EXPECT_EQ(dir.status().message(), "code directory " + (tmp.path() / "proj/missing").string() +
+                                        " (from code: in " + job + ") does not exist");
 }
 
 }  // namespace

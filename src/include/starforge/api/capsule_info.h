@@ -27,10 +27,10 @@ StatusOr<capsule::Manifest> ReadCapsuleManifest(const std::filesystem::path& fil
 // Reads capsule `sha256` (its key: capsule::ObjectKey) through `objects`: a filesystem store's
 // object is opened where it lies; another store's is downloaded into `cache_dir` for the
 // reading and removed. The manifest (and the size) are then kept in `cache_dir` as
-// sha256-<hex>.json for the next call. nullopt with *error (for the server's log) when the
-// capsule is not stored or cannot be read.
-std::optional<CapsuleInfo> LoadCapsuleInfo(objstore::ObjectStore& objects,
-                                           const std::filesystem::path& cache_dir,
-                                           const std::string& sha256, std::string* error);
+// sha256-<hex>.json for the next call. kNotFound when the capsule is not stored; the object
+// store's failure, or kInvalidArgument for an unreadable capsule, otherwise.
+StatusOr<CapsuleInfo> LoadCapsuleInfo(objstore::ObjectStore& objects,
+                                      const std::filesystem::path& cache_dir,
+                                      const std::string& sha256);
 
 }  // namespace starforge::api

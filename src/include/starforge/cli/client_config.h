@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "starforge/common/status_or.h"
+
 namespace starforge::cli {
 
 inline constexpr const char* kDefaultServer = "http://127.0.0.1:8080";
@@ -34,9 +36,9 @@ LoadedSettings LoadClientSettings(const std::filesystem::path& path);
 // with mode 0700. Keeps keys of the existing file that it does not know. Returns "" or why not.
 std::string SaveClientSettings(const std::filesystem::path& path, const ClientSettings& settings);
 
-// "host:port" → "http://host:port"; strips trailing '/'. nullopt with *error when the URL has
+// "host:port" → "http://host:port"; strips trailing '/'. kInvalidArgument when the URL has
 // another scheme, no host, or a query/fragment.
-std::optional<std::string> NormalizeServer(const std::string& url, std::string* error);
+StatusOr<std::string> NormalizeServer(const std::string& url);
 
 // The server and token a command uses.
 struct Endpoint {
@@ -48,18 +50,16 @@ struct Endpoint {
 
 // Server: `flag` > `env_server` > the file > kDefaultServer. Token: `env_token` > the file's,
 // but the file's token only for the file's server: a token saved by `forge login` is never
-// sent to another server named by --server or FORGE_SERVER. nullopt with *error when a server
-// URL is malformed.
-std::optional<Endpoint> ResolveEndpoint(const std::string& flag, const std::string& env_server,
-                                        const std::string& env_token, const ClientSettings& file,
-                                        std::string* error);
+// sent to another server named by --server or FORGE_SERVER. kInvalidArgument when a server URL
+// is malformed.
+StatusOr<Endpoint> ResolveEndpoint(const std::string& flag, const std::string& env_server,
+                                   const std::string& env_token, const ClientSettings& file);
 
 // The code directory of a submission: `flag` (relative to the working directory) > the
 // JobSpec's `code:` (relative to the JobSpec file's directory; the working directory for
-// stdin, "-") > nullopt with *error saying how to give one. The directory must exist.
-std::optional<std::filesystem::path> ResolveCodeDir(const std::string& flag,
-                                                    const std::optional<std::string>& spec_code,
-                                                    const std::string& job_file,
-                                                    std::string* error);
+// stdin, "-") > kInvalidArgument saying how to give one. The directory must exist.
+StatusOr<std::filesystem::path> ResolveCodeDir(const std::string& flag,
+                                               const std::optional<std::string>& spec_code,
+                                               const std::string& job_file);
 
 }  // namespace starforge::cli
