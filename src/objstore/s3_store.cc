@@ -464,7 +464,7 @@ class S3Store : public ObjectStore {
         e = Failure(ErrorKind::kUnreachable,
                     fmt::format("request to {} failed: {}{}", options_.endpoint, a.error, after));
     }
-    return Redacted(std::move(e));
+    return Redacted(e);
   }
 
   static StatusOr<std::string> HashBody(const Body& body) {
