@@ -90,26 +90,37 @@ class LogFollow : public JobFollow {
   LogFollower follower_;
 };
 
-// GET …/metrics?follow=1: the answers of GET …/metrics from the last offset on as "metrics"
-// events, when there is news, then "end".
+// GET …/metrics?follow=1: the answers of GET …/metrics from the last cursor on as "metrics"
+// events, when there is news, then "end". The event files are looked for again every
+// kFindEventFilesEvery (a walk of the job directory) and once more after the job has ended.
 class MetricsFollow : public JobFollow {
  public:
-  MetricsFollow(store::Store& store, std::string job_id, std::filesystem::path file, int64_t offset)
-      : JobFollow(store, std::move(job_id)), file_(std::move(file)), offset_(offset) {}
+  MetricsFollow(store::Store& store, std::string job_id, std::filesystem::path job_dir,
+                MetricsCursor cursor)
+      : JobFollow(store, std::move(job_id)),
+        job_dir_(std::move(job_dir)),
+        cursor_(std::move(cursor)) {}
 
   std::string Poll() {
+    bool find = Clock::now() >= next_find_;
     if (!final_) {
       bool gone = false;
       std::optional<store::Job> job = Check(&gone);
       final_ = gone || (job && Finished(*job));
+      find = find || final_;
     }
-    const nlohmann::json a = ReadMetrics(file_, offset_, final_);
+    if (find) {
+      files_ = FindJobEventFiles(job_dir_, MetricsLimits{}, &find_warning_);
+      next_find_ = Clock::now() + kFindEventFilesEvery;
+    }
+    const nlohmann::json a = ReadJobMetrics(job_dir_, cursor_, files_, final_, {}, find_warning_);
     const bool news = !a["series"].empty() || a["skipped"].get<int64_t>() > 0 ||
-                      (a.contains("warning") && !warned_);
-    warned_ = warned_ || a.contains("warning");
-    offset_ = a["offset"].get<int64_t>();
+                      (a.contains("warning") && a["warning"] != last_warning_);
+    if (a.contains("warning")) last_warning_ = a["warning"];
+    const std::string cursor = a["cursor"].get<std::string>();
+    cursor_ = MetricsCursor::Decode(cursor).value_or(cursor_);
     std::string out;
-    if (news) out = SseMessage("metrics", a.dump(), std::to_string(offset_));
+    if (news) out = SseMessage("metrics", a.dump(), cursor);
     if (a["complete"].get<bool>()) {
       out += SseMessage("end", "{}");
       done_ = true;
@@ -118,10 +129,14 @@ class MetricsFollow : public JobFollow {
   }
 
  private:
-  std::filesystem::path file_;
-  int64_t offset_;
+  static constexpr auto kFindEventFilesEvery = std::chrono::seconds(2);
+  std::filesystem::path job_dir_;
+  MetricsCursor cursor_;
+  std::vector<EventFile> files_;
+  std::string find_warning_;
+  nlohmann::json last_warning_;
+  Clock::time_point next_find_ = Clock::now();
   bool final_ = false;
-  bool warned_ = false;
 };
 
 // Where a reconnecting follow resumes: the byte offset its last event named (Last-Event-ID).
@@ -245,20 +260,34 @@ void JobArtifacts(Call& c) {
   SetJson(c.res, 200, body);
 }
 
-// GET /api/v1/jobs/{id}/metrics[?offset=N]: the scalars the job wrote to <job dir>/metrics.jsonl
-// from byte N on (metrics.h); the console asks again from the answer's offset while it runs.
+// GET /api/v1/jobs/{id}/metrics[?cursor=C|offset=N]: the scalars the job wrote to <job
+// dir>/metrics.jsonl and to TensorBoard event files under <job dir> from cursor C (or byte N of
+// metrics.jsonl) on (metrics.h); the console asks again from the answer's cursor while it runs.
 // ?follow=1: the same answers as SSE "metrics" events while the job writes, then "end".
 void JobMetrics(Call& c) {
   ServerState& s = c.server;
-  OnlyParams(c, {"offset", "follow"});
+  OnlyParams(c, {"offset", "cursor", "follow"});
   store::Job job = VisibleJob(c, c.Path());
-  int64_t offset = CountParam(c, "offset").value_or(0);
-  const fs::path file = s.options.storage_root / "jobs" / job.id / "metrics.jsonl";
+  MetricsCursor from;
+  from.jsonl = CountParam(c, "offset").value_or(0);
+  std::string cursor = Param(c, "cursor");
   if (BoolParam(c, "follow")) {
-    offset = LastEventOffset(c).value_or(offset);
-    return Follow(c, std::make_shared<MetricsFollow>(s.store, job.id, file, offset));
+    if (const std::string last = c.req.get_header_value("Last-Event-ID"); !last.empty())
+      cursor = last;
   }
-  SetJson(c.res, 200, ReadMetrics(file, offset, Finished(job)));
+  if (!cursor.empty()) {
+    auto decoded = MetricsCursor::Decode(cursor);
+    if (!decoded)
+      throw BadRequest("cursor: not a cursor this server returned (the answer's \"cursor\")",
+                       "cursor");
+    from = std::move(*decoded);
+  }
+  const fs::path dir = s.options.storage_root / "jobs" / job.id;
+  if (BoolParam(c, "follow"))
+    return Follow(c, std::make_shared<MetricsFollow>(s.store, job.id, dir, std::move(from)));
+  std::string warning;
+  const std::vector<EventFile> files = FindJobEventFiles(dir, MetricsLimits{}, &warning);
+  SetJson(c.res, 200, ReadJobMetrics(dir, from, files, Finished(job), {}, warning));
 }
 
 }  // namespace starforge::api

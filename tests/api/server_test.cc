@@ -12,8 +12,10 @@
 #include <set>
 #include <thread>
 
+#include "api/tfevents.pb.h"
 #include "api_test_support.h"
 #include "starforge/api/routes.h"
+#include "starforge/api/tfevents.h"
 #include "starforge/capsule/capsule.h"
 #include "starforge/capsule/inspect.h"
 #include "starforge/jobspec/parse.h"
@@ -811,6 +813,62 @@ TEST_F(Api, CancelStopsARunningJobAndRepeatsAreHarmless) {
   auto ev = Get("/api/v1/jobs/" + id + "/events", admin_);
   ASSERT_TRUE(ev);
   EXPECT_THAT(ev->body, HasSubstr("cancel requested by admin"));
+}
+
+// One TFRecord of an Event with a scalar, as TensorBoard's writers frame it.
+std::string ScalarRecord(int64_t step, const std::string& tag, float value) {
+  tfevents::Event e;
+  e.set_step(step);
+  auto* v = e.mutable_summary()->add_value();
+  v->set_tag(tag);
+  v->set_simple_value(value);
+  const std::string data = e.SerializeAsString();
+  const auto le = [](uint64_t x, int n) {
+    std::string out;
+    for (int i = 0; i < n; ++i)
+      out += static_cast<char>((x >> (8 * i)) & 0xFF);
+    return out;
+  };
+  const std::string len = le(data.size(), 8);
+  return len + le(MaskedCrc32c(len), 4) + data + le(MaskedCrc32c(data), 4);
+}
+
+TEST_F(Api, MetricsServeTheScalarsOfTensorBoardEventFilesByCursor) {
+  const std::string id = SubmitSteps(admin_, "tb");
+  WaitForEnd(admin_, id);
+  const fs::path dir = root_ / "jobs" / id;
+  support::WriteFile(dir / "metrics.jsonl", "{\"step\": 0, \"loss\": 1.5}\n");
+  const std::string records = ScalarRecord(0, "loss", 1.0F) + ScalarRecord(7, "eval/acc", 0.25F);
+  support::WriteFile(dir / "runs" / "events.out.tfevents.1.host", records);
+  auto r = Get("/api/v1/jobs/" + id + "/metrics", admin_);
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json a = Body(r);
+  ASSERT_EQ(a["series"].size(), 2u) << a.dump();
+  EXPECT_EQ(a["series"][0], json::parse(R"({"name": "loss", "points": [[0, 1.5], [0, 1.0]]})"));
+  EXPECT_EQ(a["series"][1], json::parse(R"({"name": "eval/acc", "points": [[7, 0.25]]})"));
+  const json file = {{"path", "runs/events.out.tfevents.1.host"},
+                     {"offset", records.size()},
+                     {"size", records.size()}};
+  EXPECT_EQ(a["eventFiles"], json::array({file})) << a.dump();
+  EXPECT_TRUE(a["complete"]);
+  // From the answer's cursor, only what came since.
+  support::WriteFile(dir / "runs" / "events.out.tfevents.1.host",
+                     records + ScalarRecord(8, "eval/acc", 0.5F));
+  r = Get("/api/v1/jobs/" + id + "/metrics?cursor=" + a["cursor"].get<std::string>(), admin_);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(Body(r)["series"], json::parse(R"([{"name": "eval/acc", "points": [[8, 0.5]]}])"));
+  // The stream: every point, then the end (the job has ended).
+  Follow f(serve_->port(), "/api/v1/jobs/" + id + "/metrics?follow=1", Auth(admin_));
+  ASSERT_TRUE(f.WaitFinished(seconds(30)));
+  const auto events = f.events();
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].event, "metrics");
+  EXPECT_EQ(json::parse(events[0].data)["series"][1]["points"],
+            json::parse("[[7, 0.25], [8, 0.5]]"));
+  EXPECT_EQ(events[1].event, "end");
+  ExpectError(Get("/api/v1/jobs/" + id + "/metrics?cursor=12,runs", admin_), 400, "BadRequest",
+              "cursor: not a cursor this server returned", "cursor");
 }
 
 TEST_F(Api, ListingFiltersAndPages) {

@@ -1,7 +1,7 @@
 // The console for daily work, in Chromium against `forge serve` on the local fleet:
-// training curves drawn from a job's metrics.jsonl and growing while tiny-train runs; the job
-// page asking only for the files the server lists (no 404 in the browser's console); a new
-// user's empty state leading to a first job from the tiny-train example with no code picked;
+// training curves drawn from a job's metrics.jsonl (and a TensorBoard event file) and growing
+// while tiny-train runs; the job page asking only for the files the server lists (no 404 in the
+// browser's console); a new user's empty state leading to a first job from the tiny-train example with no code picked;
 // "Run again" from the stored capsule; the JobSpec reference; sortable columns. No console
 // error or CSP violation on any page. Screenshots go to BUILD/test-artifacts/console/.
 import assert from "node:assert/strict";
@@ -115,9 +115,38 @@ pools:
   - name: main
 `,
       {
-        "m.py": `import json, os
+        "m.py": `import json, os, struct
 with open(os.path.join(os.environ["FORGE_JOB_DIR"], "metrics.jsonl"), "w") as f:
     f.write('{"step": 1, "reward": 2.5}\\nnot json\\n{"step": 2, "reward": 3}\\n')
+
+# A TensorBoard event file as its writers frame one, in plain Python: TFRecords (length, masked
+# CRC-32C, an Event protobuf, masked CRC-32C) of scalars (Summary.Value.simple_value).
+def crc32c(data):
+    c = 0xFFFFFFFF
+    for x in data:
+        c ^= x
+        for _ in range(8):
+            c = (c >> 1) ^ (0x82F63B78 if c & 1 else 0)
+    return c ^ 0xFFFFFFFF
+
+def masked(data):
+    c = crc32c(data)
+    return (((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+def record(data):
+    n = struct.pack("<Q", len(data))
+    return n + struct.pack("<I", masked(n)) + data + struct.pack("<I", masked(data))
+
+def scalar(step, tag, value):
+    t = tag.encode()
+    v = b"\\x0a" + bytes([len(t)]) + t + b"\\x15" + struct.pack("<f", value)
+    s = b"\\x0a" + bytes([len(v)]) + v
+    return b"\\x10" + bytes([step]) + b"\\x2a" + bytes([len(s)]) + s
+
+os.makedirs(os.path.join(os.environ["FORGE_JOB_DIR"], "tb"))
+with open(os.path.join(os.environ["FORGE_JOB_DIR"], "tb", "events.out.tfevents.1.host"), "wb") as f:
+    for step in range(3):
+        f.write(record(scalar(step, "tb/score", 0.5 * step)))
 print("done")
 `,
       },
@@ -138,6 +167,9 @@ pools:
     await page.goto(`${forge.url}/jobs/${id}`);
     await page.locator("#metrics-note").getByText("Final.").waitFor({ timeout: 120_000 });
     assert.equal(await chartCount(page, "reward"), 2);
+    // The TensorBoard event file's scalars, drawn beside metrics.jsonl's.
+    assert.equal(await chartCount(page, "tb/score"), 3);
+    assert.match(await page.locator("#metrics-note").textContent(), /Also from TensorBoard event files: tb\/events\.out\.tfevents\.1\.host\./);
     assert.match(await page.locator("#metrics-note").textContent(), /1 line\(s\) of metrics\.jsonl were not a JSON object of numbers/);
     await page.goto(`${forge.url}/jobs/${quiet}`);
     await page.locator("#metrics-note").getByText("This job wrote no metrics.").waitFor({ timeout: 120_000 });

@@ -8,6 +8,9 @@ const answer = (series: { name: string; points: [number | null, number][] }[], s
   lines: 0,
   skipped,
   complete: false,
+  cursor: "0",
+  eventFiles: [],
+  more: false,
 });
 
 describe("MetricSeries", () => {

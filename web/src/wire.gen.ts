@@ -1267,9 +1267,11 @@ export interface operations {
     getJobMetrics: {
         parameters: {
             query?: {
-                /** @description The byte offset to read from: 0, or an earlier answer's offset */
+                /** @description The byte offset of metrics.jsonl to read from: 0, or an earlier answer's offset (ignored with cursor) */
                 offset?: number;
-                /** @description 1: a Server-Sent Events stream instead: `event: metrics` (`id:` the offset after it, `data:` an answer as above) whenever the job wrote points, `: keep-alive` after 15 s of silence, `event: end` once the answer is complete; resume with Last-Event-ID. One of the user's log follows (429 beyond). */
+                /** @description Where to read on: an earlier answer's cursor (opaque; covers metrics.jsonl and the TensorBoard event files). 400 when malformed */
+                cursor?: string;
+                /** @description 1: a Server-Sent Events stream instead: `event: metrics` (`id:` the cursor after it, `data:` an answer as above) whenever the job wrote points, `: keep-alive` after 15 s of silence, `event: end` once the answer is complete; resume with Last-Event-ID. One of the user's log follows (429 beyond). */
                 follow?: "1" | "0" | "true" | "false";
             };
             header?: never;
@@ -1293,17 +1295,28 @@ export interface operations {
                             name: string;
                             points: (number | null)[][];
                         }[];
-                        /** @description Where the next read starts (pass it back as ?offset=) */
+                        /** @description Where the next read of metrics.jsonl starts (?offset=); cursor covers the event files too */
                         offset: number;
-                        /** @description The file's size now */
+                        /** @description metrics.jsonl's size now */
                         size: number;
-                        /** @description Lines read in this answer */
+                        /** @description Lines of metrics.jsonl read in this answer */
                         lines: number;
                         /** @description Of which not a JSON object with a number, or too long */
                         skipped: number;
-                        /** @description The job has ended and all of the file that is read has been: no more points will come */
+                        /** @description The job has ended and all that is read of its files has been: no more points will come */
                         complete: boolean;
                         warning?: string;
+                        /** @description Where the next read starts, metrics.jsonl and every event file (pass it back as ?cursor=) */
+                        cursor: string;
+                        /** @description The TensorBoard event files (events.out.tfevents.*) read under the job directory, their scalars merged into series by tag */
+                        eventFiles: {
+                            /** @description Under the job directory */
+                            path: string;
+                            offset: number;
+                            size: number;
+                        }[];
+                        /** @description This answer stopped at its size limit with more to read now: ask again from cursor at once */
+                        more: boolean;
                     };
                 };
             };

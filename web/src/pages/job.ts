@@ -348,7 +348,8 @@ export function jobPage(ctx: Ctx, id: string): Cleanup {
 
   // ---- training curves: GET …/metrics from the last offset, every 2 s until it is complete ----
   const metrics = new MetricSeries();
-  let metricsOffset = 0;
+  let metricsCursor = "0";
+  let metricsFiles: string[] = []; // the TensorBoard event files read
   let metricsDone = false;
   let metricsBusy = false;
   let metricsDrawn = false;
@@ -372,6 +373,13 @@ export function jobPage(ctx: Ctx, id: string): Cleanup {
       { class: "code" },
       'import os, sys\nsys.path.insert(0, os.path.join(os.environ["FORGE_CODE_DIR"], ".starforge", "runner.pyz"))\nfrom starforge_runner import metrics\nmetrics.log(step, loss=loss, accuracy=accuracy)',
     ),
+    h(
+      "p",
+      null,
+      "TensorBoard event files the job writes under ",
+      h("code", null, "$FORGE_JOB_DIR"),
+      " (tensorboardX, PyTorch's SummaryWriter, Lightning, tf.summary) are read too: their scalars are drawn by tag.",
+    ),
   );
   const drawMetrics = () => {
     const figures = [...metrics.series].map(([name, pts]) => {
@@ -387,6 +395,7 @@ export function jobPage(ctx: Ctx, id: string): Cleanup {
     const notes: string[] = [];
     if (!figures.length) notes.push(metricsDone ? "This job wrote no metrics." : "No metrics yet.");
     else notes.push(metricsDone ? "Final." : "Updated every 2 s while the job runs.");
+    if (metricsFiles.length) notes.push(`Also from TensorBoard event files: ${metricsFiles.join(", ")}.`);
     if (metrics.skipped) notes.push(`${metrics.skipped} line(s) of metrics.jsonl were not a JSON object of numbers.`);
     if (metrics.dropped) notes.push("More series than are drawn: only the first 24 are.");
     if (metrics.warning) notes.push(metrics.warning);
@@ -397,16 +406,18 @@ export function jobPage(ctx: Ctx, id: string): Cleanup {
     if (metricsDone || metricsBusy || document.hidden) return;
     metricsBusy = true;
     try {
-      // A big file comes in pieces of at most 4 MiB: read on while the server has more.
+      // Big files come in pieces of at most 4 MiB: read on while the server has more. The
+      // cursor covers metrics.jsonl and the job's TensorBoard event files.
       let news = !metricsDrawn;
       for (let i = 0; i < 16; i++) {
-        const a = await getJson<MetricsAnswer>(`${path}/metrics?offset=${metricsOffset}`);
-        const before = metricsOffset;
+        const a = await getJson<MetricsAnswer>(`${path}/metrics?cursor=${encodeURIComponent(metricsCursor)}`);
+        const before = metricsCursor;
         news ||= a.series.length > 0 || a.complete || a.skipped > 0 || Boolean(a.warning);
         metrics.add(a);
-        metricsOffset = a.offset;
+        metricsCursor = a.cursor;
+        if (a.eventFiles.length) metricsFiles = a.eventFiles.map((f) => f.path);
         if (a.complete) metricsDone = true;
-        if (a.complete || a.offset >= a.size || a.offset === before) break;
+        if (a.complete || !a.more || a.cursor === before) break;
       }
       // Redrawn only with news: a pointer over a chart keeps its readout between polls.
       if (news) drawMetrics();
