@@ -59,6 +59,8 @@ void RegisterClientCommands(Registry& registry);
 
 // `forge playground …` (playground_cmd.cc): playgrounds, through the REST API.
 void RegisterPlaygroundCommands(Registry& registry);
+// `forge metrics` (metrics_cmd.cc): a job's training series, through the REST API.
+void RegisterMetricsCommands(Registry& registry);
 
 // Shared helpers of the REST API clients (client_cmd.cc).
 // --server on `app`.

@@ -131,6 +131,7 @@ int Run(const std::vector<std::string>& args, const std::map<std::string, std::s
   RegisterServeCommands(registry);
   RegisterClientCommands(registry);
   RegisterPlaygroundCommands(registry);
+  RegisterMetricsCommands(registry);
 
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 consumes from the back
   try {

@@ -147,6 +147,21 @@ TEST_F(ClientE2e, LoginThenTheExampleRunsToSucceededAndEveryViewShowsIt) {
               ContainsRegex(id + " +tiny-train +Succeeded +Completed +[0-9]+s +local +admin +"
                                  "[0-9a-f]{12} +[^\n]*\n"));
 
+  // The last value of each series tiny-train wrote to metrics.jsonl: the log's final loss.
+  r = Forge("metrics " + id, "");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  EXPECT_THAT(r.out, ContainsRegex("^SERIES +STEP +LAST +POINTS\nloss +200 +[0-9.e-]+ +21\n"
+                                   "accuracy +200 +[0-9.e-]+ +21\n$"));
+  std::smatch last;
+  ASSERT_TRUE(std::regex_search(r.out, last, std::regex("\nloss +200 +([0-9.e-]+)")));
+  const std::string last_loss = last[1];
+  EXPECT_NEAR(std::stod(last_loss), losses.back(), 1e-3 * losses.back()) << r.out;
+  // --follow of an ended job: every series' newest point, then the end.
+  r = Forge("metrics " + id + " --follow", "");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("200\tloss\t" + last_loss + "\n"));
+
   r = Forge("logs " + id, "");
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("step 200 loss"));
@@ -185,6 +200,11 @@ TEST_F(ClientE2e, AFailingJobFollowedExitsOneWithItsReason) {
   EXPECT_THAT(r.err, ContainsRegex("job/j-[a-z0-9]+ Failed \\(AppFailed\\)"));
   const json got = GetJob(IdOf(r.out));
   EXPECT_EQ(got["exitCode"], 3);
+  // It wrote no metrics: said, not an empty table.
+  r = Forge("metrics " + IdOf(r.out));
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "");
+  EXPECT_THAT(r.err, HasSubstr("has written no metrics (yet)"));
 }
 
 TEST_F(ClientE2e, CancelStopsAFollowedJobWhichThenExitsTwo) {
@@ -251,6 +271,9 @@ TEST_F(ClientE2e, CapacityNotFoundAndBadTokens) {
   EXPECT_THAT(r.out, ContainsRegex("^FLEET +[^\n]+\nkuberay +[^\n]+\nlocal +"));
   EXPECT_EQ(json::parse(Forge("capacity -o json").out)["fleets"][1]["fleet"], "local");
 
+  r = Forge("metrics j-nope000000");
+  EXPECT_EQ(r.code, 4);
+  EXPECT_THAT(r.err, HasSubstr("j-nope000000"));
   r = Forge("describe job j-nope000000");
   EXPECT_EQ(r.code, 4);
   EXPECT_THAT(r.err, HasSubstr("forge: "));
