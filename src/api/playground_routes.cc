@@ -198,7 +198,15 @@ void ListPlaygrounds(Call& c) {
   json items = json::array();
   for (const auto& p : m.List(c.user))
     items.push_back(PlaygroundJson(p));
-  Send(c.res, 200, {{"items", items}});
+  // Which fleets can run one here, and what the others need: the console offers a start form
+  // only for the former.
+  json fleets = json::array();
+  for (const auto& [kind, why] : m.Fleets()) {
+    json f = {{"fleet", kind}, {"available", why.empty()}};
+    if (!why.empty()) f["message"] = why;
+    fleets.push_back(std::move(f));
+  }
+  Send(c.res, 200, {{"items", items}, {"fleets", fleets}});
 }
 
 void GetPlayground(Call& c) {

@@ -163,15 +163,18 @@ std::string LocalBackend::NotFoundMessage() const {
          "with fleet kuberay";
 }
 
-fleet::Admission LocalBackend::Admit(const store::Playground& row, const Spec& spec) {
-  if (Command().empty()) return {false, NotFoundMessage(), "fleet"};
+std::string LocalBackend::Unavailable() const {
+  if (Command().empty()) return NotFoundMessage();
   if (!options_.sandbox) {
-    return {false,
-            "the local fleet runs playgrounds only in its sandbox, and there is none on this "
-            "machine (" +
-                options_.sandbox_error + "); start the playground with fleet kuberay",
-            "fleet"};
+    return "the local fleet runs playgrounds only in its sandbox, and there is none on this "
+           "machine (" +
+           options_.sandbox_error + "); start the playground with fleet kuberay";
   }
+  return "";
+}
+
+fleet::Admission LocalBackend::Admit(const store::Playground& row, const Spec& spec) {
+  if (std::string why = Unavailable(); !why.empty()) return {false, why, "fleet"};
   if (options_.machine == nullptr) return {};
   kuberay::PlaygroundRender in;
   in.id = row.id;

@@ -369,4 +369,11 @@ int64_t Manager::ApiRequests() const {
   return n;
 }
 
+std::vector<std::pair<std::string, std::string>> Manager::Fleets() const {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& [kind, b] : backends_)
+    out.emplace_back(kind, b->Unavailable());
+  return out;
+}
+
 }  // namespace starforge::playground

@@ -296,6 +296,10 @@ def test_every_answer_matches_the_schema(serve, checker):
     assert alice.post("/api/v1/playgrounds", json={"model": "jobs/x", "bogus": 1}).status_code == 422
     assert alice.post("/api/v1/playgrounds", content=b"[").status_code == 400
     assert alice.get("/api/v1/playgrounds/pg-nope").status_code == 404
+    # Which fleets can run one: the local fleet (its vLLM found), not kuberay (not configured).
+    fleets = alice.get("/api/v1/playgrounds").json()["fleets"]
+    assert {f["fleet"]: f["available"] for f in fleets} == {"kuberay": False, "local": True}, fleets
+    assert "FORGE_S3_ENDPOINT" in next(f["message"] for f in fleets if f["fleet"] == "kuberay")
     r = alice.post("/api/v1/playgrounds", json={"model": f"jobs/{jid}/ckpt", "fleet": "local",
                                                  "gpus": 0, "ttlSeconds": 300, "cpus": "1",
                                                  "memory": "1Gi"})

@@ -332,22 +332,38 @@ pools:
     await page.context().close();
   });
 
-  test("playgrounds: an empty list says what to do; the form offers this server's fleets and shows a refusal at its field", async () => {
+  test("playgrounds: no start form where no fleet can run one, but what to configure; where one can, the form offers only it", async () => {
     const page = await signedIn(chrome.browser, forge.url, forge.tokens.bob);
     const errors = watchConsole(page);
     await page.getByRole("link", { name: "Playgrounds" }).click();
-    await page.locator("#playgrounds").getByText("No playgrounds yet: start one below.").waitFor();
-    // The fleets come from capacity: the local fleet, and no kuberay fleet (none configured).
-    await waitFor("the fleet choice", async () => (await page.locator("#pg-fleet option").count()) > 1);
-    const fleets = await page.locator("#pg-fleet option").evaluateAll((os) => os.map((o) => o.value));
-    assert.deepEqual(fleets, ["", "local"]);
-    await page.getByLabel("Model").fill("Qwen/Qwen2.5-0.5B-Instruct");
-    await page.getByLabel("Fleet").selectOption("local");
-    await page.getByRole("button", { name: "Start playground" }).click();
-    // No vLLM on this machine: the server's refusal says what to set.
-    await page.locator("#pg-errors").getByText(/FORGE_LOCAL_VLLM_COMMAND/).waitFor();
-    assert.deepEqual(errors.filter((e) => !/422/.test(e)), []);
+    // No vLLM on this machine and no kuberay fleet: no form, but each fleet's need.
+    await page.locator("#pg-unavailable").getByText("No fleet here can run a playground").waitFor();
+    await page.locator("#playgrounds").getByText("No playgrounds.", { exact: true }).waitFor();
+    assert.equal(await page.locator("form.pg-start").isVisible(), false);
+    assert.match(await page.locator('#pg-unavailable li[data-fleet="local"]').textContent(), /FORGE_LOCAL_VLLM_COMMAND/);
+    assert.match(await page.locator('#pg-unavailable li[data-fleet="kuberay"]').textContent(), /FORGE_K8S_API_SERVER/);
+    assert.deepEqual(errors, []);
     await page.context().close();
+
+    // A server whose local fleet can (a vLLM command on its PATH): the form, with that fleet only.
+    const other = await startForge({ FORGE_LOCAL_VLLM_COMMAND: "/bin/true" }, ["dave"]);
+    try {
+      const p2 = await signedIn(chrome.browser, other.url, other.tokens.dave);
+      const errors2 = watchConsole(p2);
+      await p2.getByRole("link", { name: "Playgrounds" }).click();
+      await p2.getByRole("heading", { name: "Start a playground" }).waitFor();
+      await p2.locator("#playgrounds").getByText("No playgrounds yet: start one below.").waitFor();
+      const fleets = await p2.locator("#pg-fleet option").evaluateAll((os) => os.map((o) => o.value));
+      assert.deepEqual(fleets, ["", "local"]);
+      assert.equal(await p2.locator("#pg-unavailable").isVisible(), false);
+      // A refusal still shows at its field: no model named.
+      await p2.getByRole("button", { name: "Start playground" }).click();
+      await p2.locator("#pg-errors").getByText(/model: name a model/).waitFor();
+      assert.deepEqual(errors2, []);
+      await p2.context().close();
+    } finally {
+      await other.stop();
+    }
   });
 
   test("a JobSpec whose entrypoint needs no files runs without a folder picked", async () => {

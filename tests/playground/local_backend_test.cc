@@ -28,6 +28,7 @@ TEST(LocalBackend, AMissingCommandIsRefusedNamingTheSetting) {
   EXPECT_EQ(a.field, "fleet");
   EXPECT_THAT(a.message, HasSubstr("FORGE_LOCAL_VLLM_COMMAND"));
   EXPECT_THAT(a.message, HasSubstr("not found"));
+  EXPECT_EQ(b.Unavailable(), a.message);  // what GET /api/v1/playgrounds says of the fleet
   const Status s = b.Create(store::Playground{}, spec);
   EXPECT_FALSE(s.ok());
   EXPECT_FALSE(s.retryable());
@@ -48,10 +49,15 @@ TEST(LocalBackend, AFoundCommandWithoutASandboxIsRefusedSayingWhy) {
   EXPECT_FALSE(a.possible);
   EXPECT_THAT(a.message, HasSubstr("sandbox"));
   EXPECT_THAT(a.message, HasSubstr("bubblewrap (bwrap) is not installed"));
+  EXPECT_EQ(b.Unavailable(), a.message);
   // An absolute command is taken as is.
   o.config.local_vllm_command = vllm;
   o.path = "";
   EXPECT_EQ(LocalBackend(o).Command(), vllm);
+  // With a sandbox too: it can run playgrounds.
+  o.sandbox = fleet::LocalSandbox{};
+  EXPECT_EQ(LocalBackend(o).Unavailable(), "");
+  EXPECT_EQ(UnavailableBackend("kuberay", "needs S3").Unavailable(), "needs S3");
 }
 
 }  // namespace

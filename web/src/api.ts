@@ -165,6 +165,7 @@ export function localFleet(f: FleetCapacity): f is LocalFleetCapacity {
 export type PlaygroundSpec = Schemas["PlaygroundSpec"];
 export type Playground = Schemas["Playground"];
 export type PlaygroundList = Schemas["PlaygroundList"];
+export type PlaygroundFleet = PlaygroundList["fleets"][number];
 // GET /api/v1/playgrounds/{id}/events: the Kubernetes events of a playground that is not Ready.
 export type PlaygroundEvent = Schemas["PlaygroundEvent"];
 export type PlaygroundEventList = Schemas["PlaygroundEventList"];

@@ -785,6 +785,12 @@ export interface components {
         };
         PlaygroundList: {
             items: components["schemas"]["Playground"][];
+            /** @description Each fleet kind of this server and whether it can run a playground; when not, message says what to configure */
+            fleets: {
+                fleet: string;
+                available: boolean;
+                message?: string;
+            }[];
         };
         /** @description The local fleet: this machine's CPUs and GPUs, what jobs hold, and its queue */
         LocalFleetCapacity: {

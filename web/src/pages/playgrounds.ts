@@ -1,14 +1,14 @@
 // Playgrounds: the user's playgrounds (an admin's: everyone's) with their state and the TTL
 // counting down, and the form that starts one (model, card series, GPUs, TTL) — POST
-// /api/v1/playgrounds, then the playground's page. Re-read every 3 s (a handful of rows).
+// /api/v1/playgrounds, then the playground's page — offered only with the fleets that can run
+// one (the list's `fleets`; with none, what to configure instead). Re-read every 3 s.
 import {
   type ApiError,
   type Capacity,
-  fleetError,
-  fleetUnavailable,
   getJson,
   kuberayFleet,
   type Playground,
+  type PlaygroundFleet,
   type PlaygroundList,
   sendJson,
 } from "../api";
@@ -25,6 +25,8 @@ export function playgroundsPage(ctx: Ctx): Cleanup {
   const status = h("p", { class: "muted", role: "status", id: "playgrounds-status" });
   let items: Playground[] = [];
   let readAt = Date.now();
+  // Whether some fleet of this server can run a playground (the list's `fleets`); null: not read yet.
+  let canStart: boolean | null = null;
 
   // Rows are updated in place while the list holds the same playgrounds (a focused link keeps
   // its focus as the TTL counts down); redrawn when one comes or goes.
@@ -55,7 +57,8 @@ export function playgroundsPage(ctx: Ctx): Cleanup {
           );
         }),
       );
-      if (!items.length) clear(tbody, h("tr", null, h("td", { colspan: 7, class: "muted" }, "No playgrounds yet: start one below.")));
+      if (!items.length)
+        clear(tbody, h("tr", null, h("td", { colspan: 7, class: "muted" }, canStart === false ? "No playgrounds." : "No playgrounds yet: start one below.")));
     }
     for (const p of items) {
       const c = cells.get(p.id)!;
@@ -146,22 +149,53 @@ export function playgroundsPage(ctx: Ctx): Cleanup {
     .then((cap) => {
       const names = cap.fleets.flatMap((f) => (kuberayFleet(f) ? (f.series ?? []) : []).map((s) => s.series)).filter(Boolean);
       clear(seriesList, [...new Set(names)].map((n) => h("option", { value: n })));
+    })
+    .catch(() => {});
+
+  // Only the fleets that can run a playground are offered; with none, no form but what to
+  // configure (each fleet's reason, from the server).
+  const unavailable = h("section", { class: "card", id: "pg-unavailable", hidden: true });
+  form.hidden = true; // until the server says which fleets can
+  let fleetsShown = "";
+  const showFleets = (fleets: PlaygroundFleet[]) => {
+    const key = JSON.stringify(fleets);
+    if (key === fleetsShown) return;
+    fleetsShown = key;
+    const able = fleets.filter((f) => f.available);
+    canStart = able.length > 0;
+    form.hidden = !canStart;
+    unavailable.hidden = canStart;
+    drawn = null; // the empty list's sentence depends on it
+    if (canStart) {
       const chosen = fleet.value;
       clear(
         fleet,
         h("option", { value: "" }, "the server's default"),
-        cap.fleets.filter((f) => !fleetUnavailable(f) && !fleetError(f)).map((f) => h("option", { value: f.fleet }, f.fleet)),
+        able.map((f) => h("option", { value: f.fleet }, f.fleet)),
       );
-      fleet.value = chosen;
-    })
-    .catch(() => {});
+      fleet.value = able.some((f) => f.fleet === chosen) ? chosen : "";
+    } else {
+      clear(
+        unavailable,
+        h("h2", null, "No fleet here can run a playground"),
+        h("p", null, "This server cannot start one until a fleet is configured for it:"),
+        h(
+          "ul",
+          null,
+          fleets.map((f) => h("li", { "data-fleet": f.fleet }, h("strong", null, f.fleet), `: ${f.message ?? "not available"}`)),
+        ),
+      );
+    }
+  };
 
-  clear(ctx.main, h("h1", null, "Playgrounds"), h("p", { class: "muted" }, "A vLLM server for a model, for a while: talk to a checkpoint without a serving stack."), table, status, form);
+  clear(ctx.main, h("h1", null, "Playgrounds"), h("p", { class: "muted" }, "A vLLM server for a model, for a while: talk to a checkpoint without a serving stack."), table, status, form, unavailable);
 
   const stopPoll = poll(async () => {
     try {
-      items = (await getJson<PlaygroundList>("/api/v1/playgrounds")).items;
+      const list = await getJson<PlaygroundList>("/api/v1/playgrounds");
+      items = list.items;
       readAt = Date.now();
+      if (list.fleets) showFleets(list.fleets);
       draw();
       status.textContent = `Updated ${new Date().toLocaleTimeString()} (every ${POLL_MS / 1000} s).`;
     } catch (e) {

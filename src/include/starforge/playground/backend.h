@@ -64,6 +64,9 @@ class Backend {
   virtual Status Logs(const store::Playground& row, int64_t tail_lines, std::string* out) = 0;
   // Requests sent to the cluster (the closing note's figure); 0 when not counted.
   virtual int64_t ApiRequests() const { return 0; }
+  // Why this server cannot run a playground here at all, saying what to configure ("" when it
+  // can): what the console shows instead of a start form.
+  virtual std::string Unavailable() const { return ""; }
 };
 
 // `fleet`'s Admit() of the playground as a one-machine job, its field names turned into the
@@ -97,6 +100,7 @@ class UnavailableBackend : public Backend {
   Status Logs(const store::Playground&, int64_t, std::string*) override {
     return Status::Permanent(api_errors::kUnavailable, message_);
   }
+  std::string Unavailable() const override { return message_; }
 
  private:
   std::string kind_;

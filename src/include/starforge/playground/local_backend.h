@@ -64,6 +64,7 @@ class LocalBackend : public Backend {
   // The command's absolute path, "" when it is not found (looked up again at every call: vLLM
   // may be installed while forge serve runs).
   std::string Command() const;
+  std::string Unavailable() const override;
   // The refusal when Command() is "" (names FORGE_LOCAL_VLLM_COMMAND).
   std::string NotFoundMessage() const;
   // After a restart: the servers that still run hold their share of the machine again, before

@@ -70,6 +70,8 @@ class Manager {
 
   // Requests the backends sent to their clusters (for /metrics and the closing note).
   int64_t ApiRequests() const;
+  // Each fleet kind and why it cannot run playgrounds ("" when it can: Backend::Unavailable).
+  std::vector<std::pair<std::string, std::string>> Fleets() const;
 
  private:
   void Loop();
