@@ -64,6 +64,21 @@ int Report(Context& c, const ApiError& e) {
   return e.ExitCode();
 }
 
+// FORGE_SERVER and FORGE_TOKEN as config::Load reads and checks them: the settings table
+// (docs/settings.md) is the one reader of FORGE_* settings, the CLI's two included.
+struct ServerSettings {
+  std::string server;  // "" = unset
+  std::string token;   // "" = unset
+};
+StatusOr<ServerSettings> ServerFromEnvironment(const Context& c) {
+  const config::LoadResult loaded = config::Load(c.env);
+  for (const FieldError& e : loaded.errors) {
+    if (e.path == "FORGE_SERVER" || e.path == "FORGE_TOKEN")
+      return Status::Invalid(e.ToString(), e.path);
+  }
+  return ServerSettings{loaded.config.server, loaded.config.token.Reveal()};
+}
+
 // The client for this command, or nullopt (reason printed, *exit set).
 // `config_loaded`: the caller already loaded (and reported on) the FORGE_* settings.
 std::optional<ApiClient> Connect(Context& c, const std::string& server_flag, int* exit,
@@ -81,8 +96,10 @@ std::optional<ApiClient> Connect(Context& c, const std::string& server_flag, int
     *exit = kExitUsage;
     return std::nullopt;
   }
+  const StatusOr<ServerSettings> env = ServerFromEnvironment(c);
   const StatusOr<Endpoint> ep =
-      ResolveEndpoint(server_flag, Env(c, "FORGE_SERVER"), Env(c, "FORGE_TOKEN"), loaded.settings);
+      env ? ResolveEndpoint(server_flag, env->server, env->token, loaded.settings)
+          : StatusOr<Endpoint>(env.status());
   if (!ep) {
     c.err << "forge: " << ep.status().message() << "\n";
     *exit = kExitUsage;
@@ -159,8 +176,9 @@ int Login(Context& c, const std::string& server_flag, bool token_stdin) {
   // Logging in never reuses a saved token: only the server comes from the flag, env or file.
   ClientSettings for_server = loaded.settings;
   for_server.token.clear();
-  const StatusOr<Endpoint> ep =
-      ResolveEndpoint(server_flag, Env(c, "FORGE_SERVER"), "", for_server);
+  const StatusOr<ServerSettings> env = ServerFromEnvironment(c);
+  const StatusOr<Endpoint> ep = env ? ResolveEndpoint(server_flag, env->server, "", for_server)
+                                    : StatusOr<Endpoint>(env.status());
   if (!ep) {
     c.err << "forge: " << ep.status().message() << "\n";
     return kExitUsage;
@@ -947,8 +965,9 @@ int Console(Context& c, const std::string& server_flag, bool login) {
     return kExitOk;
   }
   LoadedSettings loaded = LoadClientSettings(ConfigPath(c));
-  const StatusOr<Endpoint> ep =
-      ResolveEndpoint(server_flag, Env(c, "FORGE_SERVER"), "", loaded.settings);
+  const StatusOr<ServerSettings> env = ServerFromEnvironment(c);
+  const StatusOr<Endpoint> ep = env ? ResolveEndpoint(server_flag, env->server, "", loaded.settings)
+                                    : StatusOr<Endpoint>(env.status());
   if (!ep) {
     c.err << "forge: " << ep.status().message() << "\n";
     return kExitUsage;

@@ -513,5 +513,17 @@ TEST_F(ClientFake, UsageErrorsExitTwo) {
   EXPECT_EQ(r.err, "forge: --server: server URL ftp://x: use http:// or https://\n");
 }
 
+// FORGE_SERVER is read and checked by the settings table, as docs/settings.md lists it: a value
+// with credentials in it is refused without echoing them, and never sent anywhere.
+TEST_F(ClientFake, AnUnusableForgeServerIsSaidAsTheSettingsSayIt) {
+  Result r = Forge("get jobs", "FORGE_SERVER=http://me:hunter2@" + api.url().substr(7));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("forge: FORGE_SERVER: must not contain credentials"));
+  EXPECT_THAT(r.err, Not(HasSubstr("hunter2")));
+  r = Forge("get jobs", "FORGE_SERVER=ftp://x");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("forge: FORGE_SERVER: expected an http:// or https:// URL"));
+}
+
 }  // namespace
 }  // namespace starforge::cli
