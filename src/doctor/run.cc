@@ -18,11 +18,6 @@ namespace {
 using nlohmann::json;
 namespace res = kube::resources;
 
-std::string Describe(const kube::ApiError& e) {
-  return std::string(kube::ToString(e.reason())) +
-         (e.code() > 0 ? " (" + std::to_string(e.code()) + ")" : "") + ": " + e.message();
-}
-
 // GET `url` through the shared transport; the body, or std::runtime_error saying what failed
 // (never the URL's query: it holds a signature).
 std::string HttpGet(const std::string& url) {
@@ -113,17 +108,19 @@ Report Run(const RunOptions& o) {
   }
 
   // 1. The API server and its version.
-  try {
-    report.checks.push_back(
-        CheckApiServer(json::parse(client->Raw("GET", "/version")), "", o.kube->server));
-  } catch (const kube::ApiError& e) {
-    report.checks.push_back(CheckApiServer(std::nullopt, Describe(e), o.kube->server));
+  const StatusOr<std::string> version = kube::Try([&] { return client->Raw("GET", "/version"); });
+  std::string unreachable = version.ok() ? "" : version.status().message();
+  if (version.ok()) {
+    try {
+      report.checks.push_back(CheckApiServer(json::parse(*version), "", o.kube->server));
+    } catch (const std::exception& e) {
+      unreachable = e.what();  // not JSON
+    }
+  }
+  if (!unreachable.empty()) {
+    report.checks.push_back(CheckApiServer(std::nullopt, unreachable, o.kube->server));
     report.checks.push_back(ObjectStorage(o));
     return report;  // nothing else of the cluster can be read
-  } catch (const std::exception& e) {
-    report.checks.push_back(CheckApiServer(std::nullopt, e.what(), o.kube->server));
-    report.checks.push_back(ObjectStorage(o));
-    return report;
   }
 
   // 2. Who the credentials are (SelfSubjectReview, Kubernetes 1.28+).
@@ -151,10 +148,12 @@ Report Run(const RunOptions& o) {
       ar.resource = rule.resource.substr(0, slash);
       if (slash != std::string::npos) ar.subresource = rule.resource.substr(slash + 1);
       if (!rule.cluster) ar.ns = ns;
-      try {
-        if (!client->SelfSubjectAccessReview(ar).allowed) missing.push_back(verb);
-      } catch (const kube::ApiError& e) {
-        errors.push_back(Describe(e));
+      const StatusOr<kube::AccessReviewResult> answer =
+          kube::Try([&] { return client->SelfSubjectAccessReview(ar); });
+      if (!answer.ok()) {
+        errors.push_back(answer.status().message());
+      } else if (!answer->allowed) {
+        missing.push_back(verb);
       }
     }
     if (!missing.empty()) denied.emplace_back(rule, missing);
@@ -162,32 +161,36 @@ Report Run(const RunOptions& o) {
   report.checks.push_back(CheckPermissions(denied, errors, ns));
 
   // 4. KubeRay: CRDs served, operator version.
-  try {
-    report.checks.push_back(
-        CheckKubeRayCrds(json::parse(client->Raw("GET", "/apis/ray.io/v1")), ""));
-  } catch (const kube::ApiError& e) {
-    report.checks.push_back(CheckKubeRayCrds(nullptr, Describe(e)));
-  } catch (const std::exception& e) {
-    report.checks.push_back(CheckKubeRayCrds(nullptr, e.what()));
+  const StatusOr<std::string> crds =
+      kube::Try([&] { return client->Raw("GET", "/apis/ray.io/v1"); });
+  if (!crds.ok()) {
+    report.checks.push_back(CheckKubeRayCrds(nullptr, crds.status().message()));
+  } else {
+    try {
+      report.checks.push_back(CheckKubeRayCrds(json::parse(*crds), ""));
+    } catch (const std::exception& e) {
+      report.checks.push_back(CheckKubeRayCrds(nullptr, e.what()));  // not JSON
+    }
   }
-  try {
-    kube::ListOptions lo;
-    lo.label_selector = "app.kubernetes.io/name=kuberay-operator";
-    const json pods = client->List(res::kPods, "", lo);
+  kube::ListOptions lo;
+  lo.label_selector = "app.kubernetes.io/name=kuberay-operator";
+  const StatusOr<json> pods = kube::Try([&] { return client->List(res::kPods, "", lo); });
+  if (!pods.ok()) {
+    report.checks.push_back(CheckOperator({}, pods.status().message()));
+  } else {
     std::vector<json> items;
-    if (pods.contains("items") && pods["items"].is_array())
-      items = pods["items"].get<std::vector<json>>();
+    if (pods->contains("items") && (*pods)["items"].is_array())
+      items = (*pods)["items"].get<std::vector<json>>();
     report.checks.push_back(CheckOperator(items, ""));
-  } catch (const kube::ApiError& e) {
-    report.checks.push_back(CheckOperator({}, Describe(e)));
   }
 
   // 5. Nodes by card series, with the device plugin's capacity.
-  try {
-    report.checks.push_back(CheckGpuNodes(client->List(res::kNodes, ""), cfg));
-  } catch (const kube::ApiError& e) {
+  const StatusOr<json> nodes = kube::Try([&] { return client->List(res::kNodes, ""); });
+  if (nodes.ok()) {
+    report.checks.push_back(CheckGpuNodes(*nodes, cfg));
+  } else {
     report.checks.push_back({"gpu-nodes", "GPU nodes", Verdict::kFail,
-                             "cannot list nodes: " + Describe(e),
+                             "cannot list nodes: " + nodes.status().message(),
                              "grant list on nodes (ClusterRole starforge-forge-capacity in "
                              "deploy/rbac.yaml)"});
   }
@@ -195,12 +198,11 @@ Report Run(const RunOptions& o) {
   // 6. The volumes.
   auto pvc = [&](const std::string& name, std::string* error) -> json {
     if (name.empty()) return nullptr;
-    try {
-      return client->Get(res::kPersistentVolumeClaims, ns, name);
-    } catch (const kube::ApiError& e) {
-      if (!kube::IsNotFound(e)) *error = Describe(e);
-      return nullptr;
-    }
+    StatusOr<json> got =
+        kube::Try([&] { return client->Get(res::kPersistentVolumeClaims, ns, name); });
+    if (got.ok()) return std::move(got).value();
+    if (got.status().code() != Code::kNotFound) *error = got.status().message();
+    return nullptr;
   };
   std::string error;
   json storage = pvc(cfg.k8s_storage_pvc, &error);

@@ -191,27 +191,9 @@ json Redacted(json value) {
   return value;
 }
 
-// Failures that go away by themselves (or by waiting): the controller retries them.
-bool Transient(const kube::ApiError& e) {
-  using kube::Reason;
-  switch (e.reason()) {
-    case Reason::kTransport:
-    case Reason::kTooManyRequests:
-    case Reason::kInternalError:
-    case Reason::kServerTimeout:
-    case Reason::kServiceUnavailable:
-    case Reason::kTimeout:
-    case Reason::kConflict:
-      return true;
-    default:
-      return e.code() >= 500;
-  }
-}
-
-std::string Describe(const kube::ApiError& e) {
-  return RedactUrlQueries(std::string(kube::ToString(e.reason())) +
-                          (e.code() > 0 ? " (" + std::to_string(e.code()) + ")" : "") + ": " +
-                          e.message());
+// A failed Kubernetes call (kube::ToStatus) as the fleet's messages say it.
+std::string Describe(const Status& s) {
+  return RedactUrlQueries(s.message());
 }
 
 // The job's directory on the storage volume and its logs/, made before the RayJob so that the
@@ -574,13 +556,13 @@ struct KubeRayFleet::Impl {
 
   // The RayJob from the cache; one we created that the watch has not brought yet is the create's
   // answer (client-go's MutationCache idea); a GET only before the cache has synced. nullopt = it
-  // does not exist. Throws ApiError.
-  std::optional<json> RayJob(const std::string& name) {
+  // does not exist.
+  StatusOr<std::optional<json>> RayJob(const std::string& name) {
     if (rayjobs->HasSynced()) {
       if (auto rj = rayjobs->Find(Key(name))) {
         std::lock_guard lock(mu);
         created_rayjobs.erase(name);
-        return *rj;
+        return std::optional<json>(*rj);
       }
       {
         std::lock_guard lock(mu);
@@ -590,30 +572,28 @@ struct KubeRayFleet::Impl {
           const std::string uid = Str(it->second, {"metadata", "uid"});
           if (gone != nullptr && !uid.empty() && Str(*gone, {"metadata", "uid"}) == uid) {
             created_rayjobs.erase(it);
-            return std::nullopt;
+            return std::optional<json>();
           }
-          return it->second;
+          return std::optional<json>(it->second);
         }
       }
       // The watch may have brought it between the two looks, and its add dropped the create's
       // answer (ForgetCreated): the cache holds it by then (an informer updates its cache before
       // it calls the handlers). Without this second look a job whose RayJob had just been made
       // failed as "deleted outside StarForge" (once in 1,000 at N = 1,000).
-      if (auto rj = rayjobs->Find(Key(name))) return *rj;
-      return std::nullopt;  // a synced cache without it: deleted (or never made)
+      if (auto rj = rayjobs->Find(Key(name))) return std::optional<json>(*rj);
+      return std::optional<json>();  // a synced cache without it: deleted (or never made)
     }
-    try {
-      return client.Get(kuberay::kRayJobs, ns, name);
-    } catch (const kube::ApiError& e) {
-      if (kube::IsNotFound(e)) return std::nullopt;
-      throw;
-    }
+    StatusOr<json> got = kube::Try([&] { return client.Get(kuberay::kRayJobs, ns, name); });
+    if (got.ok()) return std::optional<json>(std::move(got).value());
+    if (got.status().code() == Code::kNotFound) return std::optional<json>();
+    return std::move(got).status();
   }
 
   // The pods of RayJob `name`'s submitter Job (either job-name label): from the cache's index,
   // or a list when it has not synced. Scanning every cached pod instead was 20 % of forge
   // serve's CPU while 1,000 running jobs were being released.
-  std::vector<json> SubmitterPods(const std::string& name) {
+  StatusOr<std::vector<json>> SubmitterPods(const std::string& name) {
     std::vector<json> out;
     if (pods->HasSynced()) {
       for (const auto& p : pods->ByIndex(kBySubmitter, name))
@@ -622,8 +602,9 @@ struct KubeRayFleet::Impl {
     }
     kube::ListOptions lo;
     lo.label_selector = std::string(kuberay::kLabelJobNameBatch) + "=" + name;
-    json list = client.List(res::kPods, ns, lo);
-    for (auto& p : list["items"])
+    StatusOr<json> list = kube::Try([&] { return client.List(res::kPods, ns, lo); });
+    if (!list.ok()) return std::move(list).status();
+    for (auto& p : (*list)["items"])
       out.push_back(std::move(p));
     return out;
   }
@@ -814,10 +795,11 @@ struct KubeRayFleet::Impl {
         std::string tail;
         bool got = false;
         for (int attempt = 0; attempt < 2 && !got; ++attempt) {
-          try {
-            tail = RedactUrlQueries(client.PodLogs(ns, pod_name, lo));
+          StatusOr<std::string> log = kube::Try([&] { return client.PodLogs(ns, pod_name, lo); });
+          if (log.ok()) {
+            tail = RedactUrlQueries(*log);
             got = true;
-          } catch (const kube::ApiError&) {
+          } else {
             // A restarted container's previous run may be gone: its current log, then nothing
             // (the diagnosis still names the failed init container; the tail is a bonus).
             if (!lo.previous) break;
@@ -930,78 +912,78 @@ struct KubeRayFleet::Impl {
     kube::WriteOptions wo;
     wo.field_manager = kFieldManager;
     UnforgetEvents(name);
-    try {
-      json made = client.Create(kuberay::kRayJobs, ns, rendered.rayjob, wo);
+    StatusOr<json> made =
+        kube::Try([&] { return client.Create(kuberay::kRayJobs, ns, rendered.rayjob, wo); });
+    if (made.ok()) {
       {
         std::lock_guard lock(mu);
-        created_rayjobs[name] = std::move(made);
+        created_rayjobs[name] = std::move(made).value();
       }
       SubmitResult ok;
       ok.handle = name;
       return ok;
-    } catch (const kube::ApiError& e) {
-      if (kube::IsAlreadyExists(e)) return Existing(request.job_id, name);
-      const std::string what = "creating RayJob " + ns + "/" + name + ": " + Describe(e);
-      if (Transient(e)) return fail(reasons::kSubmissionFailed, what, true);
-      if (kube::IsNotFound(e)) {
-        // A missing namespace is named in the Status (`namespaces "x" not found`); a resource
-        // the server does not serve gets "the server could not find the requested resource".
-        const bool no_namespace = e.message().find("namespaces \"") != std::string::npos;
-        return fail(
-            reasons::kSubmissionFailed,
-            what + (no_namespace ? " (create the namespace, or set FORGE_K8S_NAMESPACE to one "
-                                   "that exists)"
-                                 : " (the API server does not serve RayJobs: install the KubeRay "
-                                   "operator v1.4 or later with its CRDs; forge doctor checks "
-                                   "every prerequisite)"),
-            false);
-      }
-      if (e.reason() == kube::Reason::kForbidden || e.reason() == kube::Reason::kUnauthorized) {
-        return fail(reasons::kSubmissionFailed,
-                    what + " (StarForge's service account needs the rules in deploy/)", false);
-      }
-      return fail(reasons::kSubmissionFailed, what, false);
     }
+    const Status& e = made.status();
+    if (e.code() == Code::kAlreadyExists) return Existing(request.job_id, name);
+    const std::string what = "creating RayJob " + ns + "/" + name + ": " + Describe(e);
+    if (e.retryable()) return fail(reasons::kSubmissionFailed, what, true);
+    if (e.code() == Code::kNotFound) {
+      // A missing namespace is named in the Status (`namespaces "x" not found`); a resource
+      // the server does not serve gets "the server could not find the requested resource".
+      const bool no_namespace = e.message().find("namespaces \"") != std::string::npos;
+      return fail(
+          reasons::kSubmissionFailed,
+          what + (no_namespace ? " (create the namespace, or set FORGE_K8S_NAMESPACE to one "
+                                 "that exists)"
+                               : " (the API server does not serve RayJobs: install the KubeRay "
+                                 "operator v1.4 or later with its CRDs; forge doctor checks "
+                                 "every prerequisite)"),
+          false);
+    }
+    if (e.code() == Code::kPermissionDenied || e.code() == Code::kUnauthenticated) {
+      return fail(reasons::kSubmissionFailed,
+                  what + " (StarForge's service account needs the rules in deploy/)", false);
+    }
+    return fail(reasons::kSubmissionFailed, what, false);
   }
 
   // 409 AlreadyExists: ours (same job id) means already submitted.
   SubmitResult Existing(const std::string& job_id, const std::string& name) {
     SubmitResult r;
-    try {
-      const json existing = client.Get(kuberay::kRayJobs, ns, name);
-      const std::string owner = Label(existing, kuberay::kLabelJobId);
-      if (owner == job_id) {
-        r.handle = name;
-        return r;
-      }
-      r.status = Status::Permanent(
-          reasons::kSubmissionFailed,
-          "RayJob " + ns + "/" + name + " already exists and is not this job's (" +
-              (owner.empty() ? std::string("it has no ") + kuberay::kLabelJobId + " label"
-                             : std::string(kuberay::kLabelJobId) + "=" + owner) +
-              "); delete it or use another FORGE_K8S_NAMESPACE");
-      return r;
-    } catch (const kube::ApiError& e) {
+    const StatusOr<json> existing =
+        kube::Try([&] { return client.Get(kuberay::kRayJobs, ns, name); });
+    if (!existing.ok()) {
       // It existed a moment ago: deleted meanwhile, or a transient error.
-      r.status = Status::Retryable(
-          reasons::kSubmissionFailed,
-          "RayJob " + ns + "/" + name + " exists but cannot be read: " + Describe(e));
+      r.status = Status::Retryable(reasons::kSubmissionFailed, "RayJob " + ns + "/" + name +
+                                                                   " exists but cannot be read: " +
+                                                                   Describe(existing.status()));
       return r;
     }
+    const std::string owner = Label(*existing, kuberay::kLabelJobId);
+    if (owner == job_id) {
+      r.handle = name;
+      return r;
+    }
+    r.status = Status::Permanent(
+        reasons::kSubmissionFailed,
+        "RayJob " + ns + "/" + name + " already exists and is not this job's (" +
+            (owner.empty() ? std::string("it has no ") + kuberay::kLabelJobId + " label"
+                           : std::string(kuberay::kLabelJobId) + "=" + owner) +
+            "); delete it or use another FORGE_K8S_NAMESPACE");
+    return r;
   }
 
   Observation Observe(const std::string& job_id, const std::string& handle,
                       const jobspec::JobSpec& spec) {
     const std::string name = handle.empty() ? kuberay::RayJobName(job_id) : handle;
     Observation obs;
-    std::optional<json> rj;
-    try {
-      rj = RayJob(name);
-    } catch (const kube::ApiError& e) {
+    StatusOr<std::optional<json>> read = RayJob(name);
+    if (!read.ok()) {
       obs.retryable_error = true;
-      obs.message = "reading RayJob " + ns + "/" + name + ": " + Describe(e);
+      obs.message = "reading RayJob " + ns + "/" + name + ": " + Describe(read.status());
       return obs;
     }
+    const std::optional<json> rj = std::move(read).value();
     const std::string ref = ns + "/" + name;
     const bool cancelled = IsCancelled(job_id);
     kuberay::JobReading job = kuberay::ReadJob(rj ? &*rj : nullptr, cancelled, ref);
@@ -1042,11 +1024,9 @@ struct KubeRayFleet::Impl {
     if (std::string err = MarkCancelled(job_id); !err.empty()) return err;
     kube::DeleteOptions d;
     d.propagation_policy = "Background";
-    try {
-      client.Delete(kuberay::kRayJobs, ns, name, d);
-    } catch (const kube::ApiError& e) {
-      if (!kube::IsNotFound(e)) return "deleting RayJob " + ns + "/" + name + ": " + Describe(e);
-    }
+    const Status deleted = kube::Try([&] { client.Delete(kuberay::kRayJobs, ns, name, d); });
+    if (!deleted.ok() && deleted.code() != Code::kNotFound)
+      return "deleting RayJob " + ns + "/" + name + ": " + Describe(deleted);
     return "";
   }
 
@@ -1074,28 +1054,29 @@ struct KubeRayFleet::Impl {
       pr.service = svc;
       pr.port = kuberay::kDashboardPortName;
       pr.path = "api/jobs/" + sv.job_id + "/logs";
-      try {
-        const kube::ProxyResponse resp = client.ServiceProxy(pr);
-        if (resp.status != 200) continue;  // e.g. 404: this head does not know the job
-        std::string text = resp.body;
-        try {
-          const json body = json::parse(resp.body);
-          if (body.is_object() && body.contains("logs") && body["logs"].is_string())
-            text = body["logs"].get<std::string>();
-        } catch (const json::exception&) {
-        }
-        SaveFile(dir, "ray-job.log", RedactUrlQueries(text), problems);
-        saved = true;
-        break;
-      } catch (const kube::ApiError& e) {
+      const StatusOr<kube::ProxyResponse> resp = kube::Try([&] { return client.ServiceProxy(pr); });
+      if (!resp.ok()) {
         // No service, no endpoints or a head that no longer answers: the cluster is gone.
-        const bool gone = kube::IsNotFound(e) ||
-                          (e.reason() == kube::Reason::kServiceUnavailable &&
+        const Status& e = resp.status();
+        const bool gone = e.code() == Code::kNotFound ||
+                          (kube::ReasonOf(e) == kube::Reason::kServiceUnavailable &&
                            (e.message().find("no endpoints") != std::string::npos ||
                             e.message().find("error trying to reach") != std::string::npos ||
                             e.message().find("no service port") != std::string::npos));
         if (!gone) problems->push_back("Ray job logs via " + svc + ": " + Describe(e));
+        continue;
       }
+      if (resp->status != 200) continue;  // e.g. 404: this head does not know the job
+      std::string text = resp->body;
+      try {
+        const json body = json::parse(resp->body);
+        if (body.is_object() && body.contains("logs") && body["logs"].is_string())
+          text = body["logs"].get<std::string>();
+      } catch (const json::exception&) {
+      }
+      SaveFile(dir, "ray-job.log", RedactUrlQueries(text), problems);
+      saved = true;
+      break;
     }
     // (An earlier attempt may have saved it before the cluster went: then nothing is missing.)
     if (saved) {
@@ -1139,31 +1120,33 @@ struct KubeRayFleet::Impl {
   // saw it.
   void SaveSubmitterLog(const std::string& name, const fs::path& dir,
                         std::vector<std::string>* problems) {
-    try {
-      std::vector<json> submitters = SubmitterPods(name);
-      std::sort(submitters.begin(), submitters.end(), [](const json& a, const json& b) {
-        return Str(Field(a, "metadata"), "creationTimestamp") <
-               Str(Field(b, "metadata"), "creationTimestamp");
-      });
-      std::string text;
-      for (const auto& p : submitters) {
-        kube::LogOptions lo;
-        lo.container = kuberay::kSubmitterContainerName;
-        try {
-          std::string log = client.PodLogs(ns, Name(p), lo);
-          if (submitters.size() > 1) text += "==> pod " + Name(p) + " <==\n";
-          text += log;
-          if (!log.empty() && log.back() != '\n') text += "\n";
-        } catch (const kube::ApiError& e) {
-          // Gone, or never started (400 "waiting to start"): nothing to archive.
-          if (!kube::IsNotFound(e) && e.reason() != kube::Reason::kBadRequest)
-            problems->push_back("submitter log of pod " + Name(p) + ": " + Describe(e));
-        }
-      }
-      if (!text.empty()) SaveFile(dir, "submitter.log", RedactUrlQueries(text), problems);
-    } catch (const kube::ApiError& e) {
-      problems->push_back("listing the submitter's pods: " + Describe(e));
+    StatusOr<std::vector<json>> listed = SubmitterPods(name);
+    if (!listed.ok()) {
+      problems->push_back("listing the submitter's pods: " + Describe(listed.status()));
+      return;
     }
+    std::vector<json>& submitters = *listed;
+    std::sort(submitters.begin(), submitters.end(), [](const json& a, const json& b) {
+      return Str(Field(a, "metadata"), "creationTimestamp") <
+             Str(Field(b, "metadata"), "creationTimestamp");
+    });
+    std::string text;
+    for (const auto& p : submitters) {
+      kube::LogOptions lo;
+      lo.container = kuberay::kSubmitterContainerName;
+      const StatusOr<std::string> log = kube::Try([&] { return client.PodLogs(ns, Name(p), lo); });
+      if (!log.ok()) {
+        // Gone, or never started (400 "waiting to start"): nothing to archive.
+        const Status& e = log.status();
+        if (e.code() != Code::kNotFound && kube::ReasonOf(e) != kube::Reason::kBadRequest)
+          problems->push_back("submitter log of pod " + Name(p) + ": " + Describe(e));
+        continue;
+      }
+      if (submitters.size() > 1) text += "==> pod " + Name(p) + " <==\n";
+      text += *log;
+      if (!log->empty() && log->back() != '\n') text += "\n";
+    }
+    if (!text.empty()) SaveFile(dir, "submitter.log", RedactUrlQueries(text), problems);
   }
 
   // Saves events.json (what Kubernetes said about the job) and rayjob.json (its final RayJob).
@@ -1181,14 +1164,11 @@ struct KubeRayFleet::Impl {
                           const fs::path& dir) {
     const std::string name = handle.empty() ? kuberay::RayJobName(job_id) : handle;
     std::vector<std::string> problems;
-    std::optional<json> rj;
-    try {
-      // The cache's RayJob is the one whose terminal status Observe read: rayjob.json gets it
-      // without a GET.
-      rj = RayJob(name);
-    } catch (const kube::ApiError& e) {
-      return "reading RayJob " + ns + "/" + name + ": " + Describe(e);
-    }
+    // The cache's RayJob is the one whose terminal status Observe read: rayjob.json gets it
+    // without a GET.
+    StatusOr<std::optional<json>> read = RayJob(name);
+    if (!read.ok()) return "reading RayJob " + ns + "/" + name + ": " + Describe(read.status());
+    const std::optional<json> rj = std::move(read).value();
     if (!rj) {
       // Deleted before the job was archived (cancelled while Pending, deleted outside
       // StarForge): its RayCluster and Ray's log went with it. The last RayJob the watch saw is
@@ -1270,21 +1250,20 @@ struct KubeRayFleet::Impl {
     }
     kube::DeleteOptions d;
     d.propagation_policy = "Background";
-    try {
-      const bool was_cached = rayjobs->HasSynced() && rayjobs->Find(Key(name)) != nullptr;
-      const json r = client.Delete(kuberay::kRayJobs, ns, name, d);
-      if (Str(r, "kind") == kuberay::kRayJobKind && Deleting(r)) {
-        // Only a RayJob the cache held proves its deletion by leaving it; otherwise the next
-        // DELETE's 404 does.
-        if (was_cached) {
-          std::lock_guard lock(mu);
-          delete_accepted.insert(job_id);
-        }
-        return waiting(r);
+    const bool was_cached = rayjobs->HasSynced() && rayjobs->Find(Key(name)) != nullptr;
+    const StatusOr<json> r =
+        kube::Try([&] { return client.Delete(kuberay::kRayJobs, ns, name, d); });
+    if (r.ok() && Str(*r, "kind") == kuberay::kRayJobKind && Deleting(*r)) {
+      // Only a RayJob the cache held proves its deletion by leaving it; otherwise the next
+      // DELETE's 404 does.
+      if (was_cached) {
+        std::lock_guard lock(mu);
+        delete_accepted.insert(job_id);
       }
-    } catch (const kube::ApiError& e) {
-      if (!kube::IsNotFound(e)) return "deleting RayJob " + ns + "/" + name + ": " + Describe(e);
+      return waiting(*r);
     }
+    if (!r.ok() && r.status().code() != Code::kNotFound)
+      return "deleting RayJob " + ns + "/" + name + ": " + Describe(r.status());
     Forget(job_id);
     return "";
   }
@@ -1327,16 +1306,15 @@ struct KubeRayFleet::Impl {
       if (created == 0 || age < o.orphan_grace.count()) continue;
       kube::DeleteOptions d;
       d.propagation_policy = "Background";
-      try {
-        client.Delete(kuberay::kRayJobs, ns, Name(rj), d);
+      const Status gone = kube::Try([&] { client.Delete(kuberay::kRayJobs, ns, Name(rj), d); });
+      if (gone.ok()) {
         spdlog::warn(
             "kuberay fleet: deleted orphan RayJob {} (label {}={} names no job in the store; "
             "created {} s ago)",
             key, kuberay::kLabelJobId, job_id, age);
         deleted.push_back(Name(rj));
-      } catch (const kube::ApiError& e) {
-        if (!kube::IsNotFound(e))
-          spdlog::warn("kuberay fleet: cannot delete orphan RayJob {}: {}", key, Describe(e));
+      } else if (gone.code() != Code::kNotFound) {
+        spdlog::warn("kuberay fleet: cannot delete orphan RayJob {}: {}", key, Describe(gone));
       }
     }
     return deleted;

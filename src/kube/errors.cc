@@ -285,4 +285,79 @@ RetryDecision ShouldRetry(const ApiError& error, bool idempotent) {
   return d;
 }
 
+namespace {
+
+Code CodeFor(Reason reason) {
+  switch (reason) {
+    case Reason::kNotFound:
+      return Code::kNotFound;
+    case Reason::kAlreadyExists:
+      return Code::kAlreadyExists;
+    case Reason::kConflict:
+      return Code::kAborted;
+    case Reason::kForbidden:
+      return Code::kPermissionDenied;
+    case Reason::kUnauthorized:
+      return Code::kUnauthenticated;
+    case Reason::kExpired:
+      return Code::kFailedPrecondition;
+    case Reason::kTooManyRequests:
+      return Code::kResourceExhausted;
+    case Reason::kBadRequest:
+    case Reason::kMethodNotAllowed:
+    case Reason::kNotAcceptable:
+    case Reason::kRequestEntityTooLarge:
+    case Reason::kUnsupportedMediaType:
+    case Reason::kInvalid:
+      return Code::kInvalidArgument;
+    case Reason::kTransport:
+    case Reason::kServerTimeout:
+    case Reason::kServiceUnavailable:
+      return Code::kUnavailable;
+    case Reason::kInternalError:
+      return Code::kInternal;
+    case Reason::kTimeout:
+      return Code::kDeadlineExceeded;
+    case Reason::kUnknown:
+      break;
+  }
+  return Code::kUnknown;
+}
+
+// Failures that go away by themselves (or by waiting).
+bool Transient(const ApiError& e) {
+  switch (e.reason()) {
+    case Reason::kTransport:
+    case Reason::kTooManyRequests:
+    case Reason::kInternalError:
+    case Reason::kServerTimeout:
+    case Reason::kServiceUnavailable:
+    case Reason::kTimeout:
+    case Reason::kConflict:
+      return true;
+    default:
+      return e.code() >= 500;
+  }
+}
+
+}  // namespace
+
+Status ToStatus(const ApiError& error) {
+  const std::string_view reason = ToString(error.reason());
+  std::string message = error.code() > 0
+                            ? fmt::format("{} ({}): {}", reason, error.code(), error.message())
+                            : fmt::format("{}: {}", reason, error.message());
+  return Status(CodeFor(error.reason()), std::move(message))
+      .WithReason(std::string(reason))
+      .WithRetryable(Transient(error));
+}
+
+Reason ReasonOf(const Status& status) {
+  if (status.ok()) return Reason::kUnknown;
+  for (const auto& r : kReasonNames) {
+    if (r.name == status.reason()) return r.reason;
+  }
+  return Reason::kUnknown;
+}
+
 }  // namespace starforge::kube

@@ -29,11 +29,6 @@ bool PodReady(const json& pod) {
   return false;
 }
 
-// Whether a kube error may clear by itself (server busy, network); 4xx other than 409/429 do not.
-bool Transient(const kube::ApiError& e) {
-  return e.code() == 0 || e.code() == 429 || e.code() >= 500 || kube::IsConflict(e);
-}
-
 }  // namespace
 
 KubeBackend::KubeBackend(KubeBackendOptions options)
@@ -95,15 +90,14 @@ Status KubeBackend::Create(const store::Playground& row, const Spec& spec) {
   for (const json& object : {kuberay::RenderPlaygroundService(in, options_.config),
                              kuberay::RenderPlaygroundPod(in, options_.config)}) {
     const bool pod = Str(object, "kind") == "Pod";
-    try {
-      client_->Create(pod ? res::kPods : res::kServices, ns, object);
-    } catch (const kube::ApiError& e) {
-      if (kube::IsAlreadyExists(e)) continue;  // created before a restart: same name, same id
-      const std::string what = std::string(pod ? "Pod" : "Service") + " " +
-                               kuberay::PlaygroundObjectName(row.id) + ": " + e.what();
-      return Transient(e) ? Status::Retryable(kCreateFailed, what)
-                          : Status::Permanent(kCreateFailed, what);
-    }
+    const Status made =
+        kube::Try([&] { client_->Create(pod ? res::kPods : res::kServices, ns, object); });
+    if (made.ok() || made.code() == Code::kAlreadyExists)
+      continue;  // (already: created before a restart, same name, same id)
+    const std::string what = std::string(pod ? "Pod" : "Service") + " " +
+                             kuberay::PlaygroundObjectName(row.id) + ": " + made.message();
+    return made.retryable() ? Status::Retryable(kCreateFailed, what)
+                            : Status::Permanent(kCreateFailed, what);
   }
   return Status::Ok();
 }
@@ -112,102 +106,104 @@ Observation KubeBackend::Observe(const store::Playground& row, const Spec& spec)
   Observation o;
   const std::string& ns = options_.config.k8s_namespace;
   const std::string name = kuberay::PlaygroundObjectName(row.id);
-  try {
-    std::optional<fleet::KubeRayFleet::PodView> view;
-    if (options_.cache != nullptr) view = options_.cache->CachedPod(name);
-    // Not in the cache: just created (the watch has not brought it yet) or gone; ask.
-    if (view && !view->pod) view.reset();
-    json pod;
-    if (view) {
-      pod = *view->pod;
-    } else {
-      try {
-        pod = client_->Get(res::kPods, ns, name);
-      } catch (const kube::ApiError& e) {
-        if (!kube::IsNotFound(e)) throw;
-        o.state = store::PlaygroundState::kFailed;
-        o.reason = "PodDeleted";
-        o.message = "its pod " + name + " was deleted outside StarForge";
-        return o;
-      }
-    }
-    const std::string phase = Str(Field(pod, "status"), "phase");
-    if (phase == kuberay::kPodFailed || phase == kuberay::kPodSucceeded) {
-      o.state = store::PlaygroundState::kFailed;
-      const std::string reason = Str(Field(pod, "status"), "reason");
-      o.reason = reason == kuberay::kPodDeadlineExceeded ? "PodDeadlineExceeded" : "ServerExited";
-      std::string detail = Str(Field(pod, "status"), "message");
-      for (const json& s : Arr(Field(pod, "status"), "containerStatuses")) {
-        const json& t = Field(Field(s, "state"), "terminated");
-        if (t.is_object()) {
-          detail = "vLLM exited with code " + std::to_string(Int(t, "exitCode", -1)) +
-                   (Str(t, "reason").empty() ? "" : " (" + Str(t, "reason") + ")") +
-                   (detail.empty() ? "" : "; " + detail);
-        }
-      }
-      o.message = "pod " + name + " ended: " + (detail.empty() ? phase : detail) +
-                  " (forge playground logs " + row.id + ")";
-      return o;
-    }
-    if (PodReady(pod)) {
-      o.state = store::PlaygroundState::kReady;
-      return o;
-    }
-    // Not ready: the jobs' diagnosis, over the pod, its events and, while it is unscheduled,
-    // the nodes and their pods (for the free GPUs of the series).
-    kuberay::DiagnosisInput in;
-    in.cluster_pods = {pod};
-    in.gpu_label = options_.config.k8s_gpu_node_label;
-    in.pools = {kuberay::PlaygroundAsJobSpec(RenderInput(row, spec)).pools.front()};
-    if (view) {
-      in.events = std::move(view->events);
-      in.nodes = std::move(view->nodes);
-      in.node_pods = std::move(view->node_pods);
-    } else {
-      kube::ListOptions events;
-      events.field_selector = "involvedObject.name=" + name;
-      // (Each list is kept in a variable: a range over a member of a temporary would dangle.)
-      const json event_list = client_->List(res::kEvents, ns, events);
-      for (const json& e : Arr(event_list, "items"))
-        in.events.push_back(e);
-      if (Str(Field(pod, "spec"), "nodeName").empty()) {
-        const json node_list = client_->List(res::kNodes, "");
-        for (const json& n : Arr(node_list, "items"))
-          in.nodes.push_back(n);
-        kube::ListOptions bound;
-        bound.field_selector = "status.phase!=Succeeded,status.phase!=Failed";
-        const json pod_list = client_->List(res::kPods, "", bound);
-        for (const json& p : Arr(pod_list, "items")) {
-          if (!Str(Field(p, "spec"), "nodeName").empty()) in.node_pods.push_back(p);
-        }
-      }
-    }
-    const kuberay::Diagnosis d = kuberay::DiagnosePod(in);
-    o.state = store::PlaygroundState::kPending;
-    o.reason = d.reason;
-    o.message = d.message;
-    for (const auto& e : d.events)
-      o.events.push_back(kuberay::ToJson(e));
-    return o;
-  } catch (const kube::ApiError& e) {
+  // A failed read of the cluster: observed again later.
+  auto unread = [&o](const Status& s) {
     o.retryable_error = true;
-    o.message = e.what();
+    o.message = s.message();
+    return o;
+  };
+  std::optional<fleet::KubeRayFleet::PodView> view;
+  if (options_.cache != nullptr) view = options_.cache->CachedPod(name);
+  // Not in the cache: just created (the watch has not brought it yet) or gone; ask.
+  if (view && !view->pod) view.reset();
+  json pod;
+  if (view) {
+    pod = *view->pod;
+  } else {
+    StatusOr<json> got = kube::Try([&] { return client_->Get(res::kPods, ns, name); });
+    if (!got.ok() && got.status().code() != Code::kNotFound) return unread(got.status());
+    if (!got.ok()) {
+      o.state = store::PlaygroundState::kFailed;
+      o.reason = "PodDeleted";
+      o.message = "its pod " + name + " was deleted outside StarForge";
+      return o;
+    }
+    pod = std::move(got).value();
+  }
+  const std::string phase = Str(Field(pod, "status"), "phase");
+  if (phase == kuberay::kPodFailed || phase == kuberay::kPodSucceeded) {
+    o.state = store::PlaygroundState::kFailed;
+    const std::string reason = Str(Field(pod, "status"), "reason");
+    o.reason = reason == kuberay::kPodDeadlineExceeded ? "PodDeadlineExceeded" : "ServerExited";
+    std::string detail = Str(Field(pod, "status"), "message");
+    for (const json& s : Arr(Field(pod, "status"), "containerStatuses")) {
+      const json& t = Field(Field(s, "state"), "terminated");
+      if (t.is_object()) {
+        detail = "vLLM exited with code " + std::to_string(Int(t, "exitCode", -1)) +
+                 (Str(t, "reason").empty() ? "" : " (" + Str(t, "reason") + ")") +
+                 (detail.empty() ? "" : "; " + detail);
+      }
+    }
+    o.message = "pod " + name + " ended: " + (detail.empty() ? phase : detail) +
+                " (forge playground logs " + row.id + ")";
     return o;
   }
+  if (PodReady(pod)) {
+    o.state = store::PlaygroundState::kReady;
+    return o;
+  }
+  // Not ready: the jobs' diagnosis, over the pod, its events and, while it is unscheduled,
+  // the nodes and their pods (for the free GPUs of the series).
+  kuberay::DiagnosisInput in;
+  in.cluster_pods = {pod};
+  in.gpu_label = options_.config.k8s_gpu_node_label;
+  in.pools = {kuberay::PlaygroundAsJobSpec(RenderInput(row, spec)).pools.front()};
+  if (view) {
+    in.events = std::move(view->events);
+    in.nodes = std::move(view->nodes);
+    in.node_pods = std::move(view->node_pods);
+  } else {
+    kube::ListOptions events;
+    events.field_selector = "involvedObject.name=" + name;
+    // (Each list is kept in a variable: a range over a member of a temporary would dangle.)
+    const StatusOr<json> event_list =
+        kube::Try([&] { return client_->List(res::kEvents, ns, events); });
+    if (!event_list.ok()) return unread(event_list.status());
+    for (const json& e : Arr(*event_list, "items"))
+      in.events.push_back(e);
+    if (Str(Field(pod, "spec"), "nodeName").empty()) {
+      const StatusOr<json> node_list = kube::Try([&] { return client_->List(res::kNodes, ""); });
+      if (!node_list.ok()) return unread(node_list.status());
+      for (const json& n : Arr(*node_list, "items"))
+        in.nodes.push_back(n);
+      kube::ListOptions bound;
+      bound.field_selector = "status.phase!=Succeeded,status.phase!=Failed";
+      const StatusOr<json> pod_list =
+          kube::Try([&] { return client_->List(res::kPods, "", bound); });
+      if (!pod_list.ok()) return unread(pod_list.status());
+      for (const json& p : Arr(*pod_list, "items")) {
+        if (!Str(Field(p, "spec"), "nodeName").empty()) in.node_pods.push_back(p);
+      }
+    }
+  }
+  const kuberay::Diagnosis d = kuberay::DiagnosePod(in);
+  o.state = store::PlaygroundState::kPending;
+  o.reason = d.reason;
+  o.message = d.message;
+  for (const auto& e : d.events)
+    o.events.push_back(kuberay::ToJson(e));
+  return o;
 }
 
 Status KubeBackend::Delete(const store::Playground& row) {
   const std::string& ns = options_.config.k8s_namespace;
   const std::string name = kuberay::PlaygroundObjectName(row.id);
   for (const kube::ResourceRef* ref : {&res::kPods, &res::kServices}) {
-    try {
-      kube::DeleteOptions d;
-      d.propagation_policy = "Background";
-      client_->Delete(*ref, ns, name, d);
-    } catch (const kube::ApiError& e) {
-      if (kube::IsNotFound(e)) continue;
-      return Status::Retryable(kDeleteFailed, e.what());
-    }
+    kube::DeleteOptions d;
+    d.propagation_policy = "Background";
+    const Status deleted = kube::Try([&] { client_->Delete(*ref, ns, name, d); });
+    if (!deleted.ok() && deleted.code() != Code::kNotFound)
+      return Status::Retryable(kDeleteFailed, deleted.message());
   }
   return Status::Ok();
 }
@@ -224,17 +220,19 @@ ProxyReply KubeBackend::Proxy(const store::Playground& row, const ProxyCall& cal
   r.body = call.body;
   r.content_type = call.content_type;
   ProxyReply out;
-  try {
-    const kube::ProxyResponse resp =
-        on_data ? client_->StreamServiceProxy(r, on_data, stop) : client_->ServiceProxy(r);
-    out.status = resp.status;
-    auto ct = resp.headers.find("content-type");
-    if (ct != resp.headers.end()) out.content_type = ct->second;
-    out.body = resp.body;
-  } catch (const kube::ApiError& e) {
+  const StatusOr<kube::ProxyResponse> resp = kube::Try([&] {
+    return on_data ? client_->StreamServiceProxy(r, on_data, stop) : client_->ServiceProxy(r);
+  });
+  if (!resp.ok()) {
     out.status = 0;
-    out.message = "the Kubernetes API server could not reach the model server: " + e.message();
+    out.message =
+        "the Kubernetes API server could not reach the model server: " + resp.status().message();
+    return out;
   }
+  out.status = resp->status;
+  auto ct = resp->headers.find("content-type");
+  if (ct != resp->headers.end()) out.content_type = ct->second;
+  out.body = resp->body;
   return out;
 }
 
@@ -242,16 +240,18 @@ Status KubeBackend::Logs(const store::Playground& row, int64_t tail_lines, std::
   kube::LogOptions o;
   o.container = kuberay::kVllmContainerName;
   if (tail_lines > 0) o.tail_lines = tail_lines;
-  try {
-    *out =
-        client_->PodLogs(options_.config.k8s_namespace, kuberay::PlaygroundObjectName(row.id), o);
+  StatusOr<std::string> log = kube::Try([&] {
+    return client_->PodLogs(options_.config.k8s_namespace, kuberay::PlaygroundObjectName(row.id),
+                            o);
+  });
+  if (log.ok()) {
+    *out = std::move(log).value();
     return Status::Ok();
-  } catch (const kube::ApiError& e) {
-    if (kube::IsNotFound(e))
-      return Status::Permanent(api_errors::kNotFound,
-                               "the playground's pod is gone, and its log with it");
-    return Status::Retryable("LogsUnavailable", e.what());
   }
+  if (log.status().code() == Code::kNotFound)
+    return Status::Permanent(api_errors::kNotFound,
+                             "the playground's pod is gone, and its log with it");
+  return Status::Retryable("LogsUnavailable", log.status().message());
 }
 
 }  // namespace starforge::playground

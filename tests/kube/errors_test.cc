@@ -189,6 +189,64 @@ TEST(ErrorsTest, RetryRulesFollowClientGo) {
   EXPECT_TRUE(ShouldRetry(reset, true).retry);
 }
 
+// What code outside kube/ sees of a failure: the kind as a Code, the reason read back, the
+// message without the request line, and whether a later attempt may pass.
+TEST(ErrorsTest, ToStatusKeepsTheDistinctionsCallersMake) {
+  struct Case {
+    int code;
+    std::string reason;
+    Code expected;
+    bool retryable;
+  };
+  const Case cases[] = {
+      {400, "BadRequest", Code::kInvalidArgument, false},
+      {401, "Unauthorized", Code::kUnauthenticated, false},
+      {403, "Forbidden", Code::kPermissionDenied, false},
+      {404, "NotFound", Code::kNotFound, false},
+      {409, "AlreadyExists", Code::kAlreadyExists, false},
+      {409, "Conflict", Code::kAborted, true},
+      {410, "Expired", Code::kFailedPrecondition, false},
+      {422, "Invalid", Code::kInvalidArgument, false},
+      {429, "TooManyRequests", Code::kResourceExhausted, true},
+      {500, "InternalError", Code::kInternal, true},
+      {500, "ServerTimeout", Code::kUnavailable, true},
+      {503, "ServiceUnavailable", Code::kUnavailable, true},
+      {504, "Timeout", Code::kDeadlineExceeded, true},
+      {502, "", Code::kUnknown, true},
+  };
+  for (const Case& c : cases) {
+    const Status s =
+        ToStatus(ErrorFromResponse(c.code, StatusBody(c.code, c.reason, "msg"), "", "GET /x"));
+    EXPECT_EQ(s.code(), c.expected) << c.reason;
+    EXPECT_EQ(s.retryable(), c.retryable) << c.reason;
+    EXPECT_EQ(ReasonOf(s),
+              ErrorFromResponse(c.code, StatusBody(c.code, c.reason, "m"), "").reason())
+        << c.reason;
+  }
+  const Status nf =
+      ToStatus(ErrorFromResponse(404, StatusBody(404, "NotFound", "gone"), "", "GET /x"));
+  EXPECT_EQ(nf.message(), "NotFound (404): gone");
+  EXPECT_EQ(nf.reason(), "NotFound");
+  const Status refused = ToStatus(ApiError(Reason::kTransport, 0, "connection refused", "GET /x"));
+  EXPECT_EQ(refused.message(), "Transport: connection refused");
+  EXPECT_EQ(refused.code(), Code::kUnavailable);
+  EXPECT_TRUE(refused.retryable());
+  EXPECT_EQ(ReasonOf(refused), Reason::kTransport);
+  EXPECT_EQ(ReasonOf(Status::Internal("not from kube")), Reason::kUnknown);
+}
+
+TEST(ErrorsTest, TryGivesTheValueOrTheStatus) {
+  const StatusOr<int> value = Try([] { return 7; });
+  ASSERT_TRUE(value.ok());
+  EXPECT_EQ(*value, 7);
+  const StatusOr<int> failed =
+      Try([]() -> int { throw ApiError(Reason::kNotFound, 404, "no such thing"); });
+  EXPECT_EQ(failed.status().code(), Code::kNotFound);
+  EXPECT_TRUE(Try([] {}).ok());
+  EXPECT_EQ(Try([] { throw ApiError(Reason::kConflict, 409, "stale"); }).code(), Code::kAborted);
+  EXPECT_THROW(Try([] { throw std::logic_error("not a kube failure"); }), std::logic_error);
+}
+
 TEST(ResourceTest, Paths) {
   using namespace resources;
   // A custom resource: a group of its own under /apis.

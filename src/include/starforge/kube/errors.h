@@ -1,7 +1,8 @@
 // Typed Kubernetes API errors, built from the server's metav1.Status (or, for bodies that are not
 // a Status, such as the plain-text 429 of API priority and fairness, from the HTTP status code),
 // and the retry rules of client-go (rest/request.go, rest/with_retry.go). Every kube call reports
-// failure by throwing ApiError; nothing in an ApiError ever contains a credential.
+// failure by throwing ApiError; nothing in an ApiError ever contains a credential. Code outside
+// kube/ never sees an ApiError: it makes its calls through Try, which gives the ToStatus Status.
 #pragma once
 
 #include <chrono>
@@ -9,9 +10,14 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "starforge/common/status.h"
+#include "starforge/common/status_or.h"
 
 namespace starforge::kube {
 
@@ -125,5 +131,42 @@ struct RetryDecision {
   std::optional<std::chrono::milliseconds> server_delay;
 };
 RetryDecision ShouldRetry(const ApiError& error, bool idempotent);
+
+// The Status of a failed call, as StarForge outside kube/ sees it (after the client's own retries
+// gave up):
+//  - code() by kind: NotFound, AlreadyExists, Conflict -> kAborted, Forbidden ->
+//    kPermissionDenied, Unauthorized -> kUnauthenticated, Expired -> kFailedPrecondition, 429 ->
+//    kResourceExhausted, other 4xx -> kInvalidArgument, transport, ServerTimeout and 503 ->
+//    kUnavailable, other 500 -> kInternal, 504 -> kDeadlineExceeded, else kUnknown;
+//  - reason() the Reason's spelling ("NotFound", "Transport", ...: ReasonOf reads it back);
+//  - message() "<Reason> (<HTTP code>): <the server's message>" (no code for a transport
+//    error, no request line: callers say what they were doing);
+//  - retryable() when a later attempt may pass: transport, 429, 5xx, Conflict.
+Status ToStatus(const ApiError& error);
+
+// The Reason of a Status made by ToStatus (kUnknown for any other).
+Reason ReasonOf(const Status& status);
+
+// Runs `call` (Client calls, which throw ApiError) and returns its value (ok for a call that
+// returns nothing), or the ToStatus of the ApiError it threw: the one place where a Kubernetes
+// failure becomes a Status. Other exceptions pass through.
+template <typename F>
+auto Try(F&& call) {
+  using T = std::invoke_result_t<F>;
+  if constexpr (std::is_void_v<T>) {
+    try {
+      std::forward<F>(call)();
+      return Status();
+    } catch (const ApiError& e) {
+      return ToStatus(e);
+    }
+  } else {
+    try {
+      return StatusOr<T>(std::forward<F>(call)());
+    } catch (const ApiError& e) {
+      return StatusOr<T>(ToStatus(e));
+    }
+  }
+}
 
 }  // namespace starforge::kube
