@@ -101,6 +101,10 @@ export async function launchChromium() {
       `${CHROMIUM} is missing: the console's browser tests need Debian's chromium package (scripts/bootstrap installs it from scripts/deps.txt)`,
     );
   // playwright-core gives every launch() a fresh, empty profile (--user-data-dir) of its own.
+  // Chromium logs to a file of its own, printed if the browser goes away before the test closes
+  // it: a test failing with "browser has been closed" then says why (a crash, a signal).
+  const logDir = mkdtempSync(join(tmpdir(), "console-chromium-"));
+  const logFile = join(logDir, "chrome.log");
   const browser = await chromium.launch({
     executablePath: CHROMIUM,
     headless: true,
@@ -113,9 +117,21 @@ export async function launchChromium() {
       "--disable-background-networking",
       "--disable-component-update",
       "--disable-sync",
+      "--enable-logging",
+      `--log-file=${logFile}`,
     ],
   });
-  const close = () => browser.close();
+  let closing = false;
+  browser.on("disconnected", () => {
+    if (closing) return;
+    const log = existsSync(logFile) ? readFileSync(logFile, "utf8").split("\n").slice(-40).join("\n") : "(no log)";
+    console.error(`chromium went away before the test closed it; the end of its log:\n${log}`);
+  });
+  const close = async () => {
+    closing = true;
+    await browser.close();
+    rmSync(logDir, { recursive: true, force: true });
+  };
   return { browser, close };
 }
 
