@@ -911,10 +911,11 @@ int Doctor(Context& c, const std::string& server, const std::string& output, boo
     if (!LoadConfig(c, &cfg)) return kExitUsage;
     doctor::RunOptions ro;
     ro.config = cfg;
-    try {
-      ro.kube = kube::LoadClientConfig(cfg, kube::ProcessConfigSources());
-    } catch (const std::exception& e) {
-      ro.kube_error = e.what();
+    StatusOr<kube::ClientConfig> loaded = kube::LoadClientConfig(cfg, kube::ProcessConfigSources());
+    if (loaded.ok()) {
+      ro.kube = std::move(loaded).value();
+    } else {
+      ro.kube_error = loaded.status().message();
     }
     std::unique_ptr<objstore::ObjectStore> objects;
     if (!cfg.s3_endpoint.empty()) {

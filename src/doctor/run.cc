@@ -98,14 +98,12 @@ Report Run(const RunOptions& o) {
   kube::ClientOptions copts;
   copts.max_attempts = 2;
   copts.request_timeout = std::chrono::milliseconds(15'000);
-  std::unique_ptr<kube::Client> client;
-  try {
-    client = std::make_unique<kube::Client>(*o.kube, copts);
-  } catch (const std::exception& e) {
-    report.checks.push_back(CheckApiServer(std::nullopt, e.what(), o.kube->server));
+  if (Status usable = kube::CheckClientConfig(*o.kube); !usable.ok()) {
+    report.checks.push_back(CheckApiServer(std::nullopt, usable.message(), o.kube->server));
     report.checks.push_back(ObjectStorage(o));
     return report;
   }
+  auto client = std::make_unique<kube::Client>(*o.kube, copts);
 
   // 1. The API server and its version.
   const StatusOr<std::string> version = kube::Try([&] { return client->Raw("GET", "/version"); });

@@ -262,10 +262,11 @@ std::string RedactUrlQueries(std::string text) {
 KubeRaySetup DetectKubeRay(const config::Config& cfg, const kube::ConfigSources& sources) {
   KubeRaySetup setup;
   std::vector<std::string> missing;
-  try {
-    setup.client = kube::LoadClientConfig(cfg, sources);
-  } catch (const kube::ConfigError& e) {
-    missing.push_back(std::string("a Kubernetes connection (") + e.what() +
+  StatusOr<kube::ClientConfig> client = kube::LoadClientConfig(cfg, sources);
+  if (client.ok()) {
+    setup.client = std::move(client).value();
+  } else {
+    missing.push_back("a Kubernetes connection (" + client.status().message() +
                       "): set FORGE_K8S_API_SERVER and FORGE_K8S_TOKEN, or provide a kubeconfig "
                       "(KUBECONFIG or ~/.kube/config; context FORGE_K8S_CONTEXT)");
   }

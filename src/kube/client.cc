@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <mutex>
 #include <ranges>
+#include <stdexcept>
 #include <thread>
 
 #include <fmt/format.h>
@@ -114,11 +115,8 @@ Client::Client(ClientConfig config, ClientOptions options)
       options_(std::move(options)),
       tokens_(config_, options_.token_recheck),
       shared_(std::make_unique<Shared>()) {
-  if (config_.server.empty()) throw ConfigError("no Kubernetes API server configured");
-  if (config_.server.rfind("http://", 0) != 0 && !IsHttps(config_.server)) {
-    throw ConfigError(fmt::format("the API server address {} must start with http:// or https://",
-                                  config_.server));
-  }
+  if (Status usable = CheckClientConfig(config_); !usable.ok())
+    throw std::invalid_argument(usable.message());
   while (!config_.server.empty() && config_.server.back() == '/')
     config_.server.pop_back();
 }
@@ -149,15 +147,13 @@ std::vector<std::string> Client::Headers(const Request& req) {
   // client-go attaches credentials only over TLS (tools/clientcmd, transport): a token must
   // not travel in clear text.
   if (IsHttps(config_.server) && !tokens_.empty()) {
-    Secret token;
-    try {
-      token = tokens_.Get();
-    } catch (const ConfigError& e) {
+    StatusOr<Secret> token = tokens_.Get();
+    if (!token.ok()) {
       // A projected token is swapped by symlink; a brief absence is worth another try.
-      throw ApiError(Reason::kTransport, 0, e.what(), Context(req.method, req.path))
+      throw ApiError(Reason::kTransport, 0, token.status().message(), Context(req.method, req.path))
           .set_nothing_sent(true);
     }
-    if (!token.empty()) headers.push_back("Authorization: Bearer " + token.Reveal());
+    if (!token->empty()) headers.push_back("Authorization: Bearer " + token->Reveal());
   }
   headers.push_back("Expect:");  // no 100-continue round trip
   return headers;
@@ -220,10 +216,17 @@ Client::Response Client::Send(const Request& req) {
       }
       if (response.stopped || (response.status >= 200 && response.status < 300)) return response;
       // A 401 may mean the token file rotated under us: re-read it once and try again.
-      if (response.status == 401 && !refreshed_token && tokens_.Refresh()) {
-        refreshed_token = true;
-        --attempt;
-        continue;
+      if (response.status == 401 && !refreshed_token) {
+        const StatusOr<bool> changed = tokens_.Refresh();
+        if (!changed.ok()) {
+          throw ApiError(Reason::kTransport, 0, changed.status().message(),
+                         Context(req.method, req.path));
+        }
+        if (*changed) {
+          refreshed_token = true;
+          --attempt;
+          continue;
+        }
       }
       if (req.pass_through_status) return response;
       auto ra = response.headers.find("retry-after");
@@ -247,11 +250,8 @@ Client::Response Client::Send(const Request& req) {
 
 std::string Client::TokenForScrub() {
   if (tokens_.empty()) return {};
-  try {
-    return tokens_.Get().Reveal();
-  } catch (const ConfigError&) {
-    return {};
-  }
+  const StatusOr<Secret> token = tokens_.Get();
+  return token.ok() ? token->Reveal() : std::string();
 }
 
 json Client::JsonCall(const Request& req) {

@@ -87,26 +87,32 @@ struct Merged {
   std::vector<std::string> files_read;
 };
 
-void MergeList(const json& doc, const char* list, const char* inner, const std::string& file,
-               std::map<std::string, Entry>* into) {
+// An unusable configuration: fixing it, not retrying, helps.
+Status Unusable(std::string message) {
+  return {Code::kInvalidArgument, std::move(message)};
+}
+
+Status MergeList(const json& doc, const char* list, const char* inner, const std::string& file,
+                 std::map<std::string, Entry>* into) {
   auto it = doc.find(list);
-  if (it == doc.end() || it->is_null()) return;
+  if (it == doc.end() || it->is_null()) return Status::Ok();
   if (!it->is_array())
-    throw ConfigError(fmt::format("kubeconfig {}: `{}` must be a list", file, list));
+    return Unusable(fmt::format("kubeconfig {}: `{}` must be a list", file, list));
   for (const auto& item : *it) {
     if (!item.is_object() || !item.contains("name") || !item["name"].is_string()) {
-      throw ConfigError(fmt::format("kubeconfig {}: every entry of `{}` needs a name", file, list));
+      return Unusable(fmt::format("kubeconfig {}: every entry of `{}` needs a name", file, list));
     }
     std::string name = item["name"].get<std::string>();
     if (into->count(name)) continue;  // kubectl: the first file to define a name wins
     json body = item.value(inner, json::object());
     if (body.is_null()) body = json::object();
     if (!body.is_object()) {
-      throw ConfigError(
+      return Unusable(
           fmt::format("kubeconfig {}: {} \"{}\": `{}` must be a mapping", file, list, name, inner));
     }
     into->emplace(name, Entry{body, fs::path(file).parent_path().string(), file});
   }
+  return Status::Ok();
 }
 
 std::string Str(const json& obj, const char* key) {
@@ -130,12 +136,12 @@ std::string Resolve(const std::string& path, const std::string& dir) {
   return (fs::path(dir) / path).lexically_normal().string();
 }
 
-std::string DecodeData(const json& obj, const char* key, const std::string& what) {
+StatusOr<std::string> DecodeData(const json& obj, const char* key, const std::string& what) {
   std::string encoded = Str(obj, key);
-  if (encoded.empty()) return {};
+  if (encoded.empty()) return std::string();
   auto decoded = DecodeBase64(encoded);
-  if (!decoded) throw ConfigError(fmt::format("{}: `{}` is not valid base64", what, key));
-  return *decoded;
+  if (!decoded) return Unusable(fmt::format("{}: `{}` is not valid base64", what, key));
+  return std::move(*decoded);
 }
 
 std::string StripTrailingSlash(std::string s) {
@@ -146,6 +152,15 @@ std::string StripTrailingSlash(std::string s) {
 
 }  // namespace
 
+Status CheckClientConfig(const ClientConfig& config) {
+  if (config.server.empty()) return Unusable("no Kubernetes API server configured");
+  if (config.server.rfind("http://", 0) != 0 && config.server.rfind("https://", 0) != 0) {
+    return Unusable(fmt::format("the API server address {} must start with http:// or https://",
+                                config.server));
+  }
+  return Status::Ok();
+}
+
 ConfigSources ProcessConfigSources() {
   ConfigSources s;
   for (const char* name :
@@ -155,7 +170,8 @@ ConfigSources ProcessConfigSources() {
   return s;
 }
 
-ClientConfig LoadKubeconfig(const std::vector<std::string>& files, const std::string& context) {
+StatusOr<ClientConfig> LoadKubeconfig(const std::vector<std::string>& files,
+                                      const std::string& context) {
   Merged m;
   for (const auto& file : files) {
     if (file.empty()) continue;
@@ -165,14 +181,16 @@ ClientConfig LoadKubeconfig(const std::vector<std::string>& files, const std::st
     try {
       doc = ParseYaml(*text);
     } catch (const std::exception& e) {
-      throw ConfigError(fmt::format("kubeconfig {}: {}", file, e.what()));
+      return Unusable(fmt::format("kubeconfig {}: {}", file, e.what()));
     }
     m.files_read.push_back(file);
     if (doc.is_null()) continue;
-    if (!doc.is_object()) throw ConfigError(fmt::format("kubeconfig {}: not a mapping", file));
-    MergeList(doc, "clusters", "cluster", file, &m.clusters);
-    MergeList(doc, "users", "user", file, &m.users);
-    MergeList(doc, "contexts", "context", file, &m.contexts);
+    if (!doc.is_object()) return Unusable(fmt::format("kubeconfig {}: not a mapping", file));
+    for (Status merged : {MergeList(doc, "clusters", "cluster", file, &m.clusters),
+                          MergeList(doc, "users", "user", file, &m.users),
+                          MergeList(doc, "contexts", "context", file, &m.contexts)}) {
+      if (!merged.ok()) return merged;
+    }
     std::string cc = Str(doc, "current-context");
     if (m.current_context.empty() && !cc.empty()) {
       m.current_context = cc;
@@ -181,24 +199,24 @@ ClientConfig LoadKubeconfig(const std::vector<std::string>& files, const std::st
   }
   std::string where = files.size() == 1 ? files[0] : fmt::format("{}", fmt::join(files, ":"));
   if (m.files_read.empty()) {
-    throw ConfigError(fmt::format("no kubeconfig found at {}", where));
+    return Unusable(fmt::format("no kubeconfig found at {}", where));
   }
   std::string ctx_name = context.empty() ? m.current_context : context;
   if (ctx_name.empty()) {
-    throw ConfigError(
+    return Unusable(
         fmt::format("kubeconfig {} has no current-context; set one (kubectl config use-context) or "
                     "FORGE_K8S_CONTEXT",
                     where));
   }
   auto ctx = m.contexts.find(ctx_name);
   if (ctx == m.contexts.end()) {
-    throw ConfigError(fmt::format("kubeconfig {}: context \"{}\" not found", where, ctx_name));
+    return Unusable(fmt::format("kubeconfig {}: context \"{}\" not found", where, ctx_name));
   }
   std::string cluster_name = Str(ctx->second.body, "cluster");
   std::string user_name = Str(ctx->second.body, "user");
   auto cluster = m.clusters.find(cluster_name);
   if (cluster == m.clusters.end()) {
-    throw ConfigError(
+    return Unusable(
         fmt::format("kubeconfig {}: context \"{}\" refers to cluster \"{}\", which is "
                     "not defined",
                     where, ctx_name, cluster_name));
@@ -210,19 +228,21 @@ ClientConfig LoadKubeconfig(const std::vector<std::string>& files, const std::st
   const std::string& cdir = cluster->second.dir;
   c.server = StripTrailingSlash(Str(cl, "server"));
   if (c.server.empty()) {
-    throw ConfigError(
+    return Unusable(
         fmt::format("kubeconfig {}: cluster \"{}\" has no server", where, cluster_name));
   }
   std::string cluster_what = fmt::format("kubeconfig {}: cluster \"{}\"", where, cluster_name);
   c.ca_file = Resolve(Str(cl, "certificate-authority"), cdir);
-  c.ca_data = DecodeData(cl, "certificate-authority-data", cluster_what);
+  StatusOr<std::string> ca_data = DecodeData(cl, "certificate-authority-data", cluster_what);
+  if (!ca_data.ok()) return std::move(ca_data).status();
+  c.ca_data = std::move(ca_data).value();
   c.insecure_skip_tls_verify = Bool(cl, "insecure-skip-tls-verify");
   c.tls_server_name = Str(cl, "tls-server-name");
 
   if (!user_name.empty()) {
     auto user = m.users.find(user_name);
     if (user == m.users.end()) {
-      throw ConfigError(
+      return Unusable(
           fmt::format("kubeconfig {}: context \"{}\" refers to user \"{}\", which is not defined",
                       where, ctx_name, user_name));
     }
@@ -231,14 +251,14 @@ ClientConfig LoadKubeconfig(const std::vector<std::string>& files, const std::st
     std::string user_what = fmt::format("kubeconfig {}: user \"{}\"", where, user_name);
     if (u.contains("exec") && !u["exec"].is_null()) {
       std::string cmd = u["exec"].is_object() ? Str(u["exec"], "command") : std::string();
-      throw ConfigError(fmt::format(
+      return Unusable(fmt::format(
           "{} uses an exec credential plugin ({}), which StarForge does not support yet; use a "
           "token, tokenFile or client certificate in the kubeconfig, or set FORGE_K8S_API_SERVER "
           "and FORGE_K8S_TOKEN",
           user_what, cmd.empty() ? "no command" : cmd));
     }
     if (u.contains("auth-provider") && !u["auth-provider"].is_null()) {
-      throw ConfigError(fmt::format(
+      return Unusable(fmt::format(
           "{} uses an auth-provider plugin, which StarForge does not support yet; use a token, "
           "tokenFile or client certificate",
           user_what));
@@ -246,20 +266,28 @@ ClientConfig LoadKubeconfig(const std::vector<std::string>& files, const std::st
     c.token = Secret(Str(u, "token"));
     c.token_file = Resolve(Str(u, "tokenFile"), udir);
     c.client_cert_file = Resolve(Str(u, "client-certificate"), udir);
-    c.client_cert_data = DecodeData(u, "client-certificate-data", user_what);
+    StatusOr<std::string> cert_data = DecodeData(u, "client-certificate-data", user_what);
+    if (!cert_data.ok()) return std::move(cert_data).status();
+    c.client_cert_data = std::move(cert_data).value();
     c.client_key_file = Resolve(Str(u, "client-key"), udir);
-    c.client_key_data = Secret(DecodeData(u, "client-key-data", user_what));
+    StatusOr<std::string> key_data = DecodeData(u, "client-key-data", user_what);
+    if (!key_data.ok()) return std::move(key_data).status();
+    c.client_key_data = Secret(std::move(key_data).value());
     bool has_cert = !c.client_cert_file.empty() || !c.client_cert_data.empty();
     bool has_key = !c.client_key_file.empty() || !c.client_key_data.empty();
     if (has_cert != has_key) {
-      throw ConfigError(
+      return Unusable(
           fmt::format("{}: a client certificate needs both a certificate and a key", user_what));
     }
   }
+  if (Status usable = CheckClientConfig(c); !usable.ok())
+    return Unusable(
+        fmt::format("kubeconfig {}: cluster \"{}\": {}", where, cluster_name, usable.message()));
   return c;
 }
 
-ClientConfig LoadClientConfig(const ApiServerSettings& settings, const ConfigSources& sources) {
+StatusOr<ClientConfig> LoadClientConfig(const ApiServerSettings& settings,
+                                        const ConfigSources& sources) {
   // 1. Explicit settings.
   if (!settings.server.empty()) {
     ClientConfig c;
@@ -268,6 +296,8 @@ ClientConfig LoadClientConfig(const ApiServerSettings& settings, const ConfigSou
     c.token = settings.token;
     c.ca_file = settings.ca_file;
     c.insecure_skip_tls_verify = settings.insecure_skip_tls_verify;
+    if (Status usable = CheckClientConfig(c); !usable.ok())
+      return Unusable("FORGE_K8S_API_SERVER: " + usable.message());
     return c;
   }
   // 2. In-cluster (client-go rest.InClusterConfig): both variables and the token must exist.
@@ -304,7 +334,7 @@ ClientConfig LoadClientConfig(const ApiServerSettings& settings, const ConfigSou
   }
   if (files.empty() || std::none_of(files.begin(), files.end(),
                                     [](const std::string& f) { return fs::exists(f); })) {
-    throw ConfigError(
+    return Unusable(
         "no Kubernetes configuration found: set FORGE_K8S_API_SERVER (and FORGE_K8S_TOKEN), run "
         "inside a cluster, or provide a kubeconfig (KUBECONFIG or ~/.kube/config)");
   }
@@ -314,16 +344,17 @@ ClientConfig LoadClientConfig(const ApiServerSettings& settings, const ConfigSou
 TokenSource::TokenSource(const ClientConfig& config, std::chrono::seconds recheck)
     : static_token_(config.token), file_(config.token_file), recheck_(recheck) {}
 
-bool TokenSource::ReloadLocked(bool force) {
+StatusOr<bool> TokenSource::ReloadLocked(bool force) {
+  // A projected token is swapped by symlink: a brief absence may pass.
+  const Status unreadable =
+      Status::Unavailable(fmt::format("cannot read the token file {}", file_));
   struct stat st {};
-  if (::stat(file_.c_str(), &st) != 0) {
-    throw ConfigError(fmt::format("cannot read the token file {}", file_));
-  }
+  if (::stat(file_.c_str(), &st) != 0) return unreadable;
   bool same = loaded_ && st.st_mtim.tv_sec == mtime_ && st.st_mtim.tv_nsec == mtime_ns_ &&
               static_cast<long long>(st.st_size) == size_;
   if (same && !force) return false;
   auto text = ReadFile(file_);
-  if (!text) throw ConfigError(fmt::format("cannot read the token file {}", file_));
+  if (!text) return unreadable;
   std::string token = TrimSpace(*text);
   bool changed = !loaded_ || token != current_.Reveal();
   current_ = Secret(std::move(token));
@@ -334,18 +365,19 @@ bool TokenSource::ReloadLocked(bool force) {
   return changed;
 }
 
-Secret TokenSource::Get() {
+StatusOr<Secret> TokenSource::Get() {
   if (file_.empty()) return static_token_;
   std::lock_guard lock(mu_);
   auto now = std::chrono::steady_clock::now();
   if (!loaded_ || now - last_check_ >= recheck_) {
     last_check_ = now;
-    ReloadLocked(false);
+    if (StatusOr<bool> reloaded = ReloadLocked(false); !reloaded.ok())
+      return std::move(reloaded).status();
   }
   return current_;
 }
 
-bool TokenSource::Refresh() {
+StatusOr<bool> TokenSource::Refresh() {
   if (file_.empty()) return false;
   std::lock_guard lock(mu_);
   last_check_ = std::chrono::steady_clock::now();

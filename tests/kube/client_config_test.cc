@@ -49,7 +49,8 @@ TEST(ClientConfigTest, ForgeSettingsWinOverEverything) {
   ClientConfig c = LoadClientConfig(cfg, Sources({{"KUBERNETES_SERVICE_HOST", "10.0.0.1"},
                                                   {"KUBERNETES_SERVICE_PORT", "443"},
                                                   {"KUBECONFIG", kc}},
-                                                 dir.path().string() + "/sa"));
+                                                 dir.path().string() + "/sa"))
+                       .value();
   EXPECT_EQ(c.server, "https://api.example:6443");
   EXPECT_EQ(c.token.Reveal(), "forge-token");
   EXPECT_EQ(c.ca_file, "/etc/ca.pem");
@@ -67,7 +68,8 @@ TEST(ClientConfigTest, InClusterUsesServiceAccount) {
       LoadClientConfig(ApiServerSettings{}, Sources({{"KUBERNETES_SERVICE_HOST", "10.96.0.1"},
                                                      {"KUBERNETES_SERVICE_PORT", "443"},
                                                      {"KUBECONFIG", kc}},
-                                                    dir.path().string() + "/sa"));
+                                                    dir.path().string() + "/sa"))
+          .value();
   EXPECT_EQ(c.server, "https://10.96.0.1:443");
   EXPECT_EQ(c.token_file, dir.path().string() + "/sa/token");
   EXPECT_TRUE(c.token.empty());
@@ -75,16 +77,17 @@ TEST(ClientConfigTest, InClusterUsesServiceAccount) {
   EXPECT_EQ(c.namespace_, "team-a");
   EXPECT_EQ(c.source, "in-cluster service account");
   TokenSource tokens(c);
-  EXPECT_EQ(tokens.Get().Reveal(), "sa-token");  // trailing newline trimmed
+  EXPECT_EQ(tokens.Get().value().Reveal(), "sa-token");  // trailing newline trimmed
 }
 
 TEST(ClientConfigTest, InClusterBracketsIpv6) {
   TempDir dir;
   dir.Write("sa/token", "t");
-  ClientConfig c = LoadClientConfig(
-      ApiServerSettings{},
-      Sources({{"KUBERNETES_SERVICE_HOST", "fd00::1"}, {"KUBERNETES_SERVICE_PORT", "443"}},
-              dir.path().string() + "/sa"));
+  ClientConfig c =
+      LoadClientConfig(ApiServerSettings{}, Sources({{"KUBERNETES_SERVICE_HOST", "fd00::1"},
+                                                     {"KUBERNETES_SERVICE_PORT", "443"}},
+                                                    dir.path().string() + "/sa"))
+          .value();
   EXPECT_EQ(c.server, "https://[fd00::1]:443");
 }
 
@@ -95,7 +98,8 @@ TEST(ClientConfigTest, InClusterWithoutTokenFallsBackToKubeconfig) {
       LoadClientConfig(ApiServerSettings{}, Sources({{"KUBERNETES_SERVICE_HOST", "10.96.0.1"},
                                                      {"KUBERNETES_SERVICE_PORT", "443"},
                                                      {"KUBECONFIG", kc}},
-                                                    dir.path().string() + "/no-sa"));
+                                                    dir.path().string() + "/no-sa"))
+          .value();
   EXPECT_EQ(c.server, "https://kc:6443");
 }
 
@@ -108,7 +112,7 @@ TEST(ClientConfigTest, KubeconfigCurrentContextWithTokenAndCaData) {
                  "    client-certificate-data: UEVNLUNFUlQ=\n    client-key-data: UEVNLUtFWQ==\n",
                  "    certificate-authority-data: UEVNLUNB\n    insecure-skip-tls-verify: true\n"));
   ClientConfig c =
-      LoadClientConfig(ApiServerSettings{}, Sources({{"KUBECONFIG", kc}}, "/nonexistent"));
+      LoadClientConfig(ApiServerSettings{}, Sources({{"KUBECONFIG", kc}}, "/nonexistent")).value();
   EXPECT_EQ(c.server, "https://dev:6443");
   EXPECT_EQ(c.ca_data, "PEM-CA");
   EXPECT_EQ(c.client_cert_data, "PEM-CERT");
@@ -122,7 +126,8 @@ TEST(ClientConfigTest, DefaultKubeconfigUnderHome) {
   TempDir dir;
   dir.Write(".kube/config", Kubeconfig("home", "https://home:6443", "    token: abc\n"));
   ClientConfig c = LoadClientConfig(ApiServerSettings{},
-                                    Sources({{"HOME", dir.path().string()}}, "/nonexistent"));
+                                    Sources({{"HOME", dir.path().string()}}, "/nonexistent"))
+                       .value();
   EXPECT_EQ(c.server, "https://home:6443");
   EXPECT_EQ(c.token.Reveal(), "abc");
 }
@@ -142,15 +147,16 @@ TEST(ClientConfigTest, ForgeContextOverridesCurrentContext) {
   std::string kc = dir.Write("kc", text);
   ApiServerSettings cfg;
   cfg.context = "b";
-  ClientConfig c = LoadClientConfig(cfg, Sources({{"KUBECONFIG", kc}}, "/nonexistent"));
+  ClientConfig c = LoadClientConfig(cfg, Sources({{"KUBECONFIG", kc}}, "/nonexistent")).value();
   EXPECT_EQ(c.server, "https://b:2");
   EXPECT_EQ(c.namespace_, "nb");
   cfg.context = "missing";
-  try {
-    LoadClientConfig(cfg, Sources({{"KUBECONFIG", kc}}, "/nonexistent"));
-    FAIL() << "expected ConfigError";
-  } catch (const ConfigError& e) {
-    EXPECT_THAT(e.what(), HasSubstr("context \"missing\" not found"));
+  {
+    const StatusOr<ClientConfig> e =
+        LoadClientConfig(cfg, Sources({{"KUBECONFIG", kc}}, "/nonexistent"));
+    ASSERT_FALSE(e.ok());
+    EXPECT_EQ(e.status().code(), Code::kInvalidArgument);
+    EXPECT_THAT(e.status().message(), HasSubstr("context \"missing\" not found"));
   }
 }
 
@@ -166,10 +172,12 @@ TEST(ClientConfigTest, KubeconfigListMergesLikeKubectl) {
                 "users:\n- {name: u, user: {tokenFile: tokens/t}}\n"
                 "contexts:\n- {name: ctx, context: {cluster: shared, user: u}}\n");
   std::string third = dir.Write("three", "current-context: other\n");
-  ClientConfig c = LoadClientConfig(
-      ApiServerSettings{}, Sources({{"KUBECONFIG", dir.path().string() + "/missing:" + first + ":" +
-                                                       second + ":" + third}},
-                                   "/nonexistent"));
+  ClientConfig c =
+      LoadClientConfig(ApiServerSettings{},
+                       Sources({{"KUBECONFIG", dir.path().string() + "/missing:" + first + ":" +
+                                                   second + ":" + third}},
+                               "/nonexistent"))
+          .value();
   EXPECT_EQ(c.server, "https://first:1");
   // tokenFile resolves against the directory of the file that defined the user.
   EXPECT_EQ(c.token_file, dir.path().string() + "/tokens/t");
@@ -181,12 +189,13 @@ TEST(ClientConfigTest, ExecPluginIsNotSupportedYet) {
       "kc", Kubeconfig("gke", "https://gke:443",
                        "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n"
                        "      command: gke-gcloud-auth-plugin\n      interactiveMode: Never\n"));
-  try {
-    LoadClientConfig(ApiServerSettings{}, Sources({{"KUBECONFIG", kc}}, "/nonexistent"));
-    FAIL() << "expected ConfigError";
-  } catch (const ConfigError& e) {
-    EXPECT_THAT(e.what(), HasSubstr("exec credential plugin (gke-gcloud-auth-plugin)"));
-    EXPECT_THAT(e.what(), HasSubstr("not support yet"));
+  {
+    const StatusOr<ClientConfig> e =
+        LoadClientConfig(ApiServerSettings{}, Sources({{"KUBECONFIG", kc}}, "/nonexistent"));
+    ASSERT_FALSE(e.ok());
+    EXPECT_EQ(e.status().code(), Code::kInvalidArgument);
+    EXPECT_THAT(e.status().message(), HasSubstr("exec credential plugin (gke-gcloud-auth-plugin)"));
+    EXPECT_THAT(e.status().message(), HasSubstr("not support yet"));
   }
 }
 
@@ -194,8 +203,8 @@ TEST(ClientConfigTest, AuthProviderIsNotSupportedYet) {
   TempDir dir;
   std::string kc = dir.Write(
       "kc", Kubeconfig("old", "https://old:443", "    auth-provider:\n      name: gcp\n"));
-  EXPECT_THROW(LoadClientConfig(ApiServerSettings{}, Sources({{"KUBECONFIG", kc}}, "/nonexistent")),
-               ConfigError);
+  EXPECT_FALSE(
+      LoadClientConfig(ApiServerSettings{}, Sources({{"KUBECONFIG", kc}}, "/nonexistent")).ok());
 }
 
 TEST(ClientConfigTest, ErrorsNeverContainTheToken) {
@@ -205,42 +214,59 @@ TEST(ClientConfigTest, ErrorsNeverContainTheToken) {
       dir.Write("kc",
                 "current-context: c\nusers:\n- {name: u, user: {token: s3cr3t-t0ken}}\n"
                 "contexts:\n- {name: c, context: {cluster: nope, user: u}}\n");
-  try {
-    LoadClientConfig(ApiServerSettings{}, Sources({{"KUBECONFIG", kc}}, "/nonexistent"));
-    FAIL() << "expected ConfigError";
-  } catch (const ConfigError& e) {
-    EXPECT_THAT(e.what(), HasSubstr("cluster \"nope\""));
-    EXPECT_THAT(e.what(), Not(HasSubstr("s3cr3t")));
+  {
+    const StatusOr<ClientConfig> e =
+        LoadClientConfig(ApiServerSettings{}, Sources({{"KUBECONFIG", kc}}, "/nonexistent"));
+    ASSERT_FALSE(e.ok());
+    EXPECT_EQ(e.status().code(), Code::kInvalidArgument);
+    EXPECT_THAT(e.status().message(), HasSubstr("cluster \"nope\""));
+    EXPECT_THAT(e.status().message(), Not(HasSubstr("s3cr3t")));
   }
   // Bad base64 key data: the message names the field, not its value.
   std::string kc2 = dir.Write(
       "kc2", Kubeconfig("k", "https://k:1",
                         "    client-certificate-data: UEVN\n    client-key-data: 's3cr3t!!'\n"));
-  try {
-    LoadClientConfig(ApiServerSettings{}, Sources({{"KUBECONFIG", kc2}}, "/nonexistent"));
-    FAIL() << "expected ConfigError";
-  } catch (const ConfigError& e) {
-    EXPECT_THAT(e.what(), HasSubstr("client-key-data"));
-    EXPECT_THAT(e.what(), Not(HasSubstr("s3cr3t")));
+  {
+    const StatusOr<ClientConfig> e =
+        LoadClientConfig(ApiServerSettings{}, Sources({{"KUBECONFIG", kc2}}, "/nonexistent"));
+    ASSERT_FALSE(e.ok());
+    EXPECT_EQ(e.status().code(), Code::kInvalidArgument);
+    EXPECT_THAT(e.status().message(), HasSubstr("client-key-data"));
+    EXPECT_THAT(e.status().message(), Not(HasSubstr("s3cr3t")));
   }
 }
 
 TEST(ClientConfigTest, NothingConfiguredSaysWhatToDo) {
   TempDir dir;
-  try {
-    LoadClientConfig(ApiServerSettings{}, Sources({{"HOME", dir.path().string()}}, "/nonexistent"));
-    FAIL() << "expected ConfigError";
-  } catch (const ConfigError& e) {
-    EXPECT_THAT(e.what(), HasSubstr("FORGE_K8S_API_SERVER"));
-    EXPECT_THAT(e.what(), HasSubstr("kubeconfig"));
+  {
+    const StatusOr<ClientConfig> e = LoadClientConfig(
+        ApiServerSettings{}, Sources({{"HOME", dir.path().string()}}, "/nonexistent"));
+    ASSERT_FALSE(e.ok());
+    EXPECT_EQ(e.status().code(), Code::kInvalidArgument);
+    EXPECT_THAT(e.status().message(), HasSubstr("FORGE_K8S_API_SERVER"));
+    EXPECT_THAT(e.status().message(), HasSubstr("kubeconfig"));
   }
 }
 
 TEST(ClientConfigTest, MissingCurrentContextIsAnError) {
   TempDir dir;
   std::string kc = dir.Write("kc", "clusters: []\n");
-  EXPECT_THROW(LoadClientConfig(ApiServerSettings{}, Sources({{"KUBECONFIG", kc}}, "/nonexistent")),
-               ConfigError);
+  EXPECT_FALSE(
+      LoadClientConfig(ApiServerSettings{}, Sources({{"KUBECONFIG", kc}}, "/nonexistent")).ok());
+}
+
+TEST(ClientConfigTest, AServerWithoutHttpIsUnusable) {
+  TempDir dir;
+  std::string kc = dir.Write("kc", Kubeconfig("f", "ftp://f:21", "    token: t\n"));
+  const StatusOr<ClientConfig> c =
+      LoadClientConfig(ApiServerSettings{}, Sources({{"KUBECONFIG", kc}}, "/nonexistent"));
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("must start with http:// or https://"));
+  ApiServerSettings explicit_server;
+  explicit_server.server = "api.example:6443";
+  EXPECT_THAT(LoadClientConfig(explicit_server, Sources({}, "/nonexistent")).status().message(),
+              HasSubstr("FORGE_K8S_API_SERVER"));
+  EXPECT_FALSE(CheckClientConfig(ClientConfig{}).ok());
 }
 
 TEST(TokenSourceTest, RereadsARotatedTokenFile) {
@@ -250,28 +276,28 @@ TEST(TokenSourceTest, RereadsARotatedTokenFile) {
   c.token_file = file;
   TokenSource eager(c, std::chrono::seconds(0));
   TokenSource lazy(c, std::chrono::seconds(3600));
-  EXPECT_EQ(eager.Get().Reveal(), "first");
-  EXPECT_EQ(lazy.Get().Reveal(), "first");
+  EXPECT_EQ(eager.Get().value().Reveal(), "first");
+  EXPECT_EQ(lazy.Get().value().Reveal(), "first");
   dir.Write("token", "second-token");  // a different size, so the change is seen whatever mtime
-  EXPECT_EQ(eager.Get().Reveal(), "second-token");
+  EXPECT_EQ(eager.Get().value().Reveal(), "second-token");
   // Within its recheck interval the lazy source keeps the old token until told to refresh
   // (what the client does after a 401).
-  EXPECT_EQ(lazy.Get().Reveal(), "first");
-  EXPECT_TRUE(lazy.Refresh());
-  EXPECT_EQ(lazy.Get().Reveal(), "second-token");
-  EXPECT_FALSE(lazy.Refresh());
+  EXPECT_EQ(lazy.Get().value().Reveal(), "first");
+  EXPECT_TRUE(lazy.Refresh().value());
+  EXPECT_EQ(lazy.Get().value().Reveal(), "second-token");
+  EXPECT_FALSE(lazy.Refresh().value());
 }
 
 TEST(TokenSourceTest, StaticTokenAndMissingFile) {
   ClientConfig c;
   c.token = Secret("static");
   TokenSource s(c);
-  EXPECT_EQ(s.Get().Reveal(), "static");
-  EXPECT_FALSE(s.Refresh());
+  EXPECT_EQ(s.Get().value().Reveal(), "static");
+  EXPECT_FALSE(s.Refresh().value());
   ClientConfig missing;
   missing.token_file = "/nonexistent/token";
   TokenSource m(missing);
-  EXPECT_THROW(m.Get(), ConfigError);
+  EXPECT_EQ(m.Get().status().code(), Code::kUnavailable);  // a rotation may be under way
 }
 
 }  // namespace

@@ -280,7 +280,12 @@ int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
 
   try {
-    const kube::ClientConfig config = kube::LoadKubeconfig({kubeconfig}, "");
+    const starforge::StatusOr<kube::ClientConfig> loaded = kube::LoadKubeconfig({kubeconfig}, "");
+    if (!loaded.ok()) {
+      std::fprintf(stderr, "kubesim-node: %s\n", loaded.status().message().c_str());
+      return 1;
+    }
+    const kube::ClientConfig& config = *loaded;
     auto make_client = [config](const std::string& name) {
       kube::ClientOptions opts;
       opts.user_agent = "kubesim-node/" + name;

@@ -65,8 +65,8 @@ std::string RedactUrlQueries(std::string text);
 
 class KubeRayFleet : public Fleet {
  public:
-  // Makes no request; Start() begins watching. `objects` presigns capsule URLs. Throws
-  // kube::ConfigError when the client configuration is unusable.
+  // Makes no request; Start() begins watching. `objects` presigns capsule URLs. `options.client`
+  // must pass kube::CheckClientConfig (DetectKubeRay's does).
   KubeRayFleet(KubeRayFleetOptions options, objstore::ObjectStore& objects);
   ~KubeRayFleet() override;  // Stop()
 

@@ -142,7 +142,8 @@ struct ClientStats {
 
 class Client {
  public:
-  // Makes no request. Throws ConfigError when the configuration is unusable (e.g. no server).
+  // Makes no request. `config` must pass CheckClientConfig (as LoadClientConfig's do); one that
+  // does not is a caller's bug: std::invalid_argument.
   explicit Client(ClientConfig config, ClientOptions options = {});
   ~Client();
   Client(const Client&) = delete;

@@ -12,20 +12,18 @@
 #include <ctime>
 #include <map>
 #include <mutex>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "starforge/common/secret.h"
+#include "starforge/common/status.h"
+#include "starforge/common/status_or.h"
 
 namespace starforge::kube {
 
-// Thrown when no usable configuration is found or a kubeconfig is malformed or unsupported. The
-// message names the file/context/setting at fault and never contains a credential.
-class ConfigError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+// A configuration that cannot be used (none found, a kubeconfig malformed or unsupported) is a
+// kInvalidArgument Status whose message names the file/context/setting at fault and never
+// contains a credential.
 
 struct ClientConfig {
   std::string server;      // "https://host:port" or "http://host:port", no trailing slash
@@ -72,15 +70,21 @@ struct ConfigSources {
 // The non-FORGE variables ConfigSources needs, from the process environment.
 ConfigSources ProcessConfigSources();
 
-// Resolves the configuration in the order above. Throws ConfigError.
-ClientConfig LoadClientConfig(const ApiServerSettings& settings, const ConfigSources& sources);
+// Resolves the configuration in the order above; what it returns passes CheckClientConfig.
+StatusOr<ClientConfig> LoadClientConfig(const ApiServerSettings& settings,
+                                        const ConfigSources& sources);
 
 // Builds a configuration from one kubeconfig document set: `files` are read in order and merged
 // (first definition of a cluster/user/context name wins; the first non-empty current-context
 // wins); missing files are skipped, as kubectl does. `context` overrides current-context.
 // Relative file paths inside a kubeconfig resolve against that file's directory. An `exec` or
-// `auth-provider` user is rejected with a "not supported yet" ConfigError. Throws ConfigError.
-ClientConfig LoadKubeconfig(const std::vector<std::string>& files, const std::string& context);
+// `auth-provider` user is rejected as "not supported yet". What it returns passes
+// CheckClientConfig.
+StatusOr<ClientConfig> LoadKubeconfig(const std::vector<std::string>& files,
+                                      const std::string& context);
+
+// Whether a Client can be made from `config`: a server address with http:// or https://.
+Status CheckClientConfig(const ClientConfig& config);
 
 // Hands out the bearer token, re-reading a token file when its mtime or size changes (bound
 // service-account tokens rotate), looking at most once per `recheck` interval. Thread-safe.
@@ -89,10 +93,10 @@ class TokenSource {
   explicit TokenSource(const ClientConfig& config,
                        std::chrono::seconds recheck = std::chrono::seconds(10));
 
-  // The current token ("" = none). Throws ConfigError when the token file cannot be read.
-  Secret Get();
-  // Re-reads the file now (after a 401); true when the token changed.
-  bool Refresh();
+  // The current token ("" = none); kUnavailable when the token file cannot be read.
+  StatusOr<Secret> Get();
+  // Re-reads the file now (after a 401): whether the token changed.
+  StatusOr<bool> Refresh();
   bool empty() const { return file_.empty() && static_token_.empty(); }
 
  private:
@@ -106,7 +110,7 @@ class TokenSource {
   std::time_t mtime_ = 0;
   long mtime_ns_ = 0;
   long long size_ = -1;
-  bool ReloadLocked(bool force);
+  StatusOr<bool> ReloadLocked(bool force);
 };
 
 }  // namespace starforge::kube

@@ -29,7 +29,7 @@ struct KubeBackendOptions {
 
 class KubeBackend : public Backend {
  public:
-  // Makes no request. Throws kube::ConfigError when the client configuration is unusable.
+  // Makes no request. `options.client` must pass kube::CheckClientConfig.
   explicit KubeBackend(KubeBackendOptions options);
   ~KubeBackend() override;
 
