@@ -701,6 +701,7 @@ struct GetOptions {
   std::string output;
   bool watch = false;
   std::string phase;
+  std::string name_contains;  // a part of the name, in any case (the API's nameContains)
   bool all_users = false;
   int64_t limit = 0;  // 0 = all
 };
@@ -721,6 +722,7 @@ ApiError FetchJobs(ApiClient& client, const GetOptions& o, const std::string& ow
     if (o.limit > 0) page = std::min<int64_t>(page, o.limit - static_cast<int64_t>(jobs->size()));
     std::string query = "?limit=" + std::to_string(page);
     if (!o.phase.empty()) query += "&phase=" + UrlEncode(o.phase);
+    if (!o.name_contains.empty()) query += "&nameContains=" + UrlEncode(o.name_contains);
     if (!owner.empty()) query += "&owner=" + UrlEncode(owner);
     if (!cursor.empty()) query += "&cursor=" + UrlEncode(cursor);
     json list;
@@ -1044,6 +1046,8 @@ void RegisterClientCommands(Registry& registry) {
   jobs->add_flag("-w,--watch", opts->get.watch,
                  "After the list, print jobs again as they change (every 2 s) until interrupted");
   jobs->add_option("--phase", opts->get.phase, "Only jobs in this phase (e.g. Running)");
+  jobs->add_option("--name-contains", opts->get.name_contains,
+                   "Only jobs whose name contains this, in any case (eval finds llm-eval-7b)");
   jobs->add_flag("-A,--all-users", opts->get.all_users, "Every user's jobs (admin only)");
   jobs->add_option("--limit", opts->get.limit, "At most N jobs (default: all)")
       ->check(CLI::PositiveNumber);

@@ -146,6 +146,20 @@ TEST_F(ClientE2e, LoginThenTheExampleRunsToSucceededAndEveryViewShowsIt) {
   EXPECT_THAT(r.out,
               ContainsRegex(id + " +tiny-train +Succeeded +Completed +[0-9]+s +local +admin +"
                                  "[0-9a-f]{12} +[^\n]*\n"));
+  // --name-contains: a part of the name, in any case (the API's nameContains).
+  r = Forge("get jobs --name-contains INY-TR -o name", "");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("job/" + id + "\n"));
+  r = Forge("get jobs --name-contains iny-tr -o json", "");
+  const json found = json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(found.is_object()) << r.out;
+  ASSERT_FALSE(found["items"].empty());
+  for (const json& job : found["items"])
+    EXPECT_THAT(job["name"].get<std::string>(), HasSubstr("tiny-tr"));
+  r = Forge("get jobs --name-contains no-job-is-called-this", "");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err, "No jobs found.\n");
 
   // The last value of each series tiny-train wrote to metrics.jsonl: the log's final loss.
   r = Forge("metrics " + id, "");
