@@ -55,7 +55,7 @@ def _merged(api: OpenApi, name: str):
 
 MODELS = [starforge.Job, starforge.Transition, starforge.Event, starforge.Playground,
           starforge.Whoami, starforge.Capacity, starforge.CapsuleRef, starforge.Cleanup,
-          starforge.LogEnd, starforge.Artifact]
+          starforge.LogEnd, starforge.Artifact, starforge.JobResources, starforge.ResourceUsage]
 
 
 @pytest.mark.parametrize("model", MODELS, ids=lambda m: m.__name__)
@@ -95,6 +95,7 @@ def test_every_answer_schema_has_a_model_or_is_named_here():
         "Upload": "submit() sends the code itself", "CapsuleInfo": "not in the SDK yet",
         "Token": "admin routes: not in the SDK", "TokenList": "the same", "CreatedToken": "the same",
         "Doctor": "the same", "LoginCode": "the web console's sign-in", "LoginToken": "the same",
+        "PodRequest": "JobResources.pods are dicts",
     }
     have = {m.__schema__.split(".")[0] for m in MODELS}
     missing = set(OpenApi().components["schemas"]) - have - set(without_model)

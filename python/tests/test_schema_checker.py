@@ -16,6 +16,9 @@ JOB = {
     "startedAt": None, "finishedAt": None, "spec": {"any": "thing"},
     "timeline": [{"at": "2026-11-29T12:00:00.123Z", "from": None, "to": "Queued", "reason": "",
                   "message": "", "cause": "api"}],
+    "resources": {"usage": {"cpuSeconds": 1.5, "maxRssBytes": 1048576},
+                  "pods": [{"group": "head", "pool": "main", "pods": 1,
+                            "requests": {"cpu": "1", "memory": "1Gi", "gpus": 0}}]},
 }
 
 

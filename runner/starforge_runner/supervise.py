@@ -3,6 +3,7 @@ keeps status.json current, and forwards stop signals (then SIGKILL after a grace
 
 import errno
 import os
+import resource
 import select
 import signal
 import socket
@@ -27,7 +28,7 @@ _MAX_WAIT_S = 1.0
 
 _STATUS_KEYS = ("jobId", "state", "pid", "runnerPid", "host", "capsuleSha256", "startedAt",
                 "heartbeatAt", "finishedAt", "exitCode", "signal", "signalName", "stopSignal",
-                "forcedKill", "error")
+                "forcedKill", "usage", "error")
 
 
 class Output(object):
@@ -142,6 +143,14 @@ def group_has_live_members(pgid):
         except (IndexError, ValueError):
             continue
     return not found_any
+
+
+def children_usage():
+    """What the entrypoint and the processes under it that were waited for used: CPU seconds
+    (user + system) and the largest resident set any one of them reached (Linux counts
+    ru_maxrss in KiB), from getrusage(RUSAGE_CHILDREN) once the entrypoint has been reaped."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return {"cpuSeconds": round(ru.ru_utime + ru.ru_stime, 3), "maxRssBytes": ru.ru_maxrss * 1024}
 
 
 class Supervisor(object):
@@ -337,7 +346,7 @@ class Supervisor(object):
         return self._finish(returncode, stop_signal, killed_at is not None)
 
     def _finish(self, returncode, stop_signal, forced_kill):
-        extra = {}
+        extra = {"usage": children_usage()}
         if stop_signal is not None:
             extra["stopSignal"] = util.signal_name(stop_signal)
         if forced_kill:

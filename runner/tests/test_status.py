@@ -39,7 +39,7 @@ class StatusTest(support.RunnerTest):
         self.assertEqual(status["capsuleSha256"], "cd" * 32)
         self.assertRegex(status["startedAt"], RFC3339)
         self.assertRegex(status["heartbeatAt"], RFC3339)
-        for key in ("finishedAt", "exitCode", "signal"):
+        for key in ("finishedAt", "exitCode", "signal", "usage"):
             self.assertNotIn(key, status)
 
         # Heartbeats (every 0.2 s here) replace the file: a new inode each time, and the time
@@ -68,6 +68,24 @@ class StatusTest(support.RunnerTest):
         self.assertGreaterEqual(status["finishedAt"], started)
         # Nothing but the status file and the logs is left in the job directory.
         self.assertEqual(sorted(os.listdir(self.job_dir)), ["logs", "status.json"])
+
+    def test_finished_status_records_the_cpu_and_memory_the_job_used(self):
+        # A child that spins for 0.6 s of CPU and holds 64 MiB: both show in `usage`, which a
+        # running status does not have.
+        child = ("import time\nb = bytearray(64 << 20)\nfor i in range(0, len(b), 4096): b[i] = 1\n"
+                 "t = time.process_time()\nwhile time.process_time() - t < 0.6: pass\n")
+        busy = "import subprocess, sys\nsubprocess.run([sys.executable, '-c', %r], check=True)\n" % child
+        self.make(support.py(busy))
+        proc, stdout, stderr = self.start_runner()
+        self.assertEqual(proc.wait(timeout=30), 0)
+        status = self.status()
+        self.assertEqual(status["state"], "succeeded")
+        usage = status["usage"]
+        self.assertEqual(sorted(usage), ["cpuSeconds", "maxRssBytes"])
+        self.assertGreaterEqual(usage["cpuSeconds"], 0.6)
+        self.assertLess(usage["cpuSeconds"], 30)
+        self.assertGreaterEqual(usage["maxRssBytes"], 64 << 20)
+        self.assertLess(usage["maxRssBytes"], 4 << 30)
 
     def test_status_is_valid_json_at_every_moment(self):
         # Read continuously while heartbeats rewrite it: never a partial document.

@@ -16,6 +16,8 @@
 #include "starforge/common/api_errors.h"
 #include "starforge/common/format.h"
 #include "starforge/common/reasons.h"
+#include "starforge/fleet/job_resources.h"
+#include "starforge/jobspec/parse.h"
 
 namespace starforge::api {
 
@@ -81,6 +83,21 @@ void WatchJobs(Call& c) {
                std::make_shared<JobsWatch>(s.store, s.epoch, after, std::move(filter)));
 }
 
+// A job's `resources` (docs/api.md, "A job's resources"): on the kuberay fleet the pods its
+// RayJob requests (from its canonical JobSpec, as kuberay::Render builds them); on any fleet the
+// use the runner recorded in <job dir>/status.json when the entrypoint ended (null until then).
+void AddResources(nlohmann::json& detail, const store::Job& job, const ServerOptions& options) {
+  nlohmann::json resources = {{"usage", nullptr}};
+  if (job.fleet == "kuberay") {
+    const nlohmann::json doc = nlohmann::json::parse(job.spec_json, nullptr, false);
+    jobspec::ParseResult spec = jobspec::FromJson(doc, jobspec::Defaults{});
+    if (spec.ok()) resources["pods"] = fleet::KubeRayPodRequests(*spec.spec, options.config);
+  }
+  if (auto usage = fleet::RecordedUsage(options.storage_root / "jobs" / job.id))
+    resources["usage"] = std::move(*usage);
+  detail["resources"] = std::move(resources);
+}
+
 }  // namespace
 
 void ListJobs(Call& c) {
@@ -132,10 +149,18 @@ void GetJob(Call& c) {
   OnlyParams(c, {"watch"});
   store::Job job = VisibleJob(c, c.Path());
   // ?watch=1: this answer, then again whenever the job or its events change (watch.h).
-  if (BoolParam(c, "watch"))
-    return StreamEvents(c, WatchLimit(s), std::make_shared<JobWatch>(s.store, job.id));
+  if (BoolParam(c, "watch")) {
+    const ServerOptions* options = &s.options;
+    return StreamEvents(c, WatchLimit(s),
+                        std::make_shared<JobWatch>(
+                            s.store, job.id, [options](nlohmann::json& d, const store::Job& j) {
+                              AddResources(d, j, *options);
+                            }));
+  }
   std::vector<store::Transition> timeline = s.store.ListTransitions(job.id);
-  SetJson(c.res, 200, JobJson(job, /*with_spec=*/true, &timeline));
+  nlohmann::json detail = JobJson(job, /*with_spec=*/true, &timeline);
+  AddResources(detail, job, s.options);
+  SetJson(c.res, 200, detail);
 }
 
 void CancelJob(Call& c) {
@@ -144,22 +169,14 @@ void CancelJob(Call& c) {
   OnlyParams(c, {});
   store::Job job = VisibleJob(c, c.Path());
   if (store::IsTerminal(job.phase)) return SetJson(c.res, 200, JobJson(job));
-  std::optional<store::Job> updated;
   bool first = false;
-  for (int attempt = 0;; ++attempt) {
-    try {
-      updated = s.store.UpdateJob(job.id, [&](store::Job& j) {
-        first = !j.cancel_requested;
-        if (first) {
-          j.cancel_requested = true;
-          j.cancel_requested_at = NowMs();
-        }
-      });
-      break;
-    } catch (const store::Conflict&) {
-      if (attempt == 4) throw;
+  const std::optional<store::Job> updated = s.store.UpdateJob(job.id, [&](store::Job& j) {
+    first = !j.cancel_requested;
+    if (first) {
+      j.cancel_requested = true;
+      j.cancel_requested_at = NowMs();
     }
-  }
+  });
   if (!updated) throw ApiError{404, api_errors::kNotFound, "job " + job.id + " not found", {}, {}};
   if (first) {
     s.store.RecordEvent(job.id, "Normal", reasons::kCancelRequested,

@@ -105,7 +105,9 @@ std::string JobWatch::Poll() {
   if (job->version != version_) {
     version_ = job->version;
     std::vector<store::Transition> timeline = store_.ListTransitions(id_);
-    out += SseMessage("job", Dump(JobJson(*job, /*with_spec=*/true, &timeline)));
+    nlohmann::json detail = JobJson(*job, /*with_spec=*/true, &timeline);
+    if (detail_) detail_(detail, *job);
+    out += SseMessage("job", Dump(detail));
   }
   nlohmann::json items = nlohmann::json::array();
   for (const store::Event& e : store_.ListEvents(id_))

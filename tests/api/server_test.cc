@@ -5,6 +5,7 @@
 
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include <atomic>
 #include <mutex>
@@ -722,6 +723,28 @@ TEST_F(Api, AJobRunsToSucceededWithItsLogsTimelineEventsAndMetrics) {
   EXPECT_EQ(timeline.back()["to"], "Succeeded");
   for (size_t i = 1; i < timeline.size(); ++i)
     EXPECT_EQ(timeline[i]["from"], timeline[i - 1]["to"]) << job.dump();
+  // What the job's processes used, as the runner recorded it when the entrypoint ended: a
+  // Python process's CPU time and resident set. No pods on the local fleet.
+  ASSERT_TRUE(job["resources"]["usage"].is_object()) << job.dump();
+  EXPECT_GT(job["resources"]["usage"]["cpuSeconds"].get<double>(), 0.0);
+  EXPECT_LT(job["resources"]["usage"]["cpuSeconds"].get<double>(), 60.0);
+  EXPECT_GT(job["resources"]["usage"]["maxRssBytes"].get<int64_t>(), 1 << 20);
+  EXPECT_LT(job["resources"]["usage"]["maxRssBytes"].get<int64_t>(), int64_t{4} << 30);
+  EXPECT_FALSE(job["resources"].contains("pods"));
+  // The job writes its directory: a status.json it made up with nonsense, or a FIFO in its
+  // place, is no usage (and no stalled answer).
+  const fs::path status = root_ / "jobs" / id / "status.json";
+  support::WriteFile(status, R"({"usage": {"cpuSeconds": -1, "maxRssBytes": 5}})");
+  EXPECT_EQ(Body(Get("/api/v1/jobs/" + id, admin_))["resources"]["usage"], nullptr);
+  support::WriteFile(status, R"({"usage": {"cpuSeconds": "1", "maxRssBytes": 5}})");
+  EXPECT_EQ(Body(Get("/api/v1/jobs/" + id, admin_))["resources"]["usage"], nullptr);
+  fs::remove(status);
+  ASSERT_EQ(::mkfifo(status.c_str(), 0600), 0);
+  EXPECT_EQ(Body(Get("/api/v1/jobs/" + id, admin_))["resources"]["usage"], nullptr);
+  fs::remove(status);
+  support::WriteFile(status, R"({"usage": {"cpuSeconds": 1.23456, "maxRssBytes": 5e3}})");
+  EXPECT_EQ(Body(Get("/api/v1/jobs/" + id, admin_))["resources"]["usage"],
+            json::parse(R"({"cpuSeconds": 1.235, "maxRssBytes": 5000})"));
 
   // Plain and tail.
   auto logs = Get("/api/v1/jobs/" + id + "/logs", admin_);
@@ -1222,6 +1245,9 @@ TEST_F(Api, AJobWatchSendsItsDetailAndEventsAsTheyChangeThenEnds) {
   EXPECT_EQ(phases.back(), "Succeeded");
   EXPECT_GE(phases.size(), 2u) << "only the end state was sent";
   EXPECT_TRUE(last_job["cleanup"].value("released", false));
+  // Its resources as GET answers them: the use recorded at the end.
+  EXPECT_EQ(last_job["resources"], Body(Get("/api/v1/jobs/" + id, bob))["resources"]);
+  EXPECT_TRUE(last_job["resources"]["usage"].is_object()) << last_job.dump();
   EXPECT_GE(event_lists, 1);
   auto final_events = Get("/api/v1/jobs/" + id + "/events", bob);
   ASSERT_TRUE(final_events);

@@ -638,6 +638,46 @@ export interface components {
         };
         JobDetail: components["schemas"]["JobWithSpec"] & {
             timeline?: components["schemas"]["Transition"][];
+            /** @description In GET /api/v1/jobs/{id} and its watch's job events (not in lists). */
+            resources?: components["schemas"]["JobResources"];
+        };
+        /** @description What the job asks of its fleet and what it used (docs/api.md, "A job's resources"). */
+        JobResources: {
+            /** @description The kuberay fleet only: the Ray pods the job's RayJob requests, from its JobSpec as the fleet renders it — the head (the primary pool's first machine), then a worker group for the primary pool's other machines and one per further pool. */
+            pods?: components["schemas"]["PodRequest"][];
+            /** @description What the job's processes used, as the runner recorded it in the job directory's status.json when the entrypoint ended (null before, or when it recorded none). */
+            usage: components["schemas"]["ResourceUsage"] | null;
+        };
+        PodRequest: {
+            /**
+             * @description head, or the worker group's name (its pool's)
+             * @example head
+             */
+            group: string;
+            /** @example main */
+            pool: string;
+            /** @description how many pods of this group */
+            pods: number;
+            /** @description Each pod's Ray container requests (equal to its limits): cpu and memory as Kubernetes quantities when the pool sets them, gpus (nvidia.com/gpu; 0 when FORGE_K8S_GPU_PASSTHROUGH is off). */
+            requests: {
+                /** @example 8 */
+                cpu?: string;
+                /** @example 64Gi */
+                memory?: string;
+                gpus: number;
+            };
+        };
+        ResourceUsage: {
+            /**
+             * @description CPU time (user + system) of the entrypoint and the processes under it that were waited for
+             * @example 12.345
+             */
+            cpuSeconds: number;
+            /**
+             * @description the largest resident set any one of those processes reached
+             * @example 104857600
+             */
+            maxRssBytes: number;
         };
         Transition: {
             /**

@@ -19,8 +19,10 @@ from ._models import (
     Cleanup,
     Event,
     Job,
+    JobResources,
     LogEnd,
     Playground,
+    ResourceUsage,
     Transition,
     Whoami,
 )
@@ -39,6 +41,8 @@ __all__ = [
     "LogEnd",
     "CapsuleRef",
     "Cleanup",
+    "JobResources",
+    "ResourceUsage",
     "PHASES",
     "TERMINAL_PHASES",
 ]

@@ -77,6 +77,25 @@ class CapsuleRef:
 
 
 @dataclass
+class ResourceUsage:
+    """What a job's processes used, as the runner recorded it when the entrypoint ended."""
+
+    __schema__ = "ResourceUsage"
+    cpu_seconds: float = wire("cpuSeconds")
+    max_rss_bytes: int = wire("maxRssBytes")
+
+
+@dataclass
+class JobResources:
+    """What a job asks of its fleet (``pods``: the kuberay fleet's Ray pods and their requests,
+    as dicts) and what it used (``usage``, once its entrypoint has ended)."""
+
+    __schema__ = "JobResources"
+    usage: Optional[ResourceUsage] = wire("usage", ResourceUsage)
+    pods: Optional[List[Dict[str, Any]]] = wire("pods", default=None)
+
+
+@dataclass
 class Cleanup:
     __schema__ = "Job.cleanup"
     logs_archived: bool = wire("logsArchived")
@@ -142,7 +161,7 @@ class Capacity:
 
 @dataclass
 class Job:
-    """A job as the API answers it. ``spec`` and ``timeline`` are there when the answer had them
+    """A job as the API answers it. ``spec``, ``timeline`` and ``resources`` are there when the answer had them
     (``Client.job(id)`` and ``submit``); ``refresh()`` reads the job again."""
 
     __schema__ = "JobDetail"
@@ -163,6 +182,7 @@ class Job:
     finished_at: Optional[datetime] = wire("finishedAt", "time")
     spec: Optional[Dict[str, Any]] = wire("spec", default=None)
     timeline: Optional[List[Transition]] = wire("timeline", (list, Transition), default=None)
+    resources: Optional[JobResources] = wire("resources", JobResources, default=None)
     #: How the last ``logs(follow=True)`` ended (set when its stream ends); not on the wire.
     log_end: Optional[LogEnd] = field(default=None, repr=False, compare=False)
     _client: Any = field(default=None, repr=False, compare=False)

@@ -56,7 +56,10 @@ class JobsWatch {
 // GET /api/v1/jobs/{id}?watch=1: one job's detail and its events, live.
 class JobWatch {
  public:
-  JobWatch(store::Store& store, std::string job_id) : store_(store), id_(std::move(job_id)) {}
+  // `detail` adds what the store does not hold to each "job" sent (GET /jobs/{id}'s resources).
+  using Detail = std::function<void(nlohmann::json&, const store::Job&)>;
+  JobWatch(store::Store& store, std::string job_id, Detail detail = {})
+      : store_(store), id_(std::move(job_id)), detail_(std::move(detail)) {}
 
   // First call: "job" (as GET /jobs/{id} answers it, with spec and timeline) and "events"
   // ({"items": [...]} as GET /jobs/{id}/events); later calls: each again when it changed.
@@ -68,6 +71,7 @@ class JobWatch {
  private:
   store::Store& store_;
   std::string id_;
+  Detail detail_;
   int64_t after_ = -1;  // the journal position read up to; -1 before the first Poll
   int64_t version_ = -1;
   std::string events_;  // the last "events" data sent
