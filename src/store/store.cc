@@ -769,8 +769,9 @@ std::optional<Job> Store::UpdateJob(const std::string& id, const std::function<v
   s.Bind(14, next.logs_archived).Bind(15, next.released).Bind(16, next.updated_at);
   s.Bind(17, next.started_at).Bind(18, next.finished_at).Bind(19, next.version);
   s.Bind(20, next.id).Bind(21, current->version).Run();
+  // The row was read in this IMMEDIATE transaction: another version would be a broken store.
   if (sqlite3_changes(db_) != 1) {
-    throw Conflict(
+    throw StoreError(
         fmt::format("job {} was updated concurrently (version {} is gone)", id, current->version));
   }
   if (phase_changes) InsertTransition(db_, id, current->phase, *change, next.updated_at);
@@ -1129,8 +1130,8 @@ std::optional<Playground> Store::UpdatePlayground(const std::string& id,
   s.Bind(8, next.stop_requested).Bind(9, next.released).Bind(10, next.updated_at);
   s.Bind(11, next.ready_at).Bind(12, next.finished_at).Bind(13, next.version);
   s.Bind(14, next.id).Bind(15, current->version).Run();
-  if (sqlite3_changes(db_) != 1) {
-    throw Conflict(fmt::format("playground {} was updated concurrently", id));
+  if (sqlite3_changes(db_) != 1) {  // read in this IMMEDIATE transaction, as in UpdateJob
+    throw StoreError(fmt::format("playground {} was updated concurrently", id));
   }
   tx.Commit();
   Durable(lock);

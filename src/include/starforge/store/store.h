@@ -17,6 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -27,16 +28,12 @@ struct sqlite3;
 
 namespace starforge::store {
 
-// A failure of the database itself (I/O, corruption, a newer schema): not a user error.
+// A failure of the database itself (I/O, corruption, a newer schema): not a user error, and
+// nothing a caller can do about but report it (the controller retries the reconcile, the API
+// answers 500).
 class StoreError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
-};
-
-// Thrown by UpdateJob when `expected_version` no longer matches (someone else updated first).
-class Conflict : public StoreError {
- public:
-  using StoreError::StoreError;
 };
 
 struct JobFilter {
