@@ -9,6 +9,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "api/tfevents.pb.h"
 #include "starforge/common/regular_file.h"
@@ -123,56 +124,33 @@ int OpenUnder(const std::filesystem::path& job_dir, const std::string& rel) {
   }
 }
 
+// The first of a tensor's typed values, else its raw content read as one T (TensorBoard writes
+// either form).
+template <typename T, typename Values>
+std::optional<double> FirstValue(const Values& values, const std::string& content) {
+  if (!values.empty()) return static_cast<double>(values.Get(0));
+  if (content.size() != sizeof(T)) return std::nullopt;
+  T v{};
+  std::memcpy(&v, content.data(), sizeof(T));
+  return static_cast<double>(v);
+}
+
 // The value of a scalar tensor, if it is one of a type read here.
-bool TensorScalar(const tfevents::TensorProto& t, double* out) {
+std::optional<double> TensorScalar(const tfevents::TensorProto& t) {
   for (const auto& d : t.tensor_shape().dim())
-    if (d.size() != 1) return false;
+    if (d.size() != 1) return std::nullopt;
   const std::string& c = t.tensor_content();
   switch (t.dtype()) {
     case 1:  // DT_FLOAT
-      if (t.float_val_size() > 0) {
-        *out = t.float_val(0);
-      } else if (c.size() == 4) {
-        float f = 0;
-        std::memcpy(&f, c.data(), 4);
-        *out = f;
-      } else {
-        return false;
-      }
-      return true;
+      return FirstValue<float>(t.float_val(), c);
     case 2:  // DT_DOUBLE
-      if (t.double_val_size() > 0) {
-        *out = t.double_val(0);
-      } else if (c.size() == 8) {
-        std::memcpy(out, c.data(), 8);
-      } else {
-        return false;
-      }
-      return true;
+      return FirstValue<double>(t.double_val(), c);
     case 3:  // DT_INT32
-      if (t.int_val_size() > 0) {
-        *out = t.int_val(0);
-      } else if (c.size() == 4) {
-        int32_t i = 0;
-        std::memcpy(&i, c.data(), 4);
-        *out = i;
-      } else {
-        return false;
-      }
-      return true;
+      return FirstValue<int32_t>(t.int_val(), c);
     case 9:  // DT_INT64
-      if (t.int64_val_size() > 0) {
-        *out = static_cast<double>(t.int64_val(0));
-      } else if (c.size() == 8) {
-        int64_t i = 0;
-        std::memcpy(&i, c.data(), 8);
-        *out = static_cast<double>(i);
-      } else {
-        return false;
-      }
-      return true;
+      return FirstValue<int64_t>(t.int64_val(), c);
     default:
-      return false;
+      return std::nullopt;
   }
 }
 
@@ -285,14 +263,13 @@ EventRead ReadEventFile(const std::filesystem::path& job_dir, const std::string&
       ++r.records;
       for (const auto& v : event.summary().value()) {
         if (v.tag().empty() || v.tag().size() > 200) continue;
-        double value = 0;
+        std::optional<double> value;
         if (v.value_case() == tfevents::Summary::Value::kSimpleValue) {
           value = v.simple_value();
-        } else if (v.value_case() != tfevents::Summary::Value::kTensor ||
-                   !TensorScalar(v.tensor(), &value)) {
-          continue;
+        } else if (v.value_case() == tfevents::Summary::Value::kTensor) {
+          value = TensorScalar(v.tensor());
         }
-        if (std::isfinite(value)) emit({v.tag(), event.step(), value});
+        if (value && std::isfinite(*value)) emit({v.tag(), event.step(), *value});
       }
     }
     pos += kHeader + len + kFooter;
