@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { after, before, describe, test } from "node:test";
-import { launchChromium, screenshot, signedIn, startForge, waitFor } from "./lib.mjs";
+import { launchChromium, newContext, screenshot, signedIn, startForge, waitFor } from "./lib.mjs";
 
 const TRAIN_PY = readFileSync("examples/tiny-train/train.py", "utf8");
 // tiny-train as the README runs it, slowed down so that a page sees its curves grow: 41 points
@@ -29,6 +29,17 @@ function watchConsole(page) {
   });
   page.on("pageerror", (e) => errors.push(e.message));
   return errors;
+}
+
+// The page's requests for a job's metrics: by its stream (?follow=1) and plain reads.
+function watchMetricsRequests(page) {
+  const seen = { follows: [], plain: [] };
+  page.on("request", (r) => {
+    const u = new URL(r.url());
+    if (!/^\/api\/v1\/jobs\/[^/]+\/metrics$/.test(u.pathname)) return;
+    (u.searchParams.get("follow") === "1" ? seen.follows : seen.plain).push(u.pathname + u.search);
+  });
+  return seen;
 }
 
 // How many points the chart of `series` holds now (0: no chart yet); never waits.
@@ -61,7 +72,10 @@ describe("the console for daily work", () => {
     })();
     const page = await signedIn(chrome.browser, forge.url, forge.tokens.alice);
     const errors = watchConsole(page);
+    const metricsReads = watchMetricsRequests(page);
     await page.goto(`${forge.url}/jobs/${id}`);
+    // While it runs: its use is recorded at the end; the curves are live.
+    await page.locator("#usage-note").getByText("CPU time and peak memory are recorded when the entrypoint ends.").waitFor();
     // A first chart while the job still runs, with fewer than all of its points.
     const first = await waitFor("a loss curve while tiny-train runs", async () => {
       const n = await chartCount(page, "loss");
@@ -69,11 +83,30 @@ describe("the console for daily work", () => {
     }, 120);
     const phase = JSON.parse((await forge.api("alice", `/api/v1/jobs/${id}`)).body).phase;
     assert.ok(first < 41, `the first curve drawn had ${first} points: it should have grown to 41 (phase ${phase})`);
+    await page.locator("#metrics-note").getByText("Live: drawn as the job writes them.").waitFor();
     // It grows without a reload, to every point, and the job's end makes it final.
     await waitFor("the loss curve to reach 41 points", async () => (await chartCount(page, "loss")) === 41, 180);
     assert.equal(await chartCount(page, "accuracy"), 41);
     await page.locator("#status-line").getByText("Succeeded").waitFor({ timeout: 60_000 });
     await page.locator("#metrics-note").getByText("Final.").waitFor({ timeout: 30_000 });
+    // The page followed the API's metrics stream: one follow, no read by polling.
+    assert.deepEqual(metricsReads.plain, [], "the metrics were polled, not followed");
+    assert.ok(metricsReads.follows.length >= 1);
+    // How long each phase took, and the whole, in words; what the job used, as the API says.
+    const done = JSON.parse((await forge.api("alice", `/api/v1/jobs/${id}`)).body);
+    await waitFor("the durations to end with the total", async () => /Total/.test(await page.locator("#durations").textContent()));
+    const took = await page.locator("#durations dt").allTextContents();
+    assert.deepEqual(took.at(-1), "Total");
+    assert.ok(took.includes("Running") && took.includes("Queued"), `durations of ${took}`);
+    for (const v of await page.locator("#durations dd").allTextContents()) assert.match(v, /^(\d+ ms|\d+\.\ds|\d+s|\d+m(\d+s)?)$/);
+    const seconds = (v) => (/ ms$/.test(v) ? Number.parseFloat(v) / 1000 : /m/.test(v) ? Number(/^(\d+)m/.exec(v)[1]) * 60 + Number(/(\d+)s$/.exec(v)?.[1] ?? 0) : Number.parseFloat(v));
+    const running = seconds(await page.locator("#durations dt", { hasText: "Running" }).locator("xpath=following-sibling::dd[1]").textContent());
+    assert.ok(running >= 15, `tiny-train pauses 0.5 s at each of 40 steps, but Running took ${running} s`);
+    const usage = done.resources.usage;
+    assert.ok(usage.cpuSeconds > 0 && usage.maxRssBytes > 1 << 20, JSON.stringify(done.resources));
+    await page.locator("#usage").getByText(`${usage.cpuSeconds.toFixed(1)} s`).waitFor();
+    assert.match(await page.locator("#usage").textContent(), /Peak memory\d+(\.\d)? MiB/);
+    assert.equal(await page.locator("#pod-requests").count(), 0, "no pods on the local fleet");
     // The drawn line has its points, and the caption the last value.
     const drawn = await page.locator('#charts figure[data-series="loss"] polyline').getAttribute("data-points");
     assert.equal(drawn, "41");
@@ -178,6 +211,116 @@ pools:
     await page.locator(".howto").getByText("metrics.log(step, loss=loss, accuracy=accuracy)").waitFor();
     assert.deepEqual(errors, []);
     await page.context().close();
+  });
+
+  test("TensorBoard scalars of a job that writes event files as it runs: charts that grow over the metrics stream", async () => {
+    // A trainer as tensorboardX or PyTorch's SummaryWriter writes: runs/<run>/events.out.tfevents.*,
+    // a file_version event first, then scalar summaries with their wall time and step, flushed as
+    // it goes. Plain Python: TFRecords (length, masked CRC-32C, the Event protobuf, masked CRC-32C).
+    const id = forge.submit(
+      "bob",
+      `name: tb-train
+fleet: local
+image: python:3.11-slim
+entrypoint: python3 tb.py
+pools:
+  - name: main
+`,
+      {
+        "tb.py": `import os, struct, time
+
+def crc32c(data):
+    c = 0xFFFFFFFF
+    for x in data:
+        c ^= x
+        for _ in range(8):
+            c = (c >> 1) ^ (0x82F63B78 if c & 1 else 0)
+    return c ^ 0xFFFFFFFF
+
+def masked(data):
+    c = crc32c(data)
+    return (((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+def record(data):
+    n = struct.pack("<Q", len(data))
+    return n + struct.pack("<I", masked(n)) + data + struct.pack("<I", masked(data))
+
+def varint(n):
+    out = b""
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out += bytes([b | 0x80])
+        else:
+            return out + bytes([b])
+
+def field(number, payload):  # a length-delimited field
+    return varint(number << 3 | 2) + varint(len(payload)) + payload
+
+def event(step, values):  # Event{wall_time, step, summary{value{tag, simple_value}...}}
+    summary = b"".join(field(1, field(1, tag.encode()) + b"\x15" + struct.pack("<f", v)) for tag, v in values)
+    return b"\x09" + struct.pack("<d", time.time()) + b"\x10" + varint(step) + field(5, summary)
+
+run = os.path.join(os.environ["FORGE_JOB_DIR"], "runs", "tb-train")
+os.makedirs(run)
+with open(os.path.join(run, "events.out.tfevents.1765000000.host.1.0"), "wb") as f:
+    f.write(record(b"\x09" + struct.pack("<d", time.time()) + field(3, b"brain.Event:2")))
+    for i in range(30):
+        step = 100 * i
+        f.write(record(event(step, [("train/loss", 2.0 / (i + 1)), ("train/lr", 0.001)])))
+        f.flush()
+        print("step", step, flush=True)
+        time.sleep(0.5)
+`,
+      },
+    );
+    const page = await signedIn(chrome.browser, forge.url, forge.tokens.bob);
+    const errors = watchConsole(page);
+    const metricsReads = watchMetricsRequests(page);
+    await page.goto(`${forge.url}/jobs/${id}`);
+    // Drawn while the job runs, with fewer points than it ends with, then growing without a reload.
+    const first = await waitFor("a train/loss chart while tb-train runs", async () => {
+      const n = await chartCount(page, "train/loss");
+      return n > 0 && n;
+    }, 120);
+    assert.ok(first < 30, `the first chart drawn had ${first} points: it should have grown to 30`);
+    assert.match(await page.locator("#metrics-note").textContent(), /Also from TensorBoard event files: runs\/tb-train\/events\.out\.tfevents\.1765000000\.host\.1\.0\./);
+    await waitFor("train/loss to reach 30 points", async () => (await chartCount(page, "train/loss")) === 30, 120);
+    await page.locator("#metrics-note").getByText("Final.").waitFor({ timeout: 60_000 });
+    assert.equal(await chartCount(page, "train/lr"), 30);
+    // The values the job wrote (float32): the caption says the last, the API has every point.
+    assert.match(await page.locator('#charts figure[data-series="train/loss"] figcaption').textContent(), /^train\/loss 0\.06667 at step 2900$/);
+    const m = JSON.parse((await forge.api("bob", `/api/v1/jobs/${id}/metrics`)).body);
+    const loss = m.series.find((x) => x.name === "train/loss");
+    assert.deepEqual(loss.points.map((p) => p[0]), Array.from({ length: 30 }, (_, i) => 100 * i));
+    for (const [i, [, v]] of loss.points.entries()) assert.ok(Math.abs(v - 2 / (i + 1)) < 1e-6, `point ${i}: ${v}`);
+    assert.deepEqual(m.eventFiles.map((f) => f.path), ["runs/tb-train/events.out.tfevents.1765000000.host.1.0"]);
+    // Over the stream: no plain read of the metrics.
+    assert.deepEqual(metricsReads.plain, [], "the metrics were polled, not followed");
+    assert.ok(metricsReads.follows.length >= 1);
+    await page.locator("#h-metrics").scrollIntoViewIfNeeded();
+    await screenshot(page, "job-tensorboard", { fullPage: false });
+    assert.deepEqual(errors, []);
+    await page.context().close();
+
+    // Where the stream is refused (an older server, a proxy that buffers): read by cursor
+    // every 2 s, to the same charts.
+    const context = await newContext(chrome.browser);
+    await context.route(/\/api\/v1\/jobs\/[^/]+\/metrics\?(.*&)?follow=1/, (r) =>
+      r.fulfill({ status: 400, contentType: "application/json", body: '{"error":"BadRequest","message":"unknown query parameter \\"follow\\""}' }),
+    );
+    const p2 = await context.newPage();
+    const reads2 = watchMetricsRequests(p2);
+    await p2.goto(`${forge.url}/jobs`);
+    await p2.getByLabel("API token").fill(forge.tokens.bob);
+    await p2.getByRole("button", { name: "Sign in" }).click();
+    await p2.getByRole("button", { name: "Sign out" }).waitFor();
+    await p2.goto(`${forge.url}/jobs/${id}`);
+    await p2.locator("#metrics-note").getByText("Final.").waitFor({ timeout: 60_000 });
+    assert.equal(await chartCount(p2, "train/loss"), 30);
+    assert.ok(reads2.plain.length >= 1 && reads2.follows.length >= 1, JSON.stringify(reads2));
+    await context.close();
   });
 
   test("a new user is shown how to start, runs tiny-train from the example, runs it again without code", async () => {
@@ -342,6 +485,26 @@ pools:
     assert.equal(await page.locator("form.pg-start").isVisible(), false);
     assert.match(await page.locator('#pg-unavailable li[data-fleet="local"]').textContent(), /FORGE_LOCAL_VLLM_COMMAND/);
     assert.match(await page.locator('#pg-unavailable li[data-fleet="kuberay"]').textContent(), /FORGE_K8S_API_SERVER/);
+    // Each need links what to do, on a page forge serves itself (not a path to a file).
+    await page.locator('#pg-unavailable li[data-fleet="local"]').getByRole("link", { name: "How to set up playgrounds on the local fleet" }).click();
+    await page.waitForURL(/\/help\/local-playgrounds$/);
+    await page.getByRole("heading", { name: "Playgrounds on the local fleet" }).waitFor();
+    assert.match(await page.locator("#local-playgrounds-help").textContent(), /FORGE_LOCAL_VLLM_COMMAND[\s\S]*bubblewrap/);
+    await page.goBack();
+    await page.locator('#pg-unavailable li[data-fleet="kuberay"]').getByRole("link", { name: "How to set up the kuberay fleet" }).click();
+    await page.waitForURL(/\/help\/kuberay-fleet$/);
+    await page.getByRole("heading", { name: "Setting up the kuberay fleet" }).waitFor();
+    const kuberayHelp = await page.locator("#kuberay-fleet-help").textContent();
+    for (const setting of ["FORGE_K8S_API_SERVER", "FORGE_S3_ENDPOINT", "FORGE_S3_BUCKET", "FORGE_K8S_STORAGE_PVC"]) assert.match(kuberayHelp, new RegExp(setting));
+    await screenshot(page, "help-kuberay-fleet", { fullPage: false });
+    // The capacity page's card of a fleet that is not configured links the same page.
+    await page.getByRole("navigation", { name: "Console" }).getByRole("link", { name: "Capacity" }).click();
+    await page.locator('[data-fleet="kuberay"]').getByRole("link", { name: "How to set up the kuberay fleet" }).click();
+    await page.waitForURL(/\/help\/kuberay-fleet$/);
+    await page.locator("#kuberay-fleet-help").getByText(/FORGE_S3_ENDPOINT/).first().waitFor();
+    // No help page by another name.
+    await page.goto(`${forge.url}/help/constructor`);
+    await page.getByRole("heading", { name: "Not found" }).waitFor();
     assert.deepEqual(errors, []);
     await page.context().close();
 

@@ -123,6 +123,12 @@ pools:
     assert.match(await pull.textContent(), /Pod\//);
     await page.locator("#events tbody tr", { hasText: "Scheduled" }).first().waitFor({ timeout: 30_000 });
     await screenshot(page, "job-image-pull-failed", { fullPage: false }); // the top: line + events
+    // What its pods request, as the API says and the RayJob asks: the head is the one machine.
+    const head = page.locator('#pod-requests tr[data-group="head"]');
+    await head.waitFor();
+    const pods = JSON.parse((await forge.api("alice", `/api/v1/jobs/${id}`)).body).resources.pods;
+    assert.deepEqual(pods.map((p) => [p.group, p.pool, p.pods]), [["head", "main", 1]]);
+    assert.deepEqual(await head.locator("td").allTextContents(), ["head", "main", "1", "—", "—", String(pods[0].requests.gpus)]);
     await page.getByRole("button", { name: "Cancel job…" }).click();
     await page.getByRole("button", { name: "Yes, cancel it" }).click();
     await page.locator("#status-line").getByText("Cancelled").waitFor({ timeout: 90_000 });
@@ -130,6 +136,11 @@ pools:
     await page.locator('#archive button[data-file="events.json"]').waitFor({ timeout: 90_000 });
     await page.locator('#archive button[data-file="rayjob.json"]').click();
     await page.locator("#archive-view").getByText("kind: RayJob").waitFor();
+    // The RayJob the fleet created asks for what the page said.
+    const rayjob = JSON.parse((await forge.api("alice", `/api/v1/jobs/${id}/logs?file=rayjob.json`)).body);
+    const requests = rayjob.spec.rayClusterSpec.headGroupSpec.template.spec.containers[0].resources?.requests ?? {};
+    assert.equal(Number(requests["nvidia.com/gpu"] ?? 0), pods[0].requests.gpus);
+    assert.ok(!rayjob.spec.rayClusterSpec.workerGroupSpecs?.length, "one machine: the head alone");
     assert.doesNotMatch(await page.locator("#archive-view").textContent(), /X-Amz-Signature/i, "presigned URLs are redacted");
     // The capsule's file list, read from its manifest in S3 (s3rver), as on the local fleet.
     await page.locator("#capsule-files summary").click();

@@ -1,7 +1,7 @@
 // The daily-work pieces of the console that need no browser: one time format, a failed job's error line, the jobs table's sort.
 import { describe, expect, it } from "vitest";
-import type { Job } from "./api";
-import { clock, lastError, mergeEchoes } from "./format";
+import type { Job, Transition } from "./api";
+import { clock, lastError, mergeEchoes, phaseDurations, shortDuration } from "./format";
 import { formatSort, parseSort, sortJobs } from "./joblist";
 
 describe("clock", () => {
@@ -60,5 +60,38 @@ describe("mergeEchoes", () => {
     expect(mergeEchoes([ev("a", "2026-01-01T00:00:00Z", "X", "Pod/p"), ev("b", "2026-01-01T00:00:00Z", "X", "Pod/q")])).toHaveLength(2);
     expect(mergeEchoes([ev("a", "2026-01-01T00:00:00Z"), ev("a", "2026-01-01T00:00:01Z")])).toHaveLength(2);
     expect(mergeEchoes([ev("a", "2026-01-01T00:00:00Z"), ev("b", "2026-01-01T00:01:00Z")])).toHaveLength(2);
+  });
+});
+
+describe("phaseDurations", () => {
+  const t = (to: string, at: string): Transition => ({ at, from: null, to, reason: "", message: "", cause: "controller" }) as unknown as Transition;
+  it("sums each phase, in the order first entered, and the whole run", () => {
+    const d = phaseDurations([
+      t("Queued", "2026-12-07T10:00:00.000Z"),
+      t("Pending", "2026-12-07T10:00:00.400Z"),
+      t("Running", "2026-12-07T10:00:02.400Z"),
+      t("Pending", "2026-12-07T10:00:12.400Z"),
+      t("Running", "2026-12-07T10:00:13.400Z"),
+      t("Succeeded", "2026-12-07T10:01:13.400Z"),
+    ]);
+    expect(d.phases).toEqual([
+      { phase: "Queued", ms: 400 },
+      { phase: "Pending", ms: 3000 },
+      { phase: "Running", ms: 70_000 },
+    ]);
+    expect(d.total).toBe(73_400);
+    expect(d.ended).toBe(true);
+  });
+  it("runs the last phase to now while the job is not over", () => {
+    const d = phaseDurations([t("Queued", "2026-12-07T10:00:00.000Z"), t("Running", "2026-12-07T10:00:01.000Z")], Date.parse("2026-12-07T10:00:31.000Z"));
+    expect(d.phases.at(-1)).toEqual({ phase: "Running", ms: 30_000 });
+    expect(d.total).toBe(31_000);
+    expect(d.ended).toBe(false);
+  });
+  it("says short durations in milliseconds, then to a tenth of a second", () => {
+    expect(shortDuration(40)).toBe("40 ms");
+    expect(shortDuration(1_250)).toBe("1.3s");
+    expect(shortDuration(9_940)).toBe("9.9s");
+    expect(shortDuration(70_000)).toBe("1m10s");
   });
 });

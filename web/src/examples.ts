@@ -1,7 +1,5 @@
 // What the Submit page offers to start from: the repository's examples, their code included (so
-// a first job needs no folder), and the JobSpec reference (the README's "JobSpec v1" section,
-// cut at build time by vite.config.ts).
-import readme from "../../README.md?raw";
+// a first job needs no folder). The JobSpec reference is a help page (help.ts).
 import tinyTrainSpec from "../../examples/tiny-train/job.yaml?raw";
 import tinyTrainPy from "../../examples/tiny-train/train.py?raw";
 
@@ -42,5 +40,3 @@ pools:
     files: { "hello.py": 'print("hello from StarForge")\n' },
   },
 ];
-
-export const JOBSPEC_REFERENCE: string = readme;

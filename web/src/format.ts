@@ -93,6 +93,29 @@ export function timelineSegments(timeline: Transition[], now = Date.now()): Segm
   return segs;
 }
 
+// How long each phase took in all (a phase entered twice counts both times), in the order first
+// entered, and the whole: from the first transition to the terminal one (or `now`).
+export function phaseDurations(timeline: Transition[], now = Date.now()): { phases: { phase: string; ms: number }[]; total: number; ended: boolean } {
+  const segs = timelineSegments(timeline, now);
+  const phases: { phase: string; ms: number }[] = [];
+  for (const s of segs) {
+    if (s.end === s.start && TERMINAL.has(s.phase)) continue; // the end, not a phase that lasted
+    const p = phases.find((x) => x.phase === s.phase);
+    if (p) p.ms += s.end - s.start;
+    else phases.push({ phase: s.phase, ms: s.end - s.start });
+  }
+  const last = segs[segs.length - 1];
+  return { phases, total: segs.length ? last.end - segs[0].start : 0, ended: Boolean(last && TERMINAL.has(last.phase)) };
+}
+
+// A duration in milliseconds below a second ("40 ms"), to a tenth of a second below ten
+// ("3.2s"), else as duration().
+export function shortDuration(ms: number): string {
+  if (ms < 1000) return `${Math.max(0, Math.round(ms))} ms`;
+  if (ms < 10_000) return `${(ms / 1000).toFixed(1)}s`;
+  return duration(ms);
+}
+
 // JSON → YAML (block style) for showing a JobSpec; strings are quoted when YAML would read them
 // as something else.
 export function toYaml(value: unknown, indent = 0): string {

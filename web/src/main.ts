@@ -3,7 +3,7 @@
 import "./style.css";
 import { ApiError, errorFrom, getJson, setToken, setUnauthorizedHandler, token, type LoginToken, type Whoami } from "./api";
 import { clear, h, link } from "./dom";
-import { JOBSPEC_REFERENCE } from "./examples";
+import { HELP } from "./help";
 import { capacityPage } from "./pages/capacity";
 import { jobPage } from "./pages/job";
 import { jobsPage } from "./pages/jobs";
@@ -171,20 +171,23 @@ async function render(notice = ""): Promise<void> {
   const ctx: Ctx = { me, main, navigate: (p) => navigate(p) };
   const jobMatch = /^\/jobs\/([^/]+)$/.exec(path);
   const playgroundMatch = /^\/playgrounds\/([^/]+)$/.exec(path);
+  const helpMatch = /^\/help\/([a-z-]+)$/.exec(path);
   if (path === "/jobs") cleanup = jobsPage(ctx);
   else if (jobMatch) cleanup = jobPage(ctx, decodeURIComponent(jobMatch[1]));
   else if (path === "/submit") cleanup = submitPage(ctx);
   else if (path === "/capacity") cleanup = capacityPage(ctx);
   else if (path === "/playgrounds") cleanup = playgroundsPage(ctx);
   else if (playgroundMatch) cleanup = playgroundPage(ctx, decodeURIComponent(playgroundMatch[1]));
-  else if (path === "/help/jobspec") {
-    // The README's "JobSpec v1" section, as built into the console (vite.config.ts).
-    document.title = "JobSpec reference · StarForge";
+  else if (helpMatch && Object.hasOwn(HELP, helpMatch[1])) {
+    // A section of the repository's documents, as built into the console (help.ts).
+    const page = HELP[helpMatch[1]];
+    document.title = `${page.title} · StarForge`;
     clear(
       main,
-      h("p", { class: "crumbs" }, link("/submit", "Submit"), " / JobSpec reference"),
-      h("h1", null, "JobSpec reference"),
-      h("pre", { class: "code reference", id: "jobspec-reference", tabindex: "0", "aria-label": "JobSpec reference" }, JOBSPEC_REFERENCE.replace(/^## JobSpec v1\n+/, "")),
+      h("p", { class: "crumbs" }, link(page.crumb[0], page.crumb[1]), ` / ${page.title}`),
+      h("h1", null, page.title),
+      h("p", { class: "muted" }, page.from),
+      h("pre", { class: "code reference", id: page.id, tabindex: "0", "aria-label": page.title }, page.text),
     );
   } else {
     document.title = "Not found · StarForge";

@@ -14,6 +14,7 @@ import {
   type SeriesCapacity,
 } from "../api";
 import { clear, h, link } from "../dom";
+import { fleetHelp } from "../help";
 import { bytes } from "../format";
 import { live, type LiveMode } from "../live";
 import type { Cleanup, Ctx } from "../main";
@@ -93,7 +94,8 @@ function fleetCard(f: FleetCapacity): HTMLElement {
       "section",
       { class: "card", "data-fleet": f.fleet },
       heading,
-      h("p", { class: "muted" }, f.message ?? "Not configured on this server (docs/kuberay-fleet.md says what it needs)."),
+      h("p", { class: "muted" }, f.message ?? "Not configured on this server."),
+      fleetHelp(f.fleet, "jobs") ? h("p", null, link(fleetHelp(f.fleet, "jobs"), `How to set up the ${f.fleet} fleet`)) : null,
     );
   if (fleetError(f)) return h("section", { class: "card", "data-fleet": f.fleet }, heading, h("p", { class: "error" }, f.error));
   if (kuberayFleet(f)) return kuberayCard(f, heading);

@@ -18,8 +18,8 @@ import {
   TERMINAL,
 } from "../api";
 import { clear, h, kv, link } from "../dom";
-import { age, bytes, clock, duration, eventObject, lastError, mergeEchoes, statusLine, timelineSegments, toYaml } from "../format";
-import { live } from "../live";
+import { age, bytes, clock, duration, eventObject, lastError, mergeEchoes, phaseDurations, shortDuration, statusLine, timelineSegments, toYaml } from "../format";
+import { live, type LiveMode } from "../live";
 import { followLog } from "../logstream";
 import { drawChart, formatValue, MetricSeries } from "../metrics";
 import type { Cleanup, Ctx } from "../main";
@@ -48,6 +48,8 @@ export function jobPage(ctx: Ctx, id: string): Cleanup {
   const spec = h("pre", { class: "code", id: "spec", tabindex: "0", "aria-label": "JobSpec (canonical)" });
   const capsule = h("dl", { class: "kv", id: "capsule" });
   const facts = h("dl", { class: "kv", id: "facts" });
+  const durations = h("dl", { class: "kv durations", id: "durations", "aria-label": "How long each phase took" });
+  const resources = h("div", { id: "resources" });
   const error = h("p", { class: "error", role: "alert" });
   const archive = h("div", { id: "archive" }, h("p", { class: "muted" }, "Shown once the job has ended and its logs are collected."));
 
@@ -114,8 +116,7 @@ export function jobPage(ctx: Ctx, id: string): Cleanup {
   );
 
   // ---- cancel / submit again ----
-  // The job as last read (JobDetail), or as the cancel answered (a Job: no spec or timeline until
-  // the refresh that follows).
+  // The job as last read (JobDetail), with what the cancel answered until the refresh that follows.
   let job: JobDetail | null = null;
   const renderActions = () => {
     if (!job) return;
@@ -150,7 +151,8 @@ export function jobPage(ctx: Ctx, id: string): Cleanup {
       yes.addEventListener("click", async () => {
         yes.disabled = true;
         try {
-          job = await postJson<Job>(`${path}/cancel`);
+          // The cancel answers the job without its detail (spec, timeline, resources): kept.
+          job = { ...(job as JobDetail), ...(await postJson<Job>(`${path}/cancel`)) };
           await refresh();
         } catch (e) {
           error.textContent = `Cannot cancel: ${(e as Error).message}`;
@@ -213,6 +215,14 @@ export function jobPage(ctx: Ctx, id: string): Cleanup {
       }),
     );
     timeline.setAttribute("aria-label", `Phase timeline: ${segs.map((s) => `${s.phase} ${duration(s.end - s.start)}`).join(", ")}`);
+    // How long each phase took in all, and the whole, in words (the bar's labels may be slivers).
+    const took = phaseDurations(j.timeline ?? [], now);
+    clear(
+      durations,
+      took.phases.flatMap((p) => kv(p.phase, shortDuration(p.ms))),
+      took.phases.length ? kv(took.ended ? "Total" : "So far", shortDuration(took.total)) : null,
+    );
+    renderResources(j);
     clear(
       transitions,
       (j.timeline ?? []).map((t) =>
@@ -243,6 +253,50 @@ export function jobPage(ctx: Ctx, id: string): Cleanup {
           : kv("Capsule", "not built yet (the job is packaged after it is queued)"),
       );
     void loadCapsule(j);
+  };
+
+  // What the job asks of its fleet and what it used (GET …/jobs/{id}: resources): the kuberay
+  // fleet's pods with their requests; the CPU time and peak memory the runner recorded at the end.
+  const renderResources = (j: JobDetail) => {
+    const r = j.resources;
+    const pods = r?.pods?.length
+      ? h(
+          "table",
+          { class: "files", id: "pod-requests", "aria-label": "Pods the job's RayJob requests" },
+          h("thead", null, h("tr", null, ["Group", "Pool", "Pods", "CPU each", "Memory each", "GPUs each"].map((c) => h("th", { scope: "col" }, c)))),
+          h(
+            "tbody",
+            null,
+            r.pods.map((p) =>
+              h(
+                "tr",
+                { "data-group": p.group },
+                h("td", null, p.group),
+                h("td", null, p.pool),
+                h("td", null, String(p.pods)),
+                h("td", null, p.requests.cpu ?? "—"),
+                h("td", null, p.requests.memory ?? "—"),
+                h("td", null, String(p.requests.gpus)),
+              ),
+            ),
+          ),
+        )
+      : null;
+    const usage = r?.usage
+      ? h(
+          "dl",
+          { class: "kv", id: "usage" },
+          kv("CPU time", `${r.usage.cpuSeconds.toFixed(1)} s (user + system, the entrypoint and its children)`),
+          kv("Peak memory", `${bytes(r.usage.maxRssBytes)} (the largest process's resident set)`),
+        )
+      : h(
+          "p",
+          { class: "muted", id: "usage-note" },
+          TERMINAL.has(j.phase)
+            ? "No CPU or memory use was recorded for this job (the runner records it when the entrypoint ends)."
+            : "CPU time and peak memory are recorded when the entrypoint ends.",
+        );
+    clear(resources, pods ? [h("h3", null, "Pods requested"), pods] : null, usage);
   };
 
   // The capsule's size and file list, from its manifest (GET …/capsule), once it is stored.
@@ -346,13 +400,15 @@ export function jobPage(ctx: Ctx, id: string): Cleanup {
     show(found[0], buttons[0]);
   };
 
-  // ---- training curves: GET …/metrics from the last offset, every 2 s until it is complete ----
+  // ---- training curves: GET …/metrics?follow=1 from the cursor read so far (SSE: each event an
+  // answer with only what is new, then "end"); read by cursor every 2 s where there is no stream ----
   const metrics = new MetricSeries();
   let metricsCursor = "0";
   let metricsFiles: string[] = []; // the TensorBoard event files read
   let metricsDone = false;
   let metricsBusy = false;
   let metricsDrawn = false;
+  let metricsMode: LiveMode = "live";
   const charts = h("div", { class: "charts", id: "charts" });
   const metricsNote = h("p", { class: "muted", id: "metrics-note", role: "status" }, "Looking for metrics…");
   const howTo = h(
@@ -394,7 +450,7 @@ export function jobPage(ctx: Ctx, id: string): Cleanup {
     clear(charts, figures);
     const notes: string[] = [];
     if (!figures.length) notes.push(metricsDone ? "This job wrote no metrics." : "No metrics yet.");
-    else notes.push(metricsDone ? "Final." : "Updated every 2 s while the job runs.");
+    else notes.push(metricsDone ? "Final." : metricsMode === "polling" ? "Updated every 2 s while the job runs." : "Live: drawn as the job writes them.");
     if (metricsFiles.length) notes.push(`Also from TensorBoard event files: ${metricsFiles.join(", ")}.`);
     if (metrics.skipped) notes.push(`${metrics.skipped} line(s) of metrics.jsonl were not a JSON object of numbers.`);
     if (metrics.dropped) notes.push("More series than are drawn: only the first 24 are.");
@@ -402,6 +458,16 @@ export function jobPage(ctx: Ctx, id: string): Cleanup {
     metricsNote.textContent = notes.join(" ");
     howTo.hidden = figures.length > 0;
   };
+  // One answer (a plain read's or a stream event's) merged in; true when it has news to draw.
+  const takeMetrics = (a: MetricsAnswer): boolean => {
+    const news = a.series.length > 0 || a.complete || a.skipped > 0 || Boolean(a.warning);
+    metrics.add(a);
+    metricsCursor = a.cursor;
+    if (a.eventFiles.length) metricsFiles = a.eventFiles.map((f) => f.path);
+    if (a.complete) metricsDone = true;
+    return news;
+  };
+  // Where there is no stream: plain reads from the cursor, as many as the server has more.
   const loadMetrics = async () => {
     if (metricsDone || metricsBusy || document.hidden) return;
     metricsBusy = true;
@@ -410,27 +476,50 @@ export function jobPage(ctx: Ctx, id: string): Cleanup {
       // cursor covers metrics.jsonl and the job's TensorBoard event files.
       let news = !metricsDrawn;
       for (let i = 0; i < 16; i++) {
-        const a = await getJson<MetricsAnswer>(`${path}/metrics?cursor=${encodeURIComponent(metricsCursor)}`);
         const before = metricsCursor;
-        news ||= a.series.length > 0 || a.complete || a.skipped > 0 || Boolean(a.warning);
-        metrics.add(a);
-        metricsCursor = a.cursor;
-        if (a.eventFiles.length) metricsFiles = a.eventFiles.map((f) => f.path);
-        if (a.complete) metricsDone = true;
+        const a = await getJson<MetricsAnswer>(`${path}/metrics?cursor=${encodeURIComponent(metricsCursor)}`);
+        news = takeMetrics(a) || news;
         if (a.complete || !a.more || a.cursor === before) break;
       }
-      // Redrawn only with news: a pointer over a chart keeps its readout between polls.
+      // Redrawn only with news: a pointer over a chart keeps its readout between reads.
       if (news) drawMetrics();
       metricsDrawn = true;
-      if (metricsDone) clearInterval(metricsTimer);
+      if (metricsDone) stopMetrics();
     } catch (e) {
       if (!(e instanceof ApiError && e.status === 404)) metricsNote.textContent = `Cannot read the metrics: ${(e as Error).message}`;
     } finally {
       metricsBusy = false;
     }
   };
-  const metricsTimer = setInterval(() => void loadMetrics(), 2000);
-  void loadMetrics();
+  const onMetricsEvent = (ev: { event: string; data: string }) => {
+    try {
+      if (ev.event === "metrics") {
+        if (takeMetrics(JSON.parse(ev.data) as MetricsAnswer) || !metricsDrawn) drawMetrics();
+        metricsDrawn = true;
+      } else if (ev.event === "end") {
+        metricsDone = true;
+        drawMetrics();
+        stopMetrics();
+      }
+    } catch (e) {
+      metricsNote.textContent = `Cannot read the metrics: ${(e as Error).message}`;
+    }
+  };
+  const stopMetrics = live({
+    url: () => `${path}/metrics?follow=1&cursor=${encodeURIComponent(metricsCursor)}`,
+    onEvent: onMetricsEvent,
+    snapshot: loadMetrics,
+    snapshotFirst: false,
+    everyMs: 2000,
+    onMode: (m) => {
+      const changed = m !== metricsMode;
+      metricsMode = m;
+      // The stream is open: what there is so far comes as its first event; until then, say so.
+      if (metricsDone || !(changed || (m === "live" && !metricsDrawn))) return;
+      drawMetrics();
+      metricsDrawn = true;
+    },
+  });
 
   let stopLive: () => void = () => {};
   let events: JobEvent[] = [];
@@ -444,7 +533,7 @@ export function jobPage(ctx: Ctx, id: string): Cleanup {
   };
   const notFound = () => {
     stopLive();
-    clearInterval(metricsTimer);
+    stopMetrics();
     stopLog();
     clear(ctx.main, h("h1", null, "Job not found"), h("p", { id: "not-found" }, `There is no job ${id} that you can see. `, link("/jobs", "Back to the jobs.")));
   };
@@ -486,7 +575,7 @@ export function jobPage(ctx: Ctx, id: string): Cleanup {
     actions,
     error,
     section("h-metrics", "Training curves", charts, metricsNote, howTo),
-    section("h-timeline", "Timeline", timeline, transitions),
+    section("h-timeline", "Timeline", timeline, durations, transitions),
     section(
       "h-events",
       "Events",
@@ -511,7 +600,7 @@ export function jobPage(ctx: Ctx, id: string): Cleanup {
     h(
       "div",
       { class: "two" },
-      section("h-facts", "Job", facts),
+      section("h-facts", "Job", facts, h("h3", null, "Resources"), resources),
       section("h-capsule", "Capsule", capsule, capsuleFiles),
     ),
     section("h-spec", "JobSpec", spec),
@@ -520,8 +609,8 @@ export function jobPage(ctx: Ctx, id: string): Cleanup {
   return () => {
     stopLive();
     stopLog();
+    stopMetrics();
     clearInterval(ticker);
-    clearInterval(metricsTimer);
   };
 }
 

@@ -13,6 +13,7 @@ import {
   sendJson,
 } from "../api";
 import { clear, h, link } from "../dom";
+import { fleetHelp } from "../help";
 import type { Cleanup, Ctx } from "../main";
 import { countdown, parseDuration, PLAYGROUND_ENDED, ttlLeft } from "../playground";
 import { poll } from "../poll";
@@ -182,7 +183,10 @@ export function playgroundsPage(ctx: Ctx): Cleanup {
         h(
           "ul",
           null,
-          fleets.map((f) => h("li", { "data-fleet": f.fleet }, h("strong", null, f.fleet), `: ${f.message ?? "not available"}`)),
+          fleets.map((f) => {
+            const help = fleetHelp(f.fleet, "playgrounds");
+            return h("li", { "data-fleet": f.fleet }, h("strong", null, f.fleet), `: ${f.message ?? "not available"}`, help ? [" ", link(help, `How to set up ${f.fleet === "kuberay" ? "the kuberay fleet" : "playgrounds on the local fleet"}`)] : null);
+          }),
         ),
       );
     }
