@@ -25,7 +25,8 @@ export const HELP: Record<string, HelpPage> = {
   "kuberay-fleet": {
     title: "Setting up the kuberay fleet",
     id: "kuberay-fleet-help",
-    text: `${kuberayFleet.replace(/^### .*\n+/, "")}\n\nAll of a cluster's settings, as forge serve reads them:\n\n${kuberaySettings.replace(/^## .*\n+/, "")}`,
+    // "(below)" in the section points further down its document, which this page does not have.
+    text: `${kuberayFleet.replace(/^### .*\n+/, "").replaceAll("(below)", '(docs/kuberay-fleet.md, "Restart safety and orphans")')}\n\nAll of a cluster's settings, as forge serve reads them:\n\n${kuberaySettings.replace(/^## .*\n+/, "")}`,
     from: "docs/kuberay-fleet.md (\"When forge serve runs it\") and docs/settings.md (\"Example: a KubeRay cluster\").",
     crumb: ["/capacity", "Capacity"],
   },
