@@ -300,13 +300,11 @@ void ReadUpload(Call& c, Upload& up, Cleanup& tmp, const std::string& id) {
 }
 
 jobspec::JobSpec ParseSpec(const ServerState& s, const std::string& text) {
-  nlohmann::json doc;
-  try {
-    doc = ParseYaml(text, jobspec::kJobSpecYamlLimits);
-  } catch (const SyntaxError& e) {
-    throw BadRequest(std::string("the JobSpec is not valid YAML or JSON: ") + e.what(), "spec");
+  const StatusOr<nlohmann::json> doc = ParseYaml(text, jobspec::kJobSpecYamlLimits);
+  if (!doc.ok()) {
+    throw BadRequest("the JobSpec is not valid YAML or JSON: " + doc.status().message(), "spec");
   }
-  jobspec::ParseResult parsed = jobspec::FromJson(doc, config::JobDefaults(s.options.config));
+  jobspec::ParseResult parsed = jobspec::FromJson(*doc, config::JobDefaults(s.options.config));
   if (!parsed.ok()) {
     const std::string first = parsed.errors.front().ToString();
     throw ApiError{422, api_errors::kInvalid,

@@ -25,8 +25,10 @@ std::string Where(const YAML::Mark& mark) {
   return "line " + std::to_string(mark.line + 1) + ", column " + std::to_string(mark.column + 1);
 }
 
+// Stops the parse: yaml-cpp's own exception, so that ParseYaml's one catch of the library's
+// failures reports the converter's too.
 [[noreturn]] void Fail(const YAML::Mark& mark, const std::string& reason) {
-  throw SyntaxError(Where(mark) + ": " + reason);
+  throw YAML::ParserException(mark, reason);
 }
 
 // ---- YAML 1.2 core schema (https://yaml.org/spec/1.2.2/#1032-tag-resolution) ----
@@ -488,22 +490,22 @@ std::string StripTrailingBlanks(const std::string& text) {
 
 }  // namespace
 
-json ParseYaml(std::string_view text, const YamlLimits& limits) {
-  CheckUtf8(text);
-  CheckFlowDepth(text, limits.max_depth);
-  std::istringstream in{std::string(text)};
-  JsonBuilder builder(limits);
+StatusOr<json> ParseYaml(std::string_view text, const YamlLimits& limits) {
   try {
+    CheckUtf8(text);
+    CheckFlowDepth(text, limits.max_depth);
+    std::istringstream in{std::string(text)};
+    JsonBuilder builder(limits);
     YAML::Parser parser(in);
-    if (!parser.HandleNextDocument(builder)) return nullptr;
+    if (!parser.HandleNextDocument(builder)) return json(nullptr);
     json root = builder.TakeRoot();
     JsonBuilder rest(limits);
     if (parser.HandleNextDocument(rest)) {
-      throw SyntaxError("expected a single YAML document, found more than one ('---')");
+      return Status::Invalid("expected a single YAML document, found more than one ('---')");
     }
     return root;
   } catch (const YAML::Exception& e) {
-    Fail(e.mark, e.msg);
+    return Status::Invalid(Where(e.mark) + ": " + e.msg);
   }
 }
 

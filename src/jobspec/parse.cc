@@ -518,15 +518,13 @@ ParseResult FromJson(const json& doc, const Defaults& defaults) {
 }
 
 ParseResult Parse(std::string_view text, const Defaults& defaults) {
-  json doc;
-  try {
-    doc = ParseYaml(text, kJobSpecYamlLimits);
-  } catch (const SyntaxError& e) {
+  StatusOr<json> doc = ParseYaml(text, kJobSpecYamlLimits);
+  if (!doc.ok()) {
     ParseResult result;
-    result.errors.push_back({"", std::string("syntax error: ") + e.what()});
+    result.errors.push_back({"", "syntax error: " + doc.status().message()});
     return result;
   }
-  return FromJson(doc, defaults);
+  return FromJson(*doc, defaults);
 }
 
 }  // namespace starforge::jobspec

@@ -177,12 +177,10 @@ StatusOr<ClientConfig> LoadKubeconfig(const std::vector<std::string>& files,
     if (file.empty()) continue;
     auto text = ReadFile(file);
     if (!text) continue;  // kubectl skips missing files in KUBECONFIG
-    json doc;
-    try {
-      doc = ParseYaml(*text);
-    } catch (const std::exception& e) {
-      return Unusable(fmt::format("kubeconfig {}: {}", file, e.what()));
-    }
+    StatusOr<json> parsed = ParseYaml(*text);
+    if (!parsed.ok())
+      return Unusable(fmt::format("kubeconfig {}: {}", file, parsed.status().message()));
+    const json doc = std::move(parsed).value();
     m.files_read.push_back(file);
     if (doc.is_null()) continue;
     if (!doc.is_object()) return Unusable(fmt::format("kubeconfig {}: not a mapping", file));

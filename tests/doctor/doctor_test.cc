@@ -195,7 +195,7 @@ class DoctorKubesimTest : public ::testing::Test {
     // deploy/'s rules for forge-token, and a second service account that lacks one rule.
     std::string table =
         support::ReadFile(fs::path(STARFORGE_SOURCE_DIR) / "deploy" / "rbac-kubesim.yaml");
-    const json parsed = ParseYaml(table);
+    const json parsed = ParseYaml(table).value();
     json weak = parsed["users"][0];
     weak["name"] = "system:serviceaccount:starforge:weak";
     weak["token"] = "weak-token";

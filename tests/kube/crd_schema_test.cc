@@ -50,7 +50,7 @@ json LoadRayJob(const std::string& name) {
     }
   }
   for (const auto& doc : docs) {
-    json value = ParseYaml(doc);
+    json value = ParseYaml(doc).value();
     if (value.is_object() && value.value("kind", "") == "RayJob") return value;
   }
   throw std::runtime_error(name + " holds no RayJob");

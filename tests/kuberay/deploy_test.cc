@@ -27,7 +27,7 @@ std::vector<json> Documents(const fs::path& file) {
   std::istringstream in(testing::ReadFile(file));
   std::string doc;
   auto flush = [&] {
-    json d = ParseYaml(doc);
+    json d = ParseYaml(doc).value();
     if (!d.is_null()) docs.push_back(d);
     doc.clear();
   };
@@ -127,7 +127,7 @@ std::set<Grant> ManifestGrants(const std::vector<json>& objects) {
 }
 
 std::set<Grant> KubesimGrants() {
-  const json table = ParseYaml(testing::ReadFile(kDeploy / "rbac-kubesim.yaml"));
+  const json table = ParseYaml(testing::ReadFile(kDeploy / "rbac-kubesim.yaml")).value();
   std::set<Grant> grants;
   EXPECT_EQ(table["users"].size(), 1u);
   const json& user = table["users"][0];
@@ -296,7 +296,7 @@ TEST(Deploy, DeploymentRunsForgeServeWithTheKuberayFleet) {
 }
 
 TEST(Deploy, KustomizationListsEveryManifest) {
-  const json k = ParseYaml(testing::ReadFile(kDeploy / "kustomization.yaml"));
+  const json k = ParseYaml(testing::ReadFile(kDeploy / "kustomization.yaml")).value();
   std::set<std::string> listed;
   for (const auto& r : k["resources"]) {
     listed.insert(r.get<std::string>());

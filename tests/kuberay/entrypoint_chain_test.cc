@@ -144,7 +144,7 @@ struct Fixture {
   // The KubeRay K8sJobMode submitter script (upstream-facts §3.1), with this RayJob's fields.
   std::string SubmitterScript() const {
     const std::string a = "http://head-svc:8265";
-    const json runtime_env = ParseYaml(rayjob["spec"]["runtimeEnvYAML"].get<std::string>());
+    const json runtime_env = ParseYaml(rayjob["spec"]["runtimeEnvYAML"].get<std::string>()).value();
     return "if ! ray job status --address " + a + " j-1 >/dev/null 2>&1 ; then ray job submit " +
            "--address " + a + " --no-wait --runtime-env-json " + GoQuote(runtime_env.dump()) +
            " --submission-id j-1 -- " + rayjob["spec"]["entrypoint"].get<std::string>() +
@@ -187,7 +187,7 @@ TEST(EntrypointChain, K8sJobModeRuntimeEnvSurvivesTheSubmitterShell) {
   Fixture f(config::SubmissionMode::kK8sJobMode);
   ASSERT_EQ(f.RunK8sJobMode(f.SubmitterScript()), 0);
   const json received = json::parse(ReadFile(f.tmp.path() / "runtime_env.json"));
-  EXPECT_EQ(received, ParseYaml(f.rayjob["spec"]["runtimeEnvYAML"].get<std::string>()));
+  EXPECT_EQ(received, ParseYaml(f.rayjob["spec"]["runtimeEnvYAML"].get<std::string>()).value());
   EXPECT_EQ(received["env_vars"]["QUOTED"], "say \"hi\"\nback\\slash 'single'");
 }
 

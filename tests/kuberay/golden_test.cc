@@ -88,7 +88,7 @@ class GoldenRayJob : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GoldenRayJob, ValidatesAgainstKubeRayCrds) {
   const fs::path dir = kGoldenDir / GetParam();
-  const nlohmann::json rayjob = ParseYaml(ReadFile(dir / "expected.yaml"));
+  const nlohmann::json rayjob = ParseYaml(ReadFile(dir / "expected.yaml")).value();
   for (const char* version : {"v1.4.0", "v1.7.0"}) {
     static std::map<std::string, std::unique_ptr<kubesim::CrdValidator>> validators;
     auto& v = validators[version];

@@ -77,7 +77,7 @@ std::vector<json> PodTemplates(const json& rayjob) {
 }
 
 json RuntimeEnv(const json& rayjob) {
-  return ParseYaml(rayjob["spec"]["runtimeEnvYAML"].get<std::string>());
+  return ParseYaml(rayjob["spec"]["runtimeEnvYAML"].get<std::string>()).value();
 }
 
 TEST(Render, MetadataNamesLabelsAndNamespace) {

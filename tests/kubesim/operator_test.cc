@@ -1620,7 +1620,8 @@ std::vector<json> ReadManifests(const std::string& path) {
   while (start <= text.size()) {
     const size_t sep = text.find("\n---", start);
     json doc = starforge::ParseYaml(
-        text.substr(start, sep == std::string::npos ? std::string::npos : sep - start));
+                   text.substr(start, sep == std::string::npos ? std::string::npos : sep - start))
+                   .value();
     if (doc.is_object()) docs.push_back(doc);
     if (sep == std::string::npos) break;
     start = sep + 4;

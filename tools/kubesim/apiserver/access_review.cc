@@ -3,9 +3,9 @@
 // (auth.h) and answers 201 with the review and its status. Without --rbac everything is allowed
 // (kube-apiserver's AlwaysAllow). The RBAC authorizer never denies explicitly, so a refusal is
 // {"allowed": false} without `denied` or a reason.
+#include "parse_yaml.h"
 #include "protobuf.h"
 #include "server.h"
-#include "starforge/common/yaml_json.h"
 
 namespace kubesim {
 
@@ -23,7 +23,7 @@ void Server::AccessReview(const httplib::Request& req, httplib::Response& res, c
   if (IsProtobufContentType(ct)) {
     body = DecodeProtobufBody(req.body, "authorization.k8s.io/v1", "SelfSubjectAccessReview");
   } else if (ct.empty() || ct == "application/json" || ct == "application/yaml") {
-    body = starforge::ParseYaml(req.body.empty() ? "{}" : req.body);
+    body = kubesim::ParseYamlOrThrow(req.body.empty() ? "{}" : req.body);
   } else {
     throw ApiError(415, "UnsupportedMediaType",
                    "the body of the request was in an unknown format - accepted media types "

@@ -7,7 +7,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "starforge/common/yaml_json.h"
+#include "parse_yaml.h"
 
 namespace kubesim {
 
@@ -147,7 +147,7 @@ Rbac Rbac::Load(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   try {
-    return FromJson(starforge::ParseYaml(ss.str()));
+    return FromJson(kubesim::ParseYamlOrThrow(ss.str()));
   } catch (const std::runtime_error& e) {
     throw std::runtime_error("RBAC table " + path + ": " + e.what());
   }

@@ -2,8 +2,8 @@
 // to a node (k8s pkg/registry/core/pod/storage BindingREST): sets spec.nodeName and the
 // PodScheduled=True condition in one write; 201 with a Success Status. A pod already assigned,
 // being deleted, or whose uid differs from the Binding's gives 409 Conflict.
+#include "parse_yaml.h"
 #include "server.h"
-#include "starforge/common/yaml_json.h"
 
 namespace kubesim {
 
@@ -15,7 +15,7 @@ void Server::Bind(const httplib::Request& req, httplib::Response& res, const Tar
                    "the server does not allow this method on the requested resource");
   }
   if (req.body.empty()) throw BadRequest("the body of the request was empty");
-  const json body = starforge::ParseYaml(req.body);
+  const json body = kubesim::ParseYamlOrThrow(req.body);
   if (!body.is_object()) throw BadRequest("the body of the request must be a JSON object");
   const json target = body.value("target", json::object());
   const std::string node = target.is_object() ? target.value("name", "") : "";

@@ -44,15 +44,15 @@
 #pragma GCC diagnostic pop
 #endif
 
+#include "parse_yaml.h"
 #include "starforge/common/did_you_mean.h"
-#include "starforge/common/yaml_json.h"
 
 namespace kubesim {
 
+using kubesim::ParseYamlOrThrow;
 using starforge::DidYouMeanSuffix;
 using starforge::FieldError;
 using starforge::FieldErrors;
-using starforge::ParseYaml;
 
 namespace {
 
@@ -963,7 +963,7 @@ std::unique_ptr<CrdValidator> CrdValidator::FromFile(const std::string& crd_path
   text << in.rdbuf();
   if (in.bad()) throw std::runtime_error(crd_path + ": cannot read CRD file");
   try {
-    return FromCrd(ParseYaml(text.str()), version);
+    return FromCrd(ParseYamlOrThrow(text.str()), version);
   } catch (const std::exception& e) {
     throw std::runtime_error(crd_path + ": " + e.what());
   }

@@ -9,11 +9,11 @@
 #include "defaults.h"
 #include "event_fields.h"
 #include "kueue.h"
+#include "parse_yaml.h"
 #include "patch.h"
 #include "protobuf.h"
 #include "selectors.h"
 #include "server.h"
-#include "starforge/common/yaml_json.h"
 #include "validation.h"
 
 namespace kubesim {
@@ -65,7 +65,7 @@ json ParseBody(const httplib::Request& req, const ResourceInfo& r) {
     // kubesim's CPU under a burst of RayJobs (bench/README.md, kuberay_fleet_scale).
     if (type.find("yaml") == std::string::npos)
       body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
-    if (body.is_discarded() || body.is_null()) body = starforge::ParseYaml(req.body);
+    if (body.is_discarded() || body.is_null()) body = kubesim::ParseYamlOrThrow(req.body);
   }
   if (!body.is_object()) throw BadRequest("the body of the request must be a JSON object");
   return body;
@@ -588,7 +588,7 @@ void Server::Patch(const httplib::Request& req, httplib::Response& res, const Ta
     throw e;
   }
   if (req.body.empty()) throw BadRequest("the body of the request was empty");
-  json patch = starforge::ParseYaml(req.body);
+  json patch = kubesim::ParseYamlOrThrow(req.body);
   if (apply) {
     if (Param(req, "fieldManager").empty()) {
       throw ApiError(422, "Invalid",
@@ -655,7 +655,7 @@ void Server::Delete(const httplib::Request& req, httplib::Response& res, const T
   const ResourceInfo& r = *t.r;
   json opts = json::object();
   if (!req.body.empty()) {
-    opts = starforge::ParseYaml(req.body);
+    opts = kubesim::ParseYamlOrThrow(req.body);
     if (!opts.is_object()) throw BadRequest("DeleteOptions must be an object");
   }
   std::string policy = opts.value("propagationPolicy", Param(req, "propagationPolicy"));

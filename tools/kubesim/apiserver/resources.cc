@@ -5,7 +5,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "starforge/common/yaml_json.h"
+#include "parse_yaml.h"
 
 namespace kubesim {
 
@@ -39,7 +39,7 @@ std::shared_ptr<CrdSchema> LoadCrd(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   auto schema = std::make_shared<CrdSchema>();
-  schema->crd = starforge::ParseYaml(ss.str());
+  schema->crd = kubesim::ParseYamlOrThrow(ss.str());
   for (const auto& v : schema->crd["spec"]["versions"]) {
     if (v.value("name", "") == "v1") schema->openapi = v["schema"]["openAPIV3Schema"];
   }

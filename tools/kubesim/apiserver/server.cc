@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "discovery.h"
-#include "starforge/common/yaml_json.h"
+#include "parse_yaml.h"
 #include "tls.h"
 
 namespace kubesim {
@@ -137,7 +137,7 @@ void Server::LoadNodes(const std::string& path) {
     size_t sep = text.find("\n---", start);
     std::string doc =
         text.substr(start, sep == std::string::npos ? std::string::npos : sep - start);
-    json v = starforge::ParseYaml(doc);
+    json v = kubesim::ParseYamlOrThrow(doc);
     if (v.is_array()) {
       for (auto& n : v)
         nodes.push_back(n);
@@ -437,7 +437,7 @@ void Server::DispatchCounted(const httplib::Request& req, httplib::Response& res
     HandleResource(req, res, t);
   } catch (const ApiError& e) {
     WriteError(res, e);
-  } catch (const starforge::SyntaxError& e) {
+  } catch (const kubesim::YamlError& e) {
     WriteError(res, BadRequest(std::string("error decoding body: ") + e.what()));
   } catch (const json::exception& e) {
     WriteError(res, BadRequest(std::string("error decoding body: ") + e.what()));

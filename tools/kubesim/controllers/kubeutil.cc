@@ -7,7 +7,7 @@
 #include <mutex>
 #include <random>
 
-#include "starforge/common/yaml_json.h"
+#include "parse_yaml.h"
 
 namespace kubesim::controllers {
 
@@ -166,7 +166,7 @@ std::string GoJsonMarshal(const json& value) {
 }
 
 std::string YamlToJson(const std::string& yaml) {
-  return GoJsonMarshal(starforge::ParseYaml(yaml));
+  return GoJsonMarshal(kubesim::ParseYamlOrThrow(yaml));
 }
 
 std::string Dns1035LabelErrors(const std::string& value) {

@@ -56,7 +56,7 @@ using starforge::Quantity;
 std::string GoQuote(const std::string& s);
 // Go json.Marshal of a JSON value: compact, map keys sorted, '<' '>' '&' U+2028 U+2029 escaped.
 std::string GoJsonMarshal(const json& value);
-// sigs.k8s.io/yaml.YAMLToJSON: YAML text to compact JSON text (throws starforge::SyntaxError).
+// sigs.k8s.io/yaml.YAMLToJSON: YAML text to compact JSON text (throws kubesim::YamlError).
 std::string YamlToJson(const std::string& yaml);
 
 // DNS-1035 label check as apimachinery words it; "" when valid, else the joined error list.

@@ -14,7 +14,7 @@
 #include "controllers/kubeutil.h"
 #include "controllers/operator.h"
 #include "controllers/reconciler.h"
-#include "starforge/common/yaml_json.h"
+#include "parse_yaml.h"
 
 namespace kubesim::controllers {
 
@@ -457,7 +457,7 @@ class RayJobController : public Controller, public Reconciler {
     if (!rt.empty()) {
       std::string yerr;
       try {
-        json v = starforge::ParseYaml(rt);
+        json v = kubesim::ParseYamlOrThrow(rt);
         if (!v.is_object() && !v.is_null()) {
           yerr = "error unmarshaling JSON: while decoding JSON: json: cannot unmarshal " +
                  std::string(v.is_array()    ? "array"
@@ -712,7 +712,7 @@ class RayJobController : public Controller, public Reconciler {
     if (!GetS(st, "jobId").empty()) req["submission_id"] = GetS(st, "jobId");
     const std::string rt = spec.value("runtimeEnvYAML", "");
     if (!rt.empty()) {
-      json env = starforge::ParseYaml(rt);
+      json env = kubesim::ParseYamlOrThrow(rt);
       if (env.is_object() && !env.empty()) req["runtime_env"] = env;
     }
     if (At(spec, {"metadata"}).is_object() && !spec["metadata"].empty())

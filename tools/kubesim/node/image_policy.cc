@@ -6,7 +6,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "starforge/common/yaml_json.h"
+#include "parse_yaml.h"
 
 namespace kubesim::node {
 
@@ -64,7 +64,7 @@ ImagePolicy ImagePolicy::Load(const std::string& path) {
   ss << in.rdbuf();
   nlohmann::json doc;
   try {
-    doc = starforge::ParseYaml(ss.str());
+    doc = kubesim::ParseYamlOrThrow(ss.str());
   } catch (const std::exception& e) {
     throw std::runtime_error("image policy " + path + ": " + e.what());
   }

@@ -31,7 +31,7 @@
 #include "controllers/kubeutil.h"
 #include "node/kubelet.h"
 #include "node/pod_netns.h"
-#include "starforge/common/yaml_json.h"
+#include "parse_yaml.h"
 #include "starforge/kube/client.h"
 #include "starforge/kube/client_config.h"
 #include "starforge/kube/errors.h"
@@ -64,7 +64,7 @@ std::vector<json> LoadNodes(const std::string& file) {
   if (!in) throw std::runtime_error("cannot read " + file);
   std::stringstream text;
   text << in.rdbuf();
-  json doc = starforge::ParseYaml(text.str());
+  json doc = kubesim::ParseYamlOrThrow(text.str());
   if (doc.is_object() && doc.contains("items")) doc = doc["items"];
   if (doc.is_object()) doc = json::array({doc});
   if (!doc.is_array()) throw std::runtime_error(file + ": not a list of Nodes");

@@ -3,19 +3,14 @@
 // Also the single YAML emitter used for everything StarForge prints (deterministic output).
 #pragma once
 
-#include <stdexcept>
 #include <string>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
 
-namespace starforge {
+#include "starforge/common/status_or.h"
 
-// Thrown for malformed YAML/JSON; what() carries "line L, column C: reason" when known.
-class SyntaxError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+namespace starforge {
 
 // What one document may expand to: aliases can multiply a small document into a huge one
 // ("billion laughs"), so values and bytes (keys and scalars, each alias counting what it copies)
@@ -26,10 +21,11 @@ struct YamlLimits {
   size_t max_depth = 1000;  // collections nested in collections
 };
 
-// Parses one YAML document (JSON is a subset of YAML). Throws SyntaxError. Duplicate mapping keys
+// Parses one YAML document (JSON is a subset of YAML). Malformed text is a kInvalidArgument Status
+// whose message is "line L, column C: reason" when the place is known. Duplicate mapping keys
 // are an error (as in kubectl), naming the key. Non-scalar mapping keys are an error. An empty
 // document yields null. A document larger than `limits` once expanded is an error.
-nlohmann::json ParseYaml(std::string_view text, const YamlLimits& limits = {});
+StatusOr<nlohmann::json> ParseYaml(std::string_view text, const YamlLimits& limits = {});
 
 // Emits `value` as block-style YAML, keys in the json object's (sorted) order, ending in "\n".
 // Strings that a YAML reader would take for another type ("8", "true", "null", "1e3", "") are
