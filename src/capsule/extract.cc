@@ -18,6 +18,7 @@
 #include "starforge/capsule/capsule.h"
 #include "starforge/capsule/manifest.h"
 #include "starforge/common/atomic_file.h"
+#include "starforge/common/status.h"
 
 namespace starforge::capsule {
 
@@ -120,20 +121,21 @@ std::vector<std::string> Plan(zip_t* za, const ExtractLimits& limits, std::vecto
 }
 
 // Creates the directories of `path` below `dest`; every one is new, so none can be a symlink
-// planted to redirect the writes.
-bool MakeParents(const std::string& dest, const std::string& path, std::set<std::string>* made,
-                 std::string* error) {
+// planted to redirect the writes. On failure errno stays mkdir's.
+Status MakeParents(const std::string& dest, const std::string& path, std::set<std::string>* made) {
   for (size_t slash = path.find('/'); slash != std::string::npos;
        slash = path.find('/', slash + 1)) {
     const std::string dir = path.substr(0, slash);
     if (made->count(dir)) continue;
     if (::mkdir((dest + "/" + dir).c_str(), 0755) != 0 && errno != EEXIST) {
-      *error = Printable(dir) + ": " + ErrnoText(errno);
-      return false;
+      const int err = errno;
+      Status why = Status::Internal(Printable(dir) + ": " + ErrnoText(err));
+      errno = err;
+      return why;
     }
     made->insert(dir);
   }
-  return true;
+  return Status::Ok();
 }
 
 }  // namespace
@@ -218,13 +220,15 @@ ExtractResult Unpack(const std::filesystem::path& archive, const std::filesystem
   for (const Planned& p : plan)
     buf_size = std::max(buf_size, static_cast<size_t>(std::min<uint64_t>(p.size + 1, 1 << 20)));
   std::vector<char> buf(buf_size);
-  std::string error;
   for (const Planned& p : plan) {
     const std::string shown = Printable(p.path);
     if (p.path == kStarforgeDir || p.path.rfind(std::string(kStarforgeDir) + "/", 0) == 0)
       r.reserved = true;
-    if (write && !MakeParents(root, p.is_dir ? p.path + "/" : p.path, &made, &error))
-      return local_fail(error);
+    if (write) {
+      if (Status made_dirs = MakeParents(root, p.is_dir ? p.path + "/" : p.path, &made);
+          !made_dirs.ok())
+        return local_fail(made_dirs.message());
+    }
     if (p.is_dir) continue;
     Fd out(write ? ::open((root + "/" + p.path).c_str(),
                           O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,

@@ -19,6 +19,7 @@
 #include "entry_rules.h"
 #include "internal.h"
 #include "starforge/capsule/capsule.h"
+#include "starforge/common/status_or.h"
 
 namespace starforge::capsule {
 
@@ -31,33 +32,38 @@ using internal::ZipFileCloser;
 
 constexpr zip_uint64_t kMissing = ~zip_uint64_t{0};
 
-// Reads entry `index` through libzip (which checks its CRC), at most `limit` bytes; hashes it.
-// Returns false with *error set if it cannot be read; *size is the number of bytes read.
-bool ReadEntry(zip_t* za, zip_uint64_t index, uint64_t limit, std::string* keep, std::string* hex,
-               uint64_t* size, std::string* error) {
+// What reading one entry found: its size (bytes read, more than the limit when it is over it)
+// and, when within the limit, its SHA-256 in hex.
+struct EntryRead {
+  uint64_t size = 0;
+  std::string sha256;
+};
+
+// Why an entry cannot be read (libzip's or libdeflate's words).
+Status Unreadable(std::string why) {
+  return Status::Invalid(std::move(why));
+}
+
+// Reads entry `index` through libzip (which checks its CRC), at most `limit` bytes; hashes it,
+// keeping the bytes in `keep` when given. Fails when it cannot be read.
+StatusOr<EntryRead> ReadEntry(zip_t* za, zip_uint64_t index, uint64_t limit, std::string* keep) {
   std::unique_ptr<zip_file_t, ZipFileCloser> f(zip_fopen_index(za, index, 0));
-  if (!f) {
-    *error = zip_error_strerror(zip_get_error(za));
-    return false;
-  }
+  if (!f) return Unreadable(zip_error_strerror(zip_get_error(za)));
   internal::Sha256 sha;
   std::vector<char> buf(1 << 20);
-  *size = 0;
+  EntryRead read;
   while (true) {
     const zip_int64_t n = zip_fread(f.get(), buf.data(), buf.size());
-    if (n < 0) {
-      *error = zip_error_strerror(zip_file_get_error(f.get()));
-      return false;
-    }
+    if (n < 0) return Unreadable(zip_error_strerror(zip_file_get_error(f.get())));
     if (n == 0) break;
     const auto un = static_cast<uint64_t>(n);
-    *size += un;
-    if (*size > limit) return true;  // the caller reports the size mismatch
+    read.size += un;
+    if (read.size > limit) return read;  // the caller reports the size mismatch
     sha.Update(buf.data(), un);
     if (keep) keep->append(buf.data(), un);
   }
-  *hex = sha.HexDigest();
-  return true;
+  read.sha256 = sha.HexDigest();
+  return read;
 }
 
 // The archive's central directory, read with pread (not mapped: a file truncated while it is
@@ -212,43 +218,31 @@ bool LocalData(const Located& l, const Located::Entry& e, uint64_t* data) {
 }
 
 // Verifies one located entry as ReadEntry does through libzip: its CRC, its size (at most
-// `limit`, else reported through *size) and its SHA-256. False when it cannot be read or
-// inflated, with *error set.
-bool ReadLocated(const Located& l, const Located::Entry& e, uint64_t data, uint64_t limit,
-                 std::vector<uint8_t>& in, std::vector<uint8_t>& out, std::string* hex,
-                 uint64_t* size, std::string* error) {
+// `limit`, else reported as more) and its SHA-256. Fails when it cannot be read or inflated.
+StatusOr<EntryRead> ReadLocated(const Located& l, const Located::Entry& e, uint64_t data,
+                                uint64_t limit, std::vector<uint8_t>& in,
+                                std::vector<uint8_t>& out) {
   internal::Sha256 sha;
+  EntryRead read;
   if (e.method == ZIP_CM_STORE) {
-    *size = e.size;
-    if (e.size != e.comp_size) {
-      *error = "Wrong size";
-      return false;
-    }
-    if (*size > limit) return true;
+    read.size = e.size;
+    if (e.size != e.comp_size) return Unreadable("Wrong size");
+    if (read.size > limit) return read;
     in.resize(static_cast<size_t>(std::min<uint64_t>(kStoredChunk, e.size)));
     uint32_t crc = 0;
     for (uint64_t done = 0; done < e.size;) {
       const size_t n = static_cast<size_t>(std::min<uint64_t>(in.size(), e.size - done));
-      if (!l.Read(data + done, in.data(), n)) {
-        *error = kShrank;
-        return false;
-      }
+      if (!l.Read(data + done, in.data(), n)) return Unreadable(kShrank);
       crc = libdeflate_crc32(crc, in.data(), n);
       sha.Update(in.data(), n);
       done += n;
     }
-    if (crc != e.crc) {
-      *error = "CRC error";
-      return false;
-    }
-    *hex = sha.HexDigest();
-    return true;
+    if (crc != e.crc) return Unreadable("CRC error");
+    read.sha256 = sha.HexDigest();
+    return read;
   }
   in.resize(static_cast<size_t>(e.comp_size));
-  if (!l.Read(data, in.data(), in.size())) {
-    *error = kShrank;
-    return false;
-  }
+  if (!l.Read(data, in.data(), in.size())) return Unreadable(kShrank);
   // Room for one byte more than the manifest says: an entry that inflates past it shows it.
   out.resize(static_cast<size_t>(std::min(e.size, limit + 1)));
   struct Free {
@@ -263,35 +257,24 @@ bool ReadLocated(const Located& l, const Located::Entry& e, uint64_t data, uint6
   if (r == LIBDEFLATE_INSUFFICIENT_SPACE) {
     // More than out.size() bytes: over the limit (the caller reports "size over …") or over
     // the header's size.
-    *size = out.size();
-    if (out.size() > limit) return true;
-    *error = "inflates past the size in its header";
-    return false;
+    read.size = out.size();
+    if (out.size() > limit) return read;
+    return Unreadable("inflates past the size in its header");
   }
-  if (r != LIBDEFLATE_SUCCESS) {
-    *error = "Compression error";  // libzip's words for the same failure
-    return false;
-  }
-  *size = got;
-  if (got != e.size) {
-    *error = "Wrong size";
-    return false;
-  }
-  if (*size > limit) return true;
-  if (libdeflate_crc32(0, out.data(), *size) != e.crc) {
-    *error = "CRC error";
-    return false;
-  }
-  sha.Update(out.data(), *size);
-  *hex = sha.HexDigest();
-  return true;
+  if (r != LIBDEFLATE_SUCCESS) return Unreadable("Compression error");  // libzip's words
+  read.size = got;
+  if (got != e.size) return Unreadable("Wrong size");
+  if (read.size > limit) return read;
+  if (libdeflate_crc32(0, out.data(), read.size) != e.crc) return Unreadable("CRC error");
+  sha.Update(out.data(), read.size);
+  read.sha256 = sha.HexDigest();
+  return read;
 }
 
 // Everything but the archive's own digest, which Inspect computes beside it.
 InspectResult InspectEntries(const std::filesystem::path& capsule, const Located& located,
                              const InspectOptions& options) {
   InspectResult r;
-  std::string error;
   int zerr = 0;
   std::unique_ptr<zip_t, ZipCloser> za(
       zip_open(capsule.c_str(), ZIP_RDONLY | ZIP_CHECKCONS, &zerr));
@@ -334,13 +317,14 @@ InspectResult InspectEntries(const std::filesystem::path& capsule, const Located
     r.problems.push_back(std::string(kManifestPath) + ": missing");
     return r;
   }
-  std::string text, hex;
-  uint64_t size = 0;
-  if (!ReadEntry(za.get(), manifest_it->second, kMaxManifestBytes, &text, &hex, &size, &error)) {
-    r.problems.push_back(std::string(kManifestPath) + ": " + error);
+  std::string text;
+  const StatusOr<EntryRead> manifest_read =
+      ReadEntry(za.get(), manifest_it->second, kMaxManifestBytes, &text);
+  if (!manifest_read.ok()) {
+    r.problems.push_back(std::string(kManifestPath) + ": " + manifest_read.status().message());
     return r;
   }
-  if (!internal::CheckManifestText(text, size, options, &r)) return r;
+  if (!internal::CheckManifestText(text, manifest_read->size, options, &r)) return r;
 
   // Each entry is inflated and hashed on one of `threads` threads, each with its own handle on
   // the archive (a zip_t is not shared between threads); problems are reported in manifest
@@ -378,8 +362,7 @@ InspectResult InspectEntries(const std::filesystem::path& capsule, const Located
     return false;
   };
   auto verify = [&](zip_t* handle) {
-    std::string digest, why;
-    uint64_t got = 0, data = 0;
+    uint64_t data = 0;
     std::vector<uint8_t> in, out;
     const Located::Entry* fast = nullptr;
     for (size_t w = next.fetch_add(1); w < work.size(); w = next.fetch_add(1)) {
@@ -388,15 +371,19 @@ InspectResult InspectEntries(const std::filesystem::path& capsule, const Located
       std::string& verdict = verdicts[w];
       if (work[w].second == kMissing) {
         verdict = shown + ": in the manifest but missing from the archive";
-      } else if (!(located_entry(handle, work[w].second, &fast, &data)
-                       ? ReadLocated(located, *fast, data, m.size, in, out, &digest, &got, &why)
-                       : ReadEntry(handle, work[w].second, m.size, nullptr, &digest, &got, &why))) {
-        verdict = shown + ": cannot be read: " + why;
-      } else if (got != m.size) {
-        verdict = shown + ": size " + (got > m.size ? "over " : "") + std::to_string(got) +
-                  " bytes, the manifest says " + std::to_string(m.size);
-      } else if (digest != m.sha256) {
-        verdict = shown + ": SHA-256 " + digest + ", the manifest says " + m.sha256;
+        continue;
+      }
+      const StatusOr<EntryRead> read = located_entry(handle, work[w].second, &fast, &data)
+                                           ? ReadLocated(located, *fast, data, m.size, in, out)
+                                           : ReadEntry(handle, work[w].second, m.size, nullptr);
+      if (!read.ok()) {
+        verdict = shown + ": cannot be read: " + read.status().message();
+      } else if (read->size != m.size) {
+        verdict = shown + ": size " + (read->size > m.size ? "over " : "") +
+                  std::to_string(read->size) + " bytes, the manifest says " +
+                  std::to_string(m.size);
+      } else if (read->sha256 != m.sha256) {
+        verdict = shown + ": SHA-256 " + read->sha256 + ", the manifest says " + m.sha256;
       } else {
         zip_uint8_t opsys = 0;
         zip_uint32_t attributes = 0;

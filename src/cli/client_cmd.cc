@@ -199,9 +199,8 @@ int Login(Context& c, const std::string& server_flag, bool token_stdin) {
                 "`forge serve`; `forge token create --user NAME` makes more)";
   }
   if (!e.ok()) return Report(c, e);
-  const std::string error = SaveClientSettings(path, {ep->server, token});
-  if (!error.empty()) {
-    c.err << "forge: " << error << "\n";
+  if (Status saved = SaveClientSettings(path, {ep->server, token}); !saved.ok()) {
+    c.err << "forge: " << saved.message() << "\n";
     return kExitInvalid;
   }
   const std::string user = who.value("user", std::string("?"));

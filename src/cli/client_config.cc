@@ -81,17 +81,19 @@ LoadedSettings LoadClientSettings(const fs::path& path) {
   return out;
 }
 
-std::string SaveClientSettings(const fs::path& path, const ClientSettings& settings) {
-  if (path.empty()) return "no place for the configuration: set HOME (or XDG_CONFIG_HOME)";
+Status SaveClientSettings(const fs::path& path, const ClientSettings& settings) {
+  if (path.empty())
+    return Status::FailedPrecondition(
+        "no place for the configuration: set HOME (or XDG_CONFIG_HOME)");
   const fs::path dir = path.parent_path();
   std::error_code ec;
   const bool existed = fs::exists(dir, ec);
   fs::create_directories(dir, ec);
-  if (ec) return "cannot create " + dir.string() + ": " + ec.message();
+  if (ec) return Status::Internal("cannot create " + dir.string() + ": " + ec.message());
   // Our own directory: only its owner may list it. (A pre-existing one is left as the user set
   // it; the file itself is 0600 regardless.)
   if (!existed && ::chmod(dir.c_str(), 0700) != 0)
-    return "cannot set the mode of " + dir.string() + ": " + Errno();
+    return Status::Internal("cannot set the mode of " + dir.string() + ": " + Errno());
 
   json doc;
   bool exists = false;

@@ -472,8 +472,8 @@ int Serve(Context& c, const ServeOptions& o) {
   admin_token.assign(admin_token.size(), '\0');
   spdlog::info("listening on {}", url);
   if (!o.port_file.empty()) {
-    const std::string error = WriteFileAtomic(o.port_file, std::to_string(server.port()) + "\n");
-    if (!error.empty()) spdlog::error("the port file: {}", error);
+    const Status written = WriteFileAtomic(o.port_file, std::to_string(server.port()) + "\n");
+    if (!written.ok()) spdlog::error("the port file: {}", written.message());
   }
 
   WaitForStopSignal();

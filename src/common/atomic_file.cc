@@ -32,21 +32,24 @@ bool WriteAll(int fd, const char* data, size_t size) {
   return true;
 }
 
-std::string WriteFileAtomic(const std::filesystem::path& path,
-                            const std::function<std::string(int fd)>& fill, mode_t mode) {
+Status WriteFileAtomic(const std::filesystem::path& path, const std::function<Status(int fd)>& fill,
+                       mode_t mode) {
   const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : ".";
   // Same directory, so that rename() is atomic; hidden, so that a listing never shows it.
   std::string tmp = (dir / ("." + path.filename().string() + ".tmp-XXXXXX")).string();
   const int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
-  if (fd < 0) return "cannot create a file in " + dir.string() + ": " + ErrnoText(errno);
-  std::string error = fill(fd);
-  auto failed = [&] { error = "cannot write " + path.string() + ": " + ErrnoText(errno); };
-  if (error.empty() && (::fchmod(fd, mode) != 0 || ::fsync(fd) != 0)) failed();
-  if (::close(fd) != 0 && error.empty()) failed();
-  if (error.empty() && ::rename(tmp.c_str(), path.c_str()) != 0) failed();
-  if (!error.empty()) {
+  if (fd < 0)
+    return Status::Internal("cannot create a file in " + dir.string() + ": " + ErrnoText(errno));
+  Status written = fill(fd);
+  auto failed = [&] {
+    written = Status::Internal("cannot write " + path.string() + ": " + ErrnoText(errno));
+  };
+  if (written.ok() && (::fchmod(fd, mode) != 0 || ::fsync(fd) != 0)) failed();
+  if (::close(fd) != 0 && written.ok()) failed();
+  if (written.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) failed();
+  if (!written.ok()) {
     ::unlink(tmp.c_str());
-    return error;
+    return written;
   }
   // The rename is durable only once the directory is on disk too.
   const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -54,17 +57,16 @@ std::string WriteFileAtomic(const std::filesystem::path& path,
     ::fsync(dfd);
     ::close(dfd);
   }
-  return "";
+  return Status::Ok();
 }
 
-std::string WriteFileAtomic(const std::filesystem::path& path, std::string_view content,
-                            mode_t mode) {
+Status WriteFileAtomic(const std::filesystem::path& path, std::string_view content, mode_t mode) {
   return WriteFileAtomic(
       path,
       [&](int fd) {
         return WriteAll(fd, content.data(), content.size())
-                   ? std::string()
-                   : "cannot write " + path.string() + ": " + ErrnoText(errno);
+                   ? Status::Ok()
+                   : Status::Internal("cannot write " + path.string() + ": " + ErrnoText(errno));
       },
       mode);
 }

@@ -147,16 +147,14 @@ class Reconciler {
       *stop = CancelledBeforeSubmit(job);
       return nullptr;
     }
-    std::string error;
-    auto spec = Spec(job, &error);
-    if (!spec) {
+    StatusOr<SpecPtr> spec = specs_.Get(job);
+    if (!spec.ok()) {
       *stop = Finish(job, Phase::kFailed, reasons::kPackagingFailed,
-                     "the stored JobSpec is not valid: " + error);
+                     "the stored JobSpec is not valid: " + spec.status().message());
+      return nullptr;
     }
-    return spec;
+    return *spec;
   }
-
-  SpecPtr Spec(const Job& job, std::string* error) { return specs_.Get(job, error); }
 
   fs::path WorkDir(const Job& job) const { return options_.state_dir / "work" / job.id; }
 
@@ -346,13 +344,12 @@ class Reconciler {
     if (!job.upload_path.empty()) DiscardUpload(job);  // a crash right after Packaging
     // No handle is on record yet: whatever the fleet may hold is freed by Release, by job id.
     if (job.cancel_requested) return CancelledBeforeSubmit(job);
-    std::string error;
-    auto spec = Spec(job, &error);
-    if (!spec) {
+    const StatusOr<SpecPtr> spec = specs_.Get(job);
+    if (!spec.ok()) {
       return Finish(job, Phase::kFailed, reasons::kSubmissionFailed,
-                    "the stored JobSpec is not valid: " + error);
+                    "the stored JobSpec is not valid: " + spec.status().message());
     }
-    const fleet::SubmitResult r = fleet_->Submit(Request(job, *spec));
+    const fleet::SubmitResult r = fleet_->Submit(Request(job, **spec));
     if (!r.status.ok()) {
       ++metrics_.fleet_errors;
       const Status& s = r.status;
@@ -466,11 +463,10 @@ class Reconciler {
   Outcome Observing(const Job& job) {
     // Parsed at the job's first reconcile and kept (ParsedSpecs); the fleet, Resubmit and the
     // deadlines all use this one.
-    std::string spec_error;
-    const SpecPtr spec = Spec(job, &spec_error);
+    const StatusOr<SpecPtr> spec = specs_.Get(job);
     static const jobspec::JobSpec kNoSpec;
     const fleet::Observation obs =
-        fleet_->Observe(job.id, job.fleet_handle, spec ? *spec : kNoSpec);
+        fleet_->Observe(job.id, job.fleet_handle, spec.ok() ? **spec : kNoSpec);
     if (obs.retryable_error) {
       ++metrics_.fleet_errors;
       return Retry("observe: " + obs.message);
@@ -503,14 +499,15 @@ class Reconciler {
     if (ran && job.phase == Phase::kPending) {
       const std::optional<Job> running = Move(job, Phase::kRunning, "", "");
       if (!running || running->phase != Phase::kRunning) return Now();  // moved on: look again
-      return Follow(*running, obs, spec, spec_error, now);
+      return Follow(*running, obs, spec, now);
     }
-    return Follow(job, obs, spec, spec_error, now);
+    return Follow(job, obs, spec, now);
   }
 
   // What the fleet's observation of a job not being cancelled leads to.
-  Outcome Follow(const Job& job, const fleet::Observation& obs, const SpecPtr& spec,
-                 const std::string& spec_error, int64_t now) {
+  Outcome Follow(const Job& job, const fleet::Observation& obs, const StatusOr<SpecPtr>& spec,
+                 int64_t now) {
+    const SpecPtr parsed = spec.ok() ? *spec : nullptr;
     switch (obs.state) {
       case fleet::State::kSucceeded: {
         const int code = obs.exit_code.value_or(0);
@@ -541,20 +538,20 @@ class Reconciler {
                             ? "the fleet lost the running job (no record of it any more)"
                             : obs.message);
         }
-        return Resubmit(job, spec, spec_error);
+        return Resubmit(job, spec);
       case fleet::State::kPending:
-        return Pending(job, spec, obs, now);
+        return Pending(job, parsed, obs, now);
       case fleet::State::kRunning:
-        return Running(job, spec, now);
+        return Running(job, parsed, now);
     }
     return After(Resync(now));
   }
 
   // Pending, but the fleet has no record (e.g. its queue was in memory and it restarted):
   // submit again; the same job id yields the same handle.
-  Outcome Resubmit(const Job& job, const SpecPtr& spec, const std::string& spec_error) {
-    if (!spec) return Retry("the stored JobSpec is not valid: " + spec_error);
-    const fleet::SubmitResult r = fleet_->Submit(Request(job, *spec));
+  Outcome Resubmit(const Job& job, const StatusOr<SpecPtr>& spec) {
+    if (!spec.ok()) return Retry("the stored JobSpec is not valid: " + spec.status().message());
+    const fleet::SubmitResult r = fleet_->Submit(Request(job, **spec));
     if (!r.status.ok()) {
       ++metrics_.fleet_errors;
       const Status& s = r.status;
@@ -724,8 +721,7 @@ void RecordedFleetEvents::Forget(const std::string& job_id) {
   by_job_.erase(job_id);
 }
 
-std::shared_ptr<const jobspec::JobSpec> ParsedSpecs::Get(const store::Job& job,
-                                                         std::string* error) {
+StatusOr<std::shared_ptr<const jobspec::JobSpec>> ParsedSpecs::Get(const store::Job& job) {
   {
     std::lock_guard lock(mu_);
     auto it = by_job_.find(job.id);
@@ -744,11 +740,10 @@ std::shared_ptr<const jobspec::JobSpec> ParsedSpecs::Get(const store::Job& job,
     std::vector<std::string> lines;
     for (const auto& e : r.errors)
       lines.push_back(e.path + ": " + e.message);
-    *error = Join(lines);
+    return Status::Invalid(Join(lines));
   } catch (const nlohmann::json::exception& e) {
-    *error = e.what();
+    return Status::Invalid(e.what());
   }
-  return nullptr;
 }
 
 void ParsedSpecs::Forget(const std::string& job_id) {

@@ -194,20 +194,20 @@ Report Run(const RunOptions& o) {
   }
 
   // 6. The volumes.
-  auto pvc = [&](const std::string& name, std::string* error) -> json {
-    if (name.empty()) return nullptr;
+  // The claim; null when none is named or it does not exist (the checks say which).
+  auto pvc = [&](const std::string& name) -> StatusOr<json> {
+    if (name.empty()) return json(nullptr);
     StatusOr<json> got =
         kube::Try([&] { return client->Get(res::kPersistentVolumeClaims, ns, name); });
-    if (got.ok()) return std::move(got).value();
-    if (got.status().code() != Code::kNotFound) *error = got.status().message();
-    return nullptr;
+    if (!got.ok() && got.status().code() == Code::kNotFound) return json(nullptr);
+    return got;
   };
-  std::string error;
-  json storage = pvc(cfg.k8s_storage_pvc, &error);
-  report.checks.push_back(CheckStoragePvc(storage, error, cfg));
-  error.clear();
-  json corpus = pvc(cfg.k8s_corpus_pvc, &error);
-  report.checks.push_back(CheckCorpusPvc(corpus, error, cfg));
+  const StatusOr<json> storage = pvc(cfg.k8s_storage_pvc);
+  report.checks.push_back(CheckStoragePvc(storage.ok() ? *storage : json(nullptr),
+                                          storage.ok() ? "" : storage.status().message(), cfg));
+  const StatusOr<json> corpus = pvc(cfg.k8s_corpus_pvc);
+  report.checks.push_back(CheckCorpusPvc(corpus.ok() ? *corpus : json(nullptr),
+                                         corpus.ok() ? "" : corpus.status().message(), cfg));
 
   // 7. Object storage.
   report.checks.push_back(ObjectStorage(o));

@@ -497,21 +497,23 @@ struct KubeRayFleet::Impl {
 
   fs::path CancelledMark(const std::string& job_id) const { return cancelled_dir / job_id; }
 
-  std::string MarkCancelled(const std::string& job_id) {
+  Status MarkCancelled(const std::string& job_id) {
     {
       std::lock_guard lock(mu);
-      if (cancelled_ids.count(job_id)) return "";
+      if (cancelled_ids.count(job_id)) return Status::Ok();
     }
     std::error_code ec;
     fs::create_directories(cancelled_dir, ec);
-    const std::string error =
-        ec ? ec.message()
+    const Status written =
+        ec ? Status::Internal(ec.message())
            : WriteFileAtomic(CancelledMark(job_id), std::to_string(std::time(nullptr)) + "\n");
-    if (!error.empty())
-      return "cannot record the cancel under " + cancelled_dir.string() + ": " + error;
+    if (!written.ok()) {
+      return Status::Internal("cannot record the cancel under " + cancelled_dir.string() + ": " +
+                              written.message());
+    }
     std::lock_guard lock(mu);
     cancelled_ids.insert(job_id);
-    return "";
+    return Status::Ok();
   }
 
   bool IsCancelled(const std::string& job_id) {
@@ -1022,7 +1024,7 @@ struct KubeRayFleet::Impl {
 
   std::string Cancel(const std::string& job_id, const std::string& handle) {
     const std::string name = handle.empty() ? kuberay::RayJobName(job_id) : handle;
-    if (std::string err = MarkCancelled(job_id); !err.empty()) return err;
+    if (Status marked = MarkCancelled(job_id); !marked.ok()) return marked.message();
     kube::DeleteOptions d;
     d.propagation_policy = "Background";
     const Status deleted = kube::Try([&] { client.Delete(kuberay::kRayJobs, ns, name, d); });
@@ -1034,8 +1036,8 @@ struct KubeRayFleet::Impl {
   // Writes one file of the archive; a failure is one more problem.
   static void SaveFile(const fs::path& dir, const std::string& file, const std::string& text,
                        std::vector<std::string>* problems) {
-    if (std::string error = WriteFileAtomic(dir / file, text); !error.empty())
-      problems->push_back(error);
+    if (Status written = WriteFileAtomic(dir / file, text); !written.ok())
+      problems->push_back(written.message());
   }
 
   // Saves ray-job.log: Ray's own record of the job, through the API server's service proxy while

@@ -244,7 +244,7 @@ struct LocalFleet::Impl {
   void DropEnded() {
     for (auto it = held.begin(); it != held.end();) {
       const fs::path& lock = it->second.lock ? *it->second.lock : Paths(it->first).lock;
-      if (!launching.count(it->first) && local::ProbeLock(lock) == LockState::kFree)
+      if (!launching.count(it->first) && local::LockFree(lock))
         it = held.erase(it);
       else
         ++it;
@@ -352,11 +352,10 @@ struct LocalFleet::Impl {
       out.cancelled = true;
       return out;
     }
-    std::string lock_error;
-    const LockState lock = local::ProbeLock(p.lock, &lock_error);
-    if (lock == LockState::kError) return fail(lock_error, true);
+    const StatusOr<LockState> lock = local::ProbeLock(p.lock);
+    if (!lock.ok()) return fail(lock.status().message(), true);
     // Already started (a runner holds the lock, or ran and ended): never a second runner.
-    if (lock == LockState::kHeld || fs::exists(p.launch)) {
+    if (*lock == LockState::kHeld || fs::exists(p.launch)) {
       out.ok = true;
       return out;
     }
@@ -470,7 +469,8 @@ struct LocalFleet::Impl {
                                {"startTime", *start}, {"launchedAt", NowMs()},
                                {"host", host},        {"cpus", need.cpus},
                                {"gpus", gpu_ids},     {"capsuleSha256", w.capsule_sha256}};
-      return WriteFileAtomic(p.launch, launch.dump(2) + "\n");
+      // (SpawnDetached's before_exec still says "" for go.)
+      return WriteFileAtomic(p.launch, launch.dump(2) + "\n").message();
     });
     if (spawned.lock_held) {
       out.ok = true;  // someone else started it meanwhile
@@ -524,9 +524,9 @@ struct LocalFleet::Impl {
     const JobPaths p = Paths(id);
     const auto launch = local::ReadJson(p.launch);
     const auto cancel = local::ReadJson(p.cancel);
-    std::string lock_error;
-    const LockState lock = local::ProbeLock(p.lock, &lock_error);
-    if (!launch && lock != LockState::kHeld) return NeverLaunched(p, cancel.has_value());
+    const StatusOr<LockState> lock = local::ProbeLock(p.lock);
+    const bool locked = lock.ok() && *lock == LockState::kHeld;
+    if (!launch && !locked) return NeverLaunched(p, cancel.has_value());
 
     Observation o;
     const int64_t runner_pid = launch ? JsonInt(*launch, "pid") : 0;
@@ -535,12 +535,12 @@ struct LocalFleet::Impl {
 
     const auto status = local::ReadJson(p.status);
     const std::string state = status ? JsonString(*status, "state") : "";
-    bool alive = lock == LockState::kHeld;
-    if (lock == LockState::kError) {
+    bool alive = locked;
+    if (!lock.ok()) {
       // Without the lock, only the heartbeat tells: a fresh one means the runner lives.
       if (state.empty()) {
         o.retryable_error = true;
-        o.message = lock_error;
+        o.message = lock.status().message();
         return o;
       }
       const int64_t beat = ParseRfc3339(JsonString(*status, "heartbeatAt")).value_or(0);
@@ -695,12 +695,12 @@ struct LocalFleet::Impl {
     std::error_code ec;
     fs::create_directories(p.fleet_dir, ec);
     if (ec) return "cannot create " + p.fleet_dir.string() + ": " + ec.message();
-    return WriteFileAtomic(p.cancel, doc.dump(2) + "\n");
+    return WriteFileAtomic(p.cancel, doc.dump(2) + "\n").message();  // "" when written
   }
 
   std::string CancelRunning(const std::string& id, int64_t since_ms) {
     const JobPaths p = Paths(id);
-    if (local::ProbeLock(p.lock) != LockState::kHeld) return "";  // ended, or never started
+    if (!local::LockHeld(p.lock)) return "";  // ended, or never started
     const auto launch = local::ReadJson(p.launch);
     nlohmann::json cancel = local::ReadJson(p.cancel).value_or(nlohmann::json::object());
     if (!cancel.contains("requestedAt")) cancel["requestedAt"] = NowMs();
@@ -798,7 +798,7 @@ struct LocalFleet::Impl {
       const JobPaths p = Paths(id);
       const auto launch = local::ReadJson(p.launch);
       const auto request = local::ReadJson(p.request);
-      if (local::ProbeLock(p.lock) == LockState::kHeld) {
+      if (local::LockHeld(p.lock)) {
         Held h;
         const nlohmann::json& src = launch ? *launch : request.value_or(nlohmann::json::object());
         h.need.cpus = JsonInt(src, "cpus", 1);
@@ -875,11 +875,11 @@ SubmitResult LocalFleet::Submit(const SubmitRequest& request) {
                             {"gpus", w.need.gpus},
                             {"resumeFrom", w.resume_from},
                             {"ownerAdmin", w.owner_admin}};
-      if (std::string err = WriteFileAtomic(p.request, doc.dump(2) + "\n"); !err.empty())
-        return {Status::Retryable(reasons::kSubmissionFailed, err), ""};
+      if (Status written = WriteFileAtomic(p.request, doc.dump(2) + "\n"); !written.ok())
+        return {Status::Retryable(reasons::kSubmissionFailed, written.message()), ""};
     }
     // A runner holds the lock but has not recorded its launch yet: it is launched.
-    if (local::ProbeLock(p.lock) == LockState::kHeld) {
+    if (local::LockHeld(p.lock)) {
       impl_->held.try_emplace(id, Impl::Held{w.need, {}, std::nullopt});
       return result;
     }
@@ -908,7 +908,7 @@ Observation LocalFleet::Observe(const std::string& job_id, const std::string& /*
       {
         std::lock_guard<std::mutex> lock(impl_->mu);
         if (!impl_->IsQueued(job_id) && !impl_->launching.count(job_id) &&
-            local::ProbeLock(impl_->Paths(job_id).lock) != LockState::kHeld)
+            !local::LockHeld(impl_->Paths(job_id).lock))
           impl_->Enqueue(std::move(*w));
       }
       if (auto queued = impl_->ObserveQueued(job_id)) return *queued;
@@ -947,7 +947,7 @@ Status LocalFleet::Cancel(const std::string& job_id, const std::string& /*handle
       if (err.empty() && it != impl_->queue.end()) impl_->queue.erase(it);
       return RetryableUnlessEmpty(reasons::kCancelFailed, err);
     }
-    if (local::ProbeLock(p.lock) != LockState::kHeld && impl_->WaitingFromRequest(job_id)) {
+    if (!local::LockHeld(p.lock) && impl_->WaitingFromRequest(job_id)) {
       // Submitted but not queued here (an interrupted launch): make sure it never starts.
       return RetryableUnlessEmpty(reasons::kCancelFailed,
                                   impl_->RecordCancel(p, {{"requestedAt", NowMs()}}));
@@ -973,7 +973,7 @@ Status LocalFleet::Release(const std::string& job_id, const std::string& /*handl
     if (impl_->launching.count(job_id))
       return RetryableUnlessEmpty(reasons::kReleaseFailed, "the job is being started; try again");
     std::erase_if(impl_->queue, [&](const Impl::Waiting& q) { return q.job_id == job_id; });
-    if (local::ProbeLock(p.lock) == LockState::kHeld) {
+    if (local::LockHeld(p.lock)) {
       // Released while running (e.g. past a deadline): stop it first.
       impl_->CancelRunning(job_id, impl_->options.cancel_grace_ms);
       return RetryableUnlessEmpty(reasons::kReleaseFailed,

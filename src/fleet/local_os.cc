@@ -108,12 +108,11 @@ std::vector<std::string> TailLines(const fs::path& path, size_t max_lines) {
   return lines;
 }
 
-LockState ProbeLock(const fs::path& lock, std::string* error) {
+StatusOr<LockState> ProbeLock(const fs::path& lock) {
   const int fd = ::open(lock.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT) return LockState::kFree;
-    if (error != nullptr) *error = "cannot open " + lock.string() + ": " + ErrnoText(errno);
-    return LockState::kError;
+    return Status::Internal("cannot open " + lock.string() + ": " + ErrnoText(errno));
   }
   int rc;
   do {
@@ -123,8 +122,17 @@ LockState ProbeLock(const fs::path& lock, std::string* error) {
   ::close(fd);  // also lets go of the lock if we took it
   if (rc == 0) return LockState::kFree;
   if (err == EWOULDBLOCK) return LockState::kHeld;
-  if (error != nullptr) *error = "cannot lock " + lock.string() + ": " + ErrnoText(err);
-  return LockState::kError;
+  return Status::Internal("cannot lock " + lock.string() + ": " + ErrnoText(err));
+}
+
+bool LockHeld(const fs::path& lock) {
+  const StatusOr<LockState> state = ProbeLock(lock);
+  return state.ok() && *state == LockState::kHeld;
+}
+
+bool LockFree(const fs::path& lock) {
+  const StatusOr<LockState> state = ProbeLock(lock);
+  return state.ok() && *state == LockState::kFree;
 }
 
 namespace {

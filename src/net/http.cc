@@ -27,6 +27,8 @@
 #include <mutex>
 #include <vector>
 
+#include "starforge/common/status.h"
+
 namespace starforge::net {
 
 struct Transport::Shared {
@@ -270,28 +272,29 @@ class OpenFile {
   curl_off_t offset_ = 0;
 };
 
-// Opens `path` into `*files`; false with *error naming it (and `what` it is) otherwise.
-bool OpenOne(const std::filesystem::path& path, const std::string& what,
-             std::deque<OpenFile>* files, std::string* error) {
+// Opens `path` into `*files`, or says why not, naming it (and `what` it is).
+Status OpenOne(const std::filesystem::path& path, const std::string& what,
+               std::deque<OpenFile>* files) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   struct stat st {};
   if (fd < 0 || ::fstat(fd, &st) != 0) {
-    *error = "cannot read " + path.string() + " (" + what + "): " + std::strerror(errno);
+    Status why = Status::FailedPrecondition("cannot read " + path.string() + " (" + what +
+                                            "): " + std::strerror(errno));
     if (fd >= 0) ::close(fd);
-    return false;
+    return why;
   }
   files->emplace_back(fd, static_cast<curl_off_t>(st.st_size));
-  return true;
+  return Status::Ok();
 }
 
-// Opens every file part of `parts` into `*files`; false with *error naming the file otherwise.
-bool OpenFiles(const std::vector<FormPart>& parts, std::deque<OpenFile>* files,
-               std::string* error) {
+// Opens every file part of `parts` into `*files`, or says which one cannot be.
+Status OpenFiles(const std::vector<FormPart>& parts, std::deque<OpenFile>* files) {
   for (const FormPart& p : parts) {
     if (p.reader || p.file.empty()) continue;
-    if (!OpenOne(p.file, "form part \"" + p.name + "\"", files, error)) return false;
+    if (Status opened = OpenOne(p.file, "form part \"" + p.name + "\"", files); !opened.ok())
+      return opened;
   }
-  return true;
+  return Status::Ok();
 }
 
 // The form's parts as a libcurl mime structure bound to `c`; file parts read from `files`
@@ -446,13 +449,13 @@ void Transport::Perform(const Request& r, Response* response) {
   SetTls(c, r.tls, &blobs);
   std::deque<OpenFile> files;  // outlives `mime`, which reads them
   CurlPtr<curl_mime> mime(nullptr, &curl_mime_free);
-  std::string open_error;
-  if (r.form != nullptr && !OpenFiles(*r.form, &files, &open_error)) files.clear();
-  if (!r.body_file.empty() && open_error.empty())
-    OpenOne(r.body_file, "the request's body", &files, &open_error);
-  if (!open_error.empty()) {
+  Status opened;
+  if (r.form != nullptr) opened = OpenFiles(*r.form, &files);
+  if (!r.body_file.empty() && opened.ok())
+    opened = OpenOne(r.body_file, "the request's body", &files);
+  if (!opened.ok()) {
     response->fault = Fault::kReadBody;
-    response->error = open_error;
+    response->error = opened.message();
     response->nothing_sent = true;
     return;
   }

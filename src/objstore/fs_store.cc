@@ -53,9 +53,9 @@ StatusOr<int64_t> AtomicWrite(const fs::path& dest, int src_fd, std::string_view
                    fmt::format("cannot create {}: {}", dest.parent_path().string(), ec.message()));
   }
   int64_t done = 0;
-  auto fill = [&](int out) -> std::string {
+  auto fill = [&](int out) -> Status {
     auto failed = [&](const std::string& what, const std::string& path) {
-      return fmt::format("cannot {} {}: {}", what, path, std::strerror(errno));
+      return Status::Internal(fmt::format("cannot {} {}: {}", what, path, std::strerror(errno)));
     };
     if (src_fd < 0) {
       constexpr size_t kChunk = size_t{1} << 20;
@@ -65,7 +65,7 @@ StatusOr<int64_t> AtomicWrite(const fs::path& dest, int src_fd, std::string_view
         done += static_cast<int64_t>(n);
         if (progress) progress(done, total);
       }
-      return "";
+      return Status::Ok();
     }
     std::vector<char> buf(size_t{1} << 20);
     for (;;) {
@@ -74,14 +74,14 @@ StatusOr<int64_t> AtomicWrite(const fs::path& dest, int src_fd, std::string_view
         if (errno == EINTR) continue;
         return failed("read", "the source");
       }
-      if (n == 0) return "";
+      if (n == 0) return Status::Ok();
       if (!WriteAll(out, buf.data(), static_cast<size_t>(n))) return failed("write", dest.string());
       done += n;
       if (progress) progress(done, total);
     }
   };
-  if (std::string error = WriteFileAtomic(dest, fill); !error.empty()) {
-    return Failure(ErrorKind::kInvalid, error);
+  if (Status written = WriteFileAtomic(dest, fill); !written.ok()) {
+    return Failure(ErrorKind::kInvalid, written.message());
   }
   return done;
 }

@@ -270,7 +270,8 @@ Status LocalBackend::Create(const store::Playground& row, const Spec& spec) {
                          {"gpus", gpu_ids.value_or(std::vector<int>{})},
                          {"startTime", local::ProcStartTime(pid).value_or(0)},
                          {"command", argv}};
-    return WriteFileAtomic(dir / "launch.json", launch.dump() + "\n");
+    // (SpawnDetached's before_exec still says "" for go.)
+    return WriteFileAtomic(dir / "launch.json", launch.dump() + "\n").message();
   });
   started = r.ok || r.lock_held;
   if (r.lock_held) return Status::Ok();  // another pass started it a moment ago
@@ -288,7 +289,7 @@ void LocalBackend::Readopt() {
        fs::directory_iterator(options_.state_dir / "playgrounds", ec)) {
     const fs::path lock = e.path() / "server.lock";
     const std::optional<json> launch = local::ReadJson(e.path() / "launch.json");
-    if (!launch || local::ProbeLock(lock) != local::LockState::kHeld) continue;
+    if (!launch || !local::LockHeld(lock)) continue;
     options_.machine->Readopt(Holder(e.path().filename().string()),
                               launch->value("cpus", int64_t{1}), GpuIds(*launch), lock);
   }
@@ -304,14 +305,13 @@ Observation LocalBackend::Observe(const store::Playground& row, const Spec&) {
     o.message = "its records (" + (dir / "launch.json").string() + ") are gone";
     return o;
   }
-  std::string error;
-  const local::LockState lock = local::ProbeLock(dir / "server.lock", &error);
-  if (lock == local::LockState::kError) {
+  const StatusOr<local::LockState> lock = local::ProbeLock(dir / "server.lock");
+  if (!lock.ok()) {
     o.retryable_error = true;
-    o.message = error;
+    o.message = lock.status().message();
     return o;
   }
-  if (lock == local::LockState::kFree) {
+  if (*lock == local::LockState::kFree) {
     if (options_.machine != nullptr) options_.machine->Unhold(Holder(row.id));
     o.state = store::PlaygroundState::kFailed;
     o.reason = kServerExited;
@@ -344,20 +344,20 @@ Status LocalBackend::Delete(const store::Playground& row) {
   const fs::path dir = Dir(row.id);
   const fs::path lock = dir / "server.lock";
   const std::optional<json> launch = local::ReadJson(dir / "launch.json");
-  if (!launch || local::ProbeLock(lock) == local::LockState::kFree) return Status::Ok();
+  if (!launch || local::LockFree(lock)) return Status::Ok();
   const pid_t pgid = static_cast<pid_t>(launch->value("pid", 0));
   const std::optional<json> stop = local::ReadJson(dir / "stop.json");
   if (!stop) {
-    const std::string err =
+    const Status written =
         WriteFileAtomic(dir / "stop.json", json{{"termAt", NowMs()}}.dump() + "\n");
-    if (!err.empty()) return Status::Retryable(kDeleteFailed, err);
+    if (!written.ok()) return Status::Retryable(kDeleteFailed, written.message());
     local::SignalMarkedGroup(pgid, Marker(row.id), SIGTERM);
   } else if (NowMs() - stop->value("termAt", int64_t{0}) >= options_.stop_grace.count()) {
     local::SignalMarkedGroup(pgid, Marker(row.id), SIGKILL);
   }
   // Most servers are gone within a moment of the signal: wait that long rather than a resync.
   for (int i = 0; i < 40; ++i) {
-    if (local::ProbeLock(lock) == local::LockState::kFree) {
+    if (local::LockFree(lock)) {
       if (options_.machine != nullptr) options_.machine->Unhold(Holder(row.id));
       return Status::Ok();
     }

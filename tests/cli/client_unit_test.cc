@@ -306,7 +306,7 @@ TEST(ClientConfig, SaveIsPrivateAndLoadReadsItBack) {
   const fs::path path = tmp.path() / "cfg/starforge/config.json";
   EXPECT_EQ(LoadClientSettings(path).settings.token, "") << "no file yet is not an error";
   EXPECT_EQ(LoadClientSettings(path).error, "");
-  ASSERT_EQ(SaveClientSettings(path, {"http://h:1", "sf_secret"}), "");
+  ASSERT_TRUE(SaveClientSettings(path, {"http://h:1", "sf_secret"}).ok());
   struct stat st {};
   ASSERT_EQ(::stat(path.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
@@ -320,7 +320,7 @@ TEST(ClientConfig, SaveIsPrivateAndLoadReadsItBack) {
 
   // Keys it does not know survive a new login; nothing else is left in the directory.
   std::ofstream(path) << R"({"server": "http://old", "token": "sf_old", "editor": "vi"})";
-  ASSERT_EQ(SaveClientSettings(path, {"http://h:2", "sf_new"}), "");
+  ASSERT_TRUE(SaveClientSettings(path, {"http://h:2", "sf_new"}).ok());
   const json doc = json::parse(ReadFile(path));
   EXPECT_EQ(doc["editor"], "vi");
   EXPECT_EQ(doc["token"], "sf_new");

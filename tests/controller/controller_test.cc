@@ -361,28 +361,29 @@ TEST(ParsedSpecs, ParsesOnceAndServesOnlyTheStoredText) {
   Job job;
   job.id = "j-spec000001";
   job.spec_json = jobspec::ToCanonicalText(Spec());
-  std::string error;
-  const auto first = specs.Get(job, &error);
-  ASSERT_NE(first, nullptr) << error;
-  EXPECT_EQ(first->name, Spec().name);
-  EXPECT_EQ(specs.Get(job, &error), first);  // the same object: not parsed again
+  const auto first = specs.Get(job);
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  EXPECT_EQ((*first)->name, Spec().name);
+  EXPECT_EQ(specs.Get(job).value(), *first);  // the same object: not parsed again
 
   Job other = job;
   other.spec_json = jobspec::ToCanonicalText(Spec("env: {A: b}\n"));
-  const auto second = specs.Get(other, &error);
-  ASSERT_NE(second, nullptr) << error;
-  EXPECT_NE(second, first);
-  EXPECT_EQ(second->env.at("A"), "b");
+  const auto second = specs.Get(other);
+  ASSERT_TRUE(second.ok()) << second.status().message();
+  EXPECT_NE(*second, *first);
+  EXPECT_EQ((*second)->env.at("A"), "b");
 
   Job broken = job;
   broken.spec_json = "{\"name\": 7}";
-  EXPECT_EQ(specs.Get(broken, &error), nullptr);
-  EXPECT_THAT(error, HasSubstr("name"));
+  const auto refused = specs.Get(broken);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), Code::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(), HasSubstr("name"));
 
   specs.Forget(job.id);
-  const auto again = specs.Get(job, &error);
-  ASSERT_NE(again, nullptr) << error;
-  EXPECT_NE(again, second);
+  const auto again = specs.Get(job);
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_NE(*again, *second);
 }
 
 TEST_F(ControllerTest, ASuccessfulJobGoesThroughEveryPhaseAndIsCleanedUp) {

@@ -1105,8 +1105,9 @@ bool Kubelet::EnsureVolumes(Pod& p, const json& pod) {
       const mode_t def_mode = static_cast<mode_t>(Int(src, "defaultMode", 0644));
       // A file that cannot be written fails the mount, as the kubelet's would.
       auto write = [&](const fs::path& path, const std::string& text, mode_t mode) {
-        if (std::string err = starforge::WriteFileAtomic(path, text, mode); !err.empty())
-          errors.push_back("MountVolume.SetUp failed for volume \"" + name + "\" : " + err);
+        if (starforge::Status written = starforge::WriteFileAtomic(path, text, mode); !written.ok())
+          errors.push_back("MountVolume.SetUp failed for volume \"" + name +
+                           "\" : " + written.message());
       };
       const json& items = Obj(src, "items");
       bool missing_key = false;
@@ -1514,10 +1515,10 @@ bool Kubelet::Launch(Pod& p, const json& pod, Container& c, SandboxSpec s) {
   fs::create_directories(c.run_dir);
   fs::create_directories(p.dir + "/logs/" + c.name);
   c.spec_file = c.run_dir + "/spec.json";
-  if (std::string err = starforge::WriteFileAtomic(c.spec_file, s.ToJson().dump(2), 0600);
-      !err.empty()) {
-    Event(p, pod, &c, "Warning", "Failed", "Error: " + err);
-    return WaitToStart(p, c, "CreateContainerError", err, opts_.sync);
+  if (starforge::Status written = starforge::WriteFileAtomic(c.spec_file, s.ToJson().dump(2), 0600);
+      !written.ok()) {
+    Event(p, pod, &c, "Warning", "Failed", "Error: " + written.message());
+    return WaitToStart(p, c, "CreateContainerError", written.message(), opts_.sync);
   }
   c.log_file = p.dir + "/logs/" + c.name + "/" + std::to_string(instance) + ".log";
   { std::ofstream touch(c.log_file, std::ios::app); }

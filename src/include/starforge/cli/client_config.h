@@ -33,8 +33,8 @@ struct LoadedSettings {
 LoadedSettings LoadClientSettings(const std::filesystem::path& path);
 
 // Writes the file atomically (temporary file + rename) with mode 0600, creating its directory
-// with mode 0700. Keeps keys of the existing file that it does not know. Returns "" or why not.
-std::string SaveClientSettings(const std::filesystem::path& path, const ClientSettings& settings);
+// with mode 0700. Keeps keys of the existing file that it does not know.
+Status SaveClientSettings(const std::filesystem::path& path, const ClientSettings& settings);
 
 // "host:port" → "http://host:port"; strips trailing '/'. kInvalidArgument when the URL has
 // another scheme, no host, or a query/fragment.

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "starforge/common/disk_budget.h"
+#include "starforge/common/status_or.h"
 #include "starforge/config/config.h"
 #include "starforge/controller/work_queue.h"
 #include "starforge/fleet/fleet.h"
@@ -92,9 +93,9 @@ class RecordedFleetEvents {
 // checked against the stored text, so a spec is never served for other text. Thread-safe.
 class ParsedSpecs {
  public:
-  // The spec of `job`, or null with *error saying why its stored spec does not parse (not kept:
-  // such a job ends at this reconcile).
-  std::shared_ptr<const jobspec::JobSpec> Get(const store::Job& job, std::string* error);
+  // The spec of `job`, or why its stored spec does not parse (kInvalidArgument; not kept: such a
+  // job ends at this reconcile).
+  StatusOr<std::shared_ptr<const jobspec::JobSpec>> Get(const store::Job& job);
   void Forget(const std::string& job_id);
 
  private:

@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "starforge/common/status_or.h"
 #include "starforge/fleet/local_fleet.h"
 
 namespace starforge::fleet::local {
@@ -31,10 +32,14 @@ std::optional<nlohmann::json> ReadJson(const fs::path& path);
 // rules as ReadJson for what is read).
 std::vector<std::string> TailLines(const fs::path& path, size_t max_lines);
 
-enum class LockState { kHeld, kFree, kError };
+enum class LockState { kHeld, kFree };
 // Whether some process holds run.lock: tries LOCK_EX|LOCK_NB on a fresh descriptor and lets go
-// at once. A missing file is free. kError (with *error) when the file cannot be opened.
-LockState ProbeLock(const fs::path& lock, std::string* error = nullptr);
+// at once. A missing file is free. Fails when the file cannot be opened or locked.
+StatusOr<LockState> ProbeLock(const fs::path& lock);
+// ProbeLock found it held (not when it cannot tell).
+bool LockHeld(const fs::path& lock);
+// ProbeLock found it free (not when it cannot tell).
+bool LockFree(const fs::path& lock);
 
 // Field 22 of /proc/<pid>/stat (start time in clock ticks after boot); nullopt when gone.
 std::optional<uint64_t> ProcStartTime(pid_t pid);
