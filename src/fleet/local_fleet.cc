@@ -460,17 +460,16 @@ struct LocalFleet::Impl {
       return out;
     }
     Need need = w.need;
-    local::SpawnResult spawned = local::SpawnDetached(spec, [&](pid_t pid) -> std::string {
+    local::SpawnResult spawned = local::SpawnDetached(spec, [&](pid_t pid) -> Status {
       // The runner waits for this record before it runs anything: a launched job always has
       // its launch.json.
       const auto start = local::ProcStartTime(pid);
-      if (!start) return "the runner's process vanished before it started";
+      if (!start) return Status::Unavailable("the runner's process vanished before it started");
       nlohmann::json launch = {{"jobId", w.job_id},   {"pid", pid},
                                {"startTime", *start}, {"launchedAt", NowMs()},
                                {"host", host},        {"cpus", need.cpus},
                                {"gpus", gpu_ids},     {"capsuleSha256", w.capsule_sha256}};
-      // (SpawnDetached's before_exec still says "" for go.)
-      return WriteFileAtomic(p.launch, launch.dump(2) + "\n").message();
+      return WriteFileAtomic(p.launch, launch.dump(2) + "\n");
     });
     if (spawned.lock_held) {
       out.ok = true;  // someone else started it meanwhile

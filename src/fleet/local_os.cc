@@ -418,8 +418,7 @@ std::mutex spawn_mutex;
 
 }  // namespace
 
-SpawnResult SpawnDetached(const SpawnSpec& spec,
-                          const std::function<std::string(pid_t)>& before_exec) {
+SpawnResult SpawnDetached(const SpawnSpec& spec, const std::function<Status(pid_t)>& before_exec) {
   SpawnResult result;
   Prepared p;
   p.program = spec.program.c_str();
@@ -497,10 +496,9 @@ SpawnResult SpawnDetached(const SpawnSpec& spec,
     return finish(result);
   }
   const pid_t pid = r.pid;
-  const std::string veto = before_exec ? before_exec(pid) : "";
-  if (!veto.empty()) {
+  if (const Status ready = before_exec ? before_exec(pid) : Status::Ok(); !ready.ok()) {
     result.retryable = true;
-    result.error = veto;
+    result.error = ready.message();
     return finish(result);  // closing the go pipe makes the grandchild exit
   }
   const char go_byte = 'g';

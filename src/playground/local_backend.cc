@@ -263,15 +263,14 @@ Status LocalBackend::Create(const store::Playground& row, const Spec& spec) {
   // waits for its exit status); ignoring it would also make the server inherit SIG_IGN, and a
   // server without its own handler (the emulator) would then outlive every SIGTERM.
   s.ignore_stop_signals = false;
-  const local::SpawnResult r = local::SpawnDetached(s, [&](pid_t pid) -> std::string {
+  const local::SpawnResult r = local::SpawnDetached(s, [&](pid_t pid) -> Status {
     const json launch = {{"pid", pid},
                          {"port", port},
                          {"cpus", Cpus(spec)},
                          {"gpus", gpu_ids.value_or(std::vector<int>{})},
                          {"startTime", local::ProcStartTime(pid).value_or(0)},
                          {"command", argv}};
-    // (SpawnDetached's before_exec still says "" for go.)
-    return WriteFileAtomic(dir / "launch.json", launch.dump() + "\n").message();
+    return WriteFileAtomic(dir / "launch.json", launch.dump() + "\n");
   });
   started = r.ok || r.lock_held;
   if (r.lock_held) return Status::Ok();  // another pass started it a moment ago

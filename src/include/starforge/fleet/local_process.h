@@ -86,10 +86,10 @@ struct SpawnResult {
 // here), so the program is never our child and lives on when we exit; its own process group;
 // default signal dispositions and an empty signal mask; stdin /dev/null; only fds 0-2 and the
 // lock open. The grandchild takes the lock, reports its pid and WAITS: `before_exec(pid)` runs
-// here (e.g. records the pid) and the program is exec'd only if it returns "". Otherwise, or if
-// we die first, the grandchild exits without running anything.
-SpawnResult SpawnDetached(const SpawnSpec& spec,
-                          const std::function<std::string(pid_t)>& before_exec);
+// here (e.g. records the pid) and the program is exec'd only if it returns ok. Otherwise (its
+// message is the result's retryable error), or if we die first, the grandchild exits without
+// running anything.
+SpawnResult SpawnDetached(const SpawnSpec& spec, const std::function<Status(pid_t)>& before_exec);
 
 std::string ErrnoText(int errnum);
 
