@@ -21,6 +21,25 @@ pools:
     cpusPerMachine: 1
 `;
 
+// A TensorBoard event file as its writers frame one, in plain Python: TFRecords (length, masked
+// CRC-32C, an Event protobuf, masked CRC-32C). The jobs below import struct and add the protobufs.
+const TFRECORD_PY = `def crc32c(data):
+    c = 0xFFFFFFFF
+    for x in data:
+        c ^= x
+        for _ in range(8):
+            c = (c >> 1) ^ (0x82F63B78 if c & 1 else 0)
+    return c ^ 0xFFFFFFFF
+
+def masked(data):
+    c = crc32c(data)
+    return (((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+def record(data):
+    n = struct.pack("<Q", len(data))
+    return n + struct.pack("<I", masked(n)) + data + struct.pack("<I", masked(data))
+`;
+
 // Every console message of type error (a failed request shows as one) and CSP report.
 function watchConsole(page) {
   const errors = [];
@@ -154,22 +173,7 @@ with open(os.path.join(os.environ["FORGE_JOB_DIR"], "metrics.jsonl"), "w") as f:
 
 # A TensorBoard event file as its writers frame one, in plain Python: TFRecords (length, masked
 # CRC-32C, an Event protobuf, masked CRC-32C) of scalars (Summary.Value.simple_value).
-def crc32c(data):
-    c = 0xFFFFFFFF
-    for x in data:
-        c ^= x
-        for _ in range(8):
-            c = (c >> 1) ^ (0x82F63B78 if c & 1 else 0)
-    return c ^ 0xFFFFFFFF
-
-def masked(data):
-    c = crc32c(data)
-    return (((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF
-
-def record(data):
-    n = struct.pack("<Q", len(data))
-    return n + struct.pack("<I", masked(n)) + data + struct.pack("<I", masked(data))
-
+${TFRECORD_PY}
 def scalar(step, tag, value):
     t = tag.encode()
     v = b"\\x0a" + bytes([len(t)]) + t + b"\\x15" + struct.pack("<f", value)
@@ -229,22 +233,7 @@ pools:
       {
         "tb.py": `import os, struct, time
 
-def crc32c(data):
-    c = 0xFFFFFFFF
-    for x in data:
-        c ^= x
-        for _ in range(8):
-            c = (c >> 1) ^ (0x82F63B78 if c & 1 else 0)
-    return c ^ 0xFFFFFFFF
-
-def masked(data):
-    c = crc32c(data)
-    return (((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF
-
-def record(data):
-    n = struct.pack("<Q", len(data))
-    return n + struct.pack("<I", masked(n)) + data + struct.pack("<I", masked(data))
-
+${TFRECORD_PY}
 def varint(n):
     out = b""
     while True:
